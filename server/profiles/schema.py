@@ -1,0 +1,118 @@
+"""The profile schema: a family of small frozen msgspec Structs.
+
+The docstrings of the fields double as the profile reference (README links here). Loading and position-aware
+error reporting live in ``loader.py``; these Structs only say what a valid, resolved profile is.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "DEFAULT_ADMIN_TOKEN_ENV",
+    "DEFAULT_API_KEY_ENV",
+    "FRONTEND_KEYS",
+    "ModelProfile",
+    "Profile",
+    "ServerSection",
+    "StrategyName",
+    "SwitchMode",
+    "Switching",
+]
+
+NonNegativeFloat = Annotated[float, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(ge=1)]
+SwitchMode = Literal["manual", "auto"]
+StrategyName = Literal["auto", "stop", "keep", "sleep", "stash"]
+SleepLevel = Literal[1, 2]
+
+DEFAULT_ADMIN_TOKEN_ENV = "TURNOUT_ADMIN_TOKEN"
+DEFAULT_API_KEY_ENV = "TURNOUT_API_KEY"
+
+#: Per-model keys that configure the frontend, not vLLM's engine. Every other key goes to ``AsyncEngineArgs``.
+FRONTEND_KEYS = frozenset(
+    {"enable_auto_tool_choice", "tool_call_parser", "chat_template", "reasoning_parser", "quant_config"}
+)
+
+
+class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every profile Struct: immutable, keyword-only, and strict about unknown keys."""
+
+
+class ModelProfile(Base):
+    """One model of a profile.
+
+    Attributes:
+        model: A local model folder (must hold ``config.json``) or a hub id. Relative folders resolve against
+            the profile file's folder when they exist there.
+        enable_auto_tool_choice: Let the model decide to call tools (``tool_choice: auto``). Needs
+            ``tool_call_parser``. Unset means "the server's CLI default".
+        tool_call_parser: A tool parser registered in vLLM (``hermes``, ``llama3_json``, ...).
+        chat_template: A jinja2 chat template file; a relative path resolves against the profile's folder.
+        reasoning_parser: A reasoning parser registered in vLLM (``deepseek_r1``, ``qwen3``, ...).
+        quant_config: An INC/FP8 quantization JSON file (exported to the engine as ``QUANT_CONFIG``). Absent
+            means "none": it is never inherited from the previously active model.
+        engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
+    """
+
+    model: str
+    enable_auto_tool_choice: bool | None = None
+    tool_call_parser: str | None = None
+    chat_template: str | None = None
+    reasoning_parser: str | None = None
+    quant_config: str | None = None
+    engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Switching(Base):
+    """How the server moves the device from one model to another.
+
+    Attributes:
+        mode: ``manual``: only the admin switch route changes the active model, and a request for another
+            configured model gets 409. ``auto``: a request for another configured model switches to it.
+        drain_timeout: Seconds a switch waits for in-flight requests before it aborts them.
+        strategy: What happens to the model being left: ``stop`` unloads it, ``keep`` leaves it resident,
+            ``sleep`` uses vLLM sleep mode, ``stash`` uses vLLM-Gaudi's in-process reconfigure. ``auto`` picks
+            stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop.
+        sleep_level: vLLM sleep level for ``sleep``: 1 offloads weights to host RAM, 2 discards them.
+        max_active: How many engines may be resident at once under ``keep``.
+    """
+
+    mode: SwitchMode = "manual"
+    drain_timeout: NonNegativeFloat = 60.0
+    strategy: StrategyName = "auto"
+    sleep_level: SleepLevel = 1
+    max_active: PositiveInt = 1
+
+
+class ServerSection(Base):
+    """Server settings that belong with the models.
+
+    Attributes:
+        admin_token_env: Name of the env var that holds the admin bearer token.
+        api_key_env: Name of the env var that holds the API key guarding ``/v1/*`` (unset: no key).
+    """
+
+    admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
+    api_key_env: str = DEFAULT_API_KEY_ENV
+
+
+class Profile(Base):
+    """A validated, resolved profile.
+
+    Attributes:
+        path: The file it came from (absolute).
+        default_model: The model loaded at start-up: ``default_model``, else ``$MODEL``, else the first model.
+        models: Model name to its profile, in file order.
+        switching: Switching settings.
+        server: Server settings.
+    """
+
+    path: str
+    default_model: str
+    models: dict[str, ModelProfile]
+    switching: Switching = msgspec.field(default_factory=Switching)
+    server: ServerSection = msgspec.field(default_factory=ServerSection)
