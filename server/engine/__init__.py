@@ -1,0 +1,45 @@
+"""The engine manager: owns vLLM engines, gates requests and switches the active model.
+
+Imports run one way (``api -> frontend -> engine -> profiles``): nothing here imports Litestar or the frontend.
+"""
+
+from server.engine.errors import (
+    AdmissionTimeout,
+    EngineError,
+    ManagerClosed,
+    ModelLoadFailed,
+    ModelNotActive,
+    ModelNotFound,
+    ModelSwitching,
+    NoActiveModel,
+    RequestAbortedBySwitch,
+    SwitchConflict,
+    SwitchFailed,
+)
+from server.engine.lease import Lease, Published
+from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchReport
+from server.engine.states import Slot, SlotState
+
+__all__ = [
+    "AdmissionTimeout",
+    "BundleBuilder",
+    "EngineError",
+    "EngineManager",
+    "Lease",
+    "ManagerClosed",
+    "ManagerSnapshot",
+    "ModelLoadFailed",
+    "ModelNotActive",
+    "ModelNotFound",
+    "ModelSwitching",
+    "NoActiveModel",
+    "Published",
+    "RequestAbortedBySwitch",
+    "Slot",
+    "SlotSnapshot",
+    "SlotState",
+    "SwitchConflict",
+    "SwitchFailed",
+    "SwitchReport",
+]

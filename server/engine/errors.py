@@ -1,0 +1,170 @@
+"""Typed errors raised by the engine manager.
+
+Each error knows the HTTP status and OpenAI error ``code`` it maps to, so the API layer converts them in one place
+without knowing every case. The manager itself never imports Litestar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "AdmissionTimeout",
+    "EngineError",
+    "ManagerClosed",
+    "ModelLoadFailed",
+    "ModelNotActive",
+    "ModelNotFound",
+    "ModelSwitching",
+    "NoActiveModel",
+    "RequestAbortedBySwitch",
+    "SwitchConflict",
+    "SwitchFailed",
+]
+
+
+class EngineError(Exception):
+    """Base of the manager's errors.
+
+    Attributes:
+        status_code: The HTTP status that fits the error.
+        code: The OpenAI-style error code.
+        retry_after: Seconds a client should wait before retrying (sent as ``Retry-After`` with 503s).
+    """
+
+    status_code: int = 500
+    code: str = "engine_error"
+    retry_after: int | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ModelNotFound(EngineError):
+    """The requested model is not in the profile."""
+
+    status_code = 404
+    code = "model_not_found"
+
+    def __init__(self, model: str, available: Iterable[str]) -> None:
+        names = ", ".join(sorted(available))
+        super().__init__(f"The model '{model}' does not exist. Configured models: {names}.")
+        self.model = model
+
+
+class ModelNotActive(EngineError):
+    """Manual mode: the requested model is configured but another one holds the device."""
+
+    status_code = 409
+    code = "model_not_active"
+
+    def __init__(self, model: str, active: str) -> None:
+        super().__init__(
+            f"The model '{model}' is configured but not active; the active model is '{active}'. "
+            f"Switch with POST /v1/models/switch (admin) or request '{active}'."
+        )
+        self.model = model
+        self.active = active
+
+
+class ModelSwitching(EngineError):
+    """The requested model is being switched away from; its gate is closed."""
+
+    status_code = 503
+    code = "model_switching"
+    retry_after = 5
+
+    def __init__(self, model: str, target: str) -> None:
+        super().__init__(f"The server is switching from '{model}' to '{target}'; '{model}' takes no new requests.")
+        self.model = model
+        self.target = target
+
+
+class AdmissionTimeout(EngineError):
+    """A request waited for a switch longer than its bound."""
+
+    status_code = 503
+    code = "switch_in_progress"
+    retry_after = 5
+
+    def __init__(self, model: str | None, waited_s: float) -> None:
+        what = f"model '{model}'" if model else "the active model"
+        super().__init__(f"Timed out after {waited_s:.1f}s waiting for {what} to become active.")
+        self.model = model
+
+
+class NoActiveModel(EngineError):
+    """No model holds the device (start-up, or a switch and its rollback both failed)."""
+
+    status_code = 503
+    code = "no_active_model"
+    retry_after = 10
+
+
+class ManagerClosed(EngineError):
+    """The server is shutting down."""
+
+    status_code = 503
+    code = "server_shutting_down"
+    retry_after = 10
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down.")
+
+
+class ModelLoadFailed(EngineError):
+    """A model this request waited for failed to load."""
+
+    status_code = 503
+    code = "model_load_failed"
+    retry_after = 30
+
+    def __init__(self, model: str, reason: str) -> None:
+        super().__init__(f"The model '{model}' failed to load: {reason}")
+        self.model = model
+        self.reason = reason
+
+
+class SwitchConflict(EngineError):
+    """A switch to another target is already under way."""
+
+    status_code = 409
+    code = "switch_conflict"
+
+    def __init__(self, requested: str, in_progress: str) -> None:
+        super().__init__(
+            f"Cannot switch to '{requested}': a switch to '{in_progress}' is under way. Retry when it ends."
+        )
+        self.requested = requested
+        self.in_progress = in_progress
+
+
+class SwitchFailed(EngineError):
+    """The target failed to activate; the previous model was restored when possible."""
+
+    status_code = 500
+    code = "switch_failed"
+
+    def __init__(self, target: str, reason: str, restored: str | None) -> None:
+        tail = f"'{restored}' was restored and keeps serving." if restored else "No model is active now."
+        super().__init__(f"Switching to '{target}' failed: {reason}. {tail}")
+        self.target = target
+        self.reason = reason
+        self.restored = restored
+
+
+class RequestAbortedBySwitch(EngineError):
+    """An in-flight request outlived the drain timeout of a switch and was aborted."""
+
+    status_code = 503
+    code = "model_switched"
+    retry_after = 1
+
+    def __init__(self, model: str, target: str) -> None:
+        super().__init__(
+            f"The request was aborted because the server switched from '{model}' to '{target}' "
+            f"and the drain timeout ran out. Retry the request."
+        )
+        self.model = model
+        self.target = target

@@ -1,0 +1,329 @@
+"""The engine manager: owns one slot per configured model and moves the device between them.
+
+Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
+    * A request is served only by the model, engine and bundle it was admitted to (its :class:`Lease` pins them).
+    * Every admitted request ends, completed or with a typed :class:`EngineError`; none is silently dropped.
+    * At most one switch runs; the gate never deadlocks: every wait is bounded, and every state change wakes the
+      waiters.
+
+Everything runs on one asyncio loop and state changes happen between awaits, so no lock is needed: waiters
+watch a broadcast event that every change replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from server.engine.errors import (
+    AdmissionTimeout,
+    ManagerClosed,
+    ModelLoadFailed,
+    ModelNotActive,
+    ModelNotFound,
+    ModelSwitching,
+    NoActiveModel,
+    SwitchConflict,
+)
+from server.engine.lease import Lease, Published
+from server.engine.memory import memory_in_use_mb
+from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchReport
+from server.engine.states import Slot, SlotState, transition
+from server.engine.strategies.base import SwitchStrategy
+from server.engine.switch import SwitchRun
+from server.profiles.schema import ModelProfile, SwitchMode
+
+__all__ = ["BundleBuilder", "EngineManager"]
+
+logger = logging.getLogger("turnout.engine")
+
+B = TypeVar("B")
+#: Builds one model's frontend bundle: ``(name, profile, engine) -> bundle``. Supplied by the frontend layer.
+BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
+
+
+@dataclass(frozen=True)
+class _InFlightSwitch:
+    target: str
+    task: asyncio.Task[SwitchReport]
+
+
+class EngineManager(Generic[B]):
+    """Owns the engines of a profile's models and switches the active one.
+
+    Args:
+        models: Model name to profile, in profile order.
+        strategy: What happens to the model being left.
+        build_bundle: Builds a model's frontend bundle once its engine is up.
+        mode: ``manual``: requests for another model get 409; ``auto``: they trigger a switch.
+        drain_timeout: Default seconds a switch waits for in-flight requests.
+        admission_timeout: Most seconds a request waits for a switch before a 503.
+        abort_grace: Seconds aborted requests get to leave before the old model is parked.
+        memory_probe: Reads memory in MB for the switch report.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelProfile],
+        strategy: SwitchStrategy,
+        build_bundle: BundleBuilder[B],
+        *,
+        mode: SwitchMode = "manual",
+        drain_timeout: float = 60.0,
+        admission_timeout: float = 600.0,
+        abort_grace: float = 10.0,
+        memory_probe: Callable[[], float] = memory_in_use_mb,
+    ) -> None:
+        if not models:
+            raise ValueError("the manager needs at least one model")
+        self._slots = {name: Slot(name=name, profile=profile) for name, profile in models.items()}
+        self._strategy = strategy
+        self._build_bundle = build_bundle
+        self._mode = mode
+        self._drain_timeout = drain_timeout
+        self._admission_timeout = admission_timeout
+        self._abort_grace = abort_grace
+        self._memory_probe = memory_probe
+        self._published: Published[B] | None = None
+        self._switch: _InFlightSwitch | None = None
+        self._inflight: dict[str, set[Lease[B]]] = {name: set() for name in models}
+        self._changed = asyncio.Event()
+        self._closed = False
+        self._last_report: SwitchReport | None = None
+
+    # -- read-only views ------------------------------------------------------------------------------------
+
+    @property
+    def models(self) -> Mapping[str, ModelProfile]:
+        """Every configured model, in profile order."""
+        return {name: slot.profile for name, slot in self._slots.items()}
+
+    @property
+    def active_model(self) -> str | None:
+        """The model that serves requests now, if any."""
+        return self._published.model if self._published else None
+
+    @property
+    def switching_to(self) -> str | None:
+        """The target of the switch under way, if any."""
+        return self._switch.target if self._switch else None
+
+    @property
+    def published(self) -> Published[B] | None:
+        """The active model, engine and bundle, as one object."""
+        return self._published
+
+    @property
+    def strategy_name(self) -> str:
+        """The strategy in use."""
+        return self._strategy.name
+
+    def slot_state(self, model: str) -> SlotState:
+        """The state of ``model``'s slot."""
+        return self._slots[model].state
+
+    def snapshot(self) -> ManagerSnapshot:
+        """The manager's state for the status route."""
+        return ManagerSnapshot(
+            active_model=self.active_model,
+            switching_to=self.switching_to,
+            mode=self._mode,
+            strategy=self._strategy.name,
+            in_flight=sum(len(leases) for leases in self._inflight.values()),
+            slots=[
+                SlotSnapshot(
+                    name=slot.name,
+                    model=slot.profile.model,
+                    state=slot.state.value,
+                    reason=slot.reason,
+                    in_flight=len(self._inflight[slot.name]),
+                    max_model_len=getattr(slot.bundle, "max_model_len", None),
+                )
+                for slot in self._slots.values()
+            ],
+            last_switch=self._last_report,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    async def initialize(self, default: str) -> SwitchReport:
+        """Load ``default`` and publish its bundle; raises :class:`SwitchFailed` when it cannot load."""
+        return await self.switch(default)
+
+    async def shutdown(self) -> None:
+        """Refuse new requests, stop a running switch and release every engine."""
+        self._closed = True
+        self._notify()
+        if self._switch is not None:
+            self._switch.task.cancel()
+            with suppress(BaseException):
+                await self._switch.task
+        self._published = None
+        for slot in self._slots.values():
+            try:
+                await self._strategy.release(slot)
+            except Exception:
+                logger.exception("releasing %s failed during shutdown", slot.name)
+            if slot.state is not SlotState.STOPPED:
+                transition(slot, SlotState.STOPPED)
+        close = getattr(self._strategy, "close", None)
+        if close is not None:
+            await close()
+
+    # -- admission ------------------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def admit(self, model: str | None, *, wait_timeout: float | None = None) -> AsyncIterator[Lease[B]]:
+        """Admit one request for ``model`` (None: the active model) for its whole life, stream tail included.
+
+        Waits, within ``wait_timeout``, while a switch to ``model`` is under way.
+
+        Raises:
+            ModelNotFound: ``model`` is not configured.
+            ModelNotActive: manual mode, and another model is active.
+            ModelSwitching: ``model`` is being switched away from.
+            AdmissionTimeout: the wait ran out.
+            ModelLoadFailed: the switch this request waited for failed.
+            NoActiveModel, ManagerClosed: nothing can serve.
+        """
+        lease = await self._acquire(model, self._admission_timeout if wait_timeout is None else wait_timeout)
+        try:
+            yield lease
+        finally:
+            self._inflight[lease.model].discard(lease)
+            self._notify()
+
+    async def _acquire(self, model: str | None, timeout: float) -> Lease[B]:
+        if model is not None and model not in self._slots:
+            raise ModelNotFound(model, self._slots)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        waited_for: asyncio.Task[SwitchReport] | None = None
+        while True:
+            if self._closed:
+                raise ManagerClosed()
+            if waited_for is not None and waited_for.done() and model is not None:
+                self._raise_if_failed(model)
+            changed = self._changed  # taken before the checks, so no change between them is missed
+            switch, published = self._switch, self._published
+            if switch is None:
+                if published is not None and model in (None, published.model):
+                    lease: Lease[B] = Lease(published=published)
+                    self._inflight[published.model].add(lease)
+                    return lease
+                if published is None and model is None:
+                    raise NoActiveModel("No model is active; switch to one with POST /v1/models/switch.")
+                assert model is not None
+                if self._mode == "manual":
+                    if published is None:
+                        raise NoActiveModel(f"No model is active; '{model}' can be switched to.")
+                    raise ModelNotActive(model, published.model)
+                switch = self._begin_switch(model, self._drain_timeout)
+                changed = self._changed
+            if model is not None and model != switch.target and self._mode == "manual":
+                raise ModelSwitching(model, switch.target)
+            if model in (None, switch.target):
+                waited_for = switch.task
+            await self._wait(changed, deadline, model, timeout)
+
+    def _raise_if_failed(self, model: str) -> None:
+        slot = self._slots[model]
+        if slot.state is SlotState.FAILED:
+            raise ModelLoadFailed(model, slot.reason or "unknown error")
+
+    async def _wait(self, changed: asyncio.Event, deadline: float, model: str | None, timeout: float) -> None:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise AdmissionTimeout(model, timeout)
+        try:
+            await asyncio.wait_for(changed.wait(), remaining)
+        except TimeoutError:
+            raise AdmissionTimeout(model, timeout) from None
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # -- switching ------------------------------------------------------------------------------------------
+
+    async def switch(self, target: str, drain_timeout: float | None = None) -> SwitchReport:
+        """Make ``target`` the active model.
+
+        A second call for the same target joins the switch under way; one for another target is refused.
+
+        Raises:
+            ModelNotFound: ``target`` is not configured.
+            SwitchConflict: a switch to another target is under way.
+            SwitchFailed: ``target`` could not be activated (the previous model was restored if possible).
+        """
+        if target not in self._slots:
+            raise ModelNotFound(target, self._slots)
+        if self._closed:
+            raise ManagerClosed()
+        if self._switch is not None:
+            if self._switch.target != target:
+                raise SwitchConflict(target, self._switch.target)
+            return await asyncio.shield(self._switch.task)
+        if self._published is not None and self._published.model == target:
+            return SwitchReport(
+                previous_model=target, current_model=target, switched=False, duration_ms=0.0,
+                strategy=self._strategy.name,
+            )
+        timeout = self._drain_timeout if drain_timeout is None else drain_timeout
+        return await asyncio.shield(self._begin_switch(target, timeout).task)
+
+    def _begin_switch(self, target: str, drain_timeout: float) -> _InFlightSwitch:
+        run = SwitchRun(
+            slots=self._slots,
+            strategy=self._strategy,
+            previous=self._published,
+            target=self._slots[target],
+            inflight=self._inflight,
+            build_bundle=self._bundle_for,
+            wait_change=self._wait_change,
+            memory_probe=self._memory_probe,
+            abort_grace=self._abort_grace,
+        )
+        task = asyncio.get_running_loop().create_task(self._run_switch(run, drain_timeout))
+        task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
+        self._switch = _InFlightSwitch(target, task)
+        self._notify()
+        return self._switch
+
+    async def _run_switch(self, run: SwitchRun[B], drain_timeout: float) -> SwitchReport:
+        try:
+            outcome = await run.execute(drain_timeout)
+            self._published = outcome.published
+            if outcome.report is not None:
+                self._last_report = outcome.report
+            if outcome.error is not None:
+                raise outcome.error
+            assert outcome.report is not None
+            return outcome.report
+        finally:
+            self._switch = None
+            self._notify()
+
+    async def _wait_change(self, timeout: float) -> bool:
+        """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
+    async def _bundle_for(self, slot: Slot) -> B:
+        if slot.bundle is None or slot.bundle_engine is not slot.engine:
+            slot.bundle = await self._build_bundle(slot.name, slot.profile, slot.engine)
+            slot.bundle_engine = slot.engine
+        bundle: B = slot.bundle
+        return bundle
+
+
+def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("switch task ended with %r", task.exception())

@@ -1,0 +1,73 @@
+"""What a switch reports, and the manager's status snapshot.
+
+``SwitchReport`` keeps vLLM-Gaudi's ``ModelSwitchResponse`` fields unchanged, so clients of its switch route keep
+working, and adds Turnout's extras (``drain_ms``, ``aborted_requests``, ``strategy``).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["ActivationMetrics", "ManagerSnapshot", "SlotSnapshot", "SwitchReport"]
+
+
+class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of one switch.
+
+    Attributes:
+        previous_model: The model that was active before (None at start-up).
+        current_model: The model active now.
+        switched: Whether the active model changed.
+        duration_ms: Wall time of the whole switch, drain included.
+        reconfigure_ms: Time spent deactivating the old model and activating the new one.
+        memory_before_mb: Device memory (process-tree RSS on CPU) before the switch.
+        memory_after_unload_mb: The same after the old model was parked or unloaded.
+        freed_memory_mb: ``memory_before_mb - memory_after_unload_mb``.
+        stash_memory_after_mb: Memory held by stashed models after the switch (stash strategy only).
+        drain_ms: Time spent waiting for in-flight requests.
+        aborted_requests: In-flight requests aborted when the drain timeout ran out.
+        strategy: The strategy that parked the old model.
+    """
+
+    previous_model: str | None
+    current_model: str
+    switched: bool
+    duration_ms: float
+    reconfigure_ms: float | None = None
+    memory_before_mb: float | None = None
+    memory_after_unload_mb: float | None = None
+    freed_memory_mb: float | None = None
+    stash_memory_after_mb: float | None = None
+    drain_ms: float = 0.0
+    aborted_requests: int = 0
+    strategy: str = ""
+
+
+class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """Extras a strategy may measure itself (vLLM-Gaudi's reconfigure reports its own)."""
+
+    reconfigure_ms: float | None = None
+    stash_memory_after_mb: float | None = None
+
+
+class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """One slot as the status route shows it."""
+
+    name: str
+    model: str
+    state: str
+    reason: str | None
+    in_flight: int
+    max_model_len: int | None = None
+
+
+class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The manager's state at one instant."""
+
+    active_model: str | None
+    switching_to: str | None
+    mode: str
+    strategy: str
+    in_flight: int
+    slots: list[SlotSnapshot]
+    last_switch: SwitchReport | None

@@ -1,0 +1,24 @@
+"""Switch strategies: what happens to the model being left, and how the target comes up."""
+
+from server.engine.strategies.base import Engine, EngineLoader, SleepableEngine, SwitchStrategy
+from server.engine.strategies.keep import KeepStrategy
+from server.engine.strategies.select import StrategyUnavailable, resolve_strategy_name, select_strategy
+from server.engine.strategies.sleep import SleepStrategy
+from server.engine.strategies.stash import StashHost, StashHostFactory, StashStrategy
+from server.engine.strategies.stop import StopStrategy
+
+__all__ = [
+    "Engine",
+    "EngineLoader",
+    "KeepStrategy",
+    "SleepStrategy",
+    "SleepableEngine",
+    "StashHost",
+    "StashHostFactory",
+    "StashStrategy",
+    "StopStrategy",
+    "StrategyUnavailable",
+    "SwitchStrategy",
+    "resolve_strategy_name",
+    "select_strategy",
+]

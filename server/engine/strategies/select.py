@@ -1,0 +1,66 @@
+"""Picks the strategy a profile asks for, resolving ``auto`` by device.
+
+``auto``: stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop (a keep
+strategy whose memory check unloads the least recently used resident engine before a new one loads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from server.engine.strategies.base import EngineLoader, SwitchStrategy
+from server.engine.strategies.keep import KeepStrategy
+from server.engine.strategies.sleep import SleepStrategy
+from server.engine.strategies.stash import StashHostFactory, StashStrategy
+from server.engine.strategies.stop import StopStrategy
+from server.profiles.schema import Switching
+
+__all__ = ["StrategyUnavailable", "resolve_strategy_name", "select_strategy"]
+
+
+class StrategyUnavailable(ValueError):
+    """The profile asks for a strategy this device cannot run."""
+
+
+def resolve_strategy_name(requested: str, *, device: str, stash_available: bool) -> str:
+    """The concrete strategy for ``requested`` on ``device``; raises when it cannot run there."""
+    if requested == "auto":
+        if device == "hpu" and stash_available:
+            return "stash"
+        if device == "cuda":
+            return "sleep"
+        return "keep"
+    if requested == "stash" and not stash_available:
+        raise StrategyUnavailable("strategy 'stash' needs vLLM-Gaudi (the vllm_gaudi package), which is not installed")
+    if requested == "sleep" and device == "cpu":
+        raise StrategyUnavailable("strategy 'sleep' needs vLLM sleep mode, which vLLM refuses on CPU; use keep or stop")
+    return requested
+
+
+def select_strategy(
+    switching: Switching,
+    loader: EngineLoader,
+    *,
+    device: str,
+    stash_factory: StashHostFactory | None = None,
+    memory_allows: Callable[[], bool] | None = None,
+) -> SwitchStrategy:
+    """Build the strategy for ``switching`` on ``device``.
+
+    Args:
+        switching: The profile's switching section.
+        loader: Starts and stops engines.
+        device: ``cpu``, ``cuda`` or ``hpu``.
+        stash_factory: Builds vLLM-Gaudi's host; None when vllm_gaudi is not installed.
+        memory_allows: The RAM check of the CPU ``auto`` policy.
+    """
+    name = resolve_strategy_name(switching.strategy, device=device, stash_available=stash_factory is not None)
+    if name == "stop":
+        return StopStrategy(loader)
+    if name == "sleep":
+        return SleepStrategy(loader, level=switching.sleep_level)
+    if name == "stash":
+        assert stash_factory is not None  # resolve_strategy_name refused stash without it
+        return StashStrategy(stash_factory)
+    ram_check = memory_allows if switching.strategy == "auto" else None
+    return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=ram_check)

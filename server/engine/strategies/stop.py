@@ -1,0 +1,34 @@
+"""``stop``: unload the model being left; every activation starts a fresh engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from server.engine.report import ActivationMetrics
+from server.engine.states import Slot, SlotState
+from server.engine.strategies.base import EngineLoader
+
+__all__ = ["StopStrategy"]
+
+
+class StopStrategy:
+    """Holds at most one engine: the cheapest in memory, the slowest to switch."""
+
+    name = "stop"
+
+    def __init__(self, loader: EngineLoader) -> None:
+        self._loader = loader
+
+    async def deactivate(self, slot: Slot) -> SlotState:
+        await self.release(slot)
+        return SlotState.STOPPED
+
+    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
+        if slot.engine is None:
+            slot.engine = await self._loader.load(slot.name, slot.profile)
+        return None
+
+    async def release(self, slot: Slot) -> None:
+        engine, slot.engine = slot.engine, None
+        if engine is not None:
+            await self._loader.unload(engine)

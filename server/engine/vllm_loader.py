@@ -1,0 +1,137 @@
+"""Real engines: builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles.
+
+The only module of the engine layer that imports vLLM, and only its engine API (``AsyncEngineArgs``,
+``AsyncLLM``, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter.py``.
+
+``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
+model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from server.engine.memory import available_ram_mb
+from server.engine.strategies.stash import StashHost, StashHostFactory
+from server.profiles.schema import ModelProfile
+
+__all__ = [
+    "QUANT_CONFIG_ENV",
+    "VllmEngineLoader",
+    "build_engine_args",
+    "detect_device",
+    "quant_config_env",
+    "ram_allows_another_engine",
+    "stash_host_factory",
+]
+
+logger = logging.getLogger("turnout.engine")
+
+QUANT_CONFIG_ENV = "QUANT_CONFIG"
+# Engines spawn their core process with a copy of os.environ, so the variable is set around the spawn and
+# restored after; the lock keeps two loads from seeing each other's value.
+_env_lock = asyncio.Lock()
+
+
+@contextlib.contextmanager
+def quant_config_env(quant_config: str | None) -> Iterator[None]:
+    """Set ``QUANT_CONFIG`` to ``quant_config`` (or remove it) for the duration, then restore it."""
+    saved = os.environ.get(QUANT_CONFIG_ENV)
+    if quant_config is None:
+        os.environ.pop(QUANT_CONFIG_ENV, None)
+    else:
+        os.environ[QUANT_CONFIG_ENV] = quant_config
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(QUANT_CONFIG_ENV, None)
+        else:
+            os.environ[QUANT_CONFIG_ENV] = saved
+
+
+def build_engine_args(name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
+    """vLLM ``AsyncEngineArgs`` for ``model``: its engine args, its path, and the served name."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    kwargs: dict[str, Any] = dict(model.engine_args)
+    kwargs["model"] = model.model
+    kwargs.setdefault("served_model_name", name)
+    if sleep_mode:
+        kwargs["enable_sleep_mode"] = True
+    return AsyncEngineArgs(**kwargs)
+
+
+class VllmEngineLoader:
+    """Starts and stops vLLM ``AsyncLLM`` engines.
+
+    Start-up and shutdown block for seconds (process spawn, weight loading, warm-up), so both run in a worker
+    thread: the event loop keeps answering ``/health`` and streaming other requests meanwhile.
+    """
+
+    async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = build_engine_args(name, model, sleep_mode=sleep_mode)
+        logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
+        async with _env_lock:
+            with quant_config_env(model.quant_config):
+                return await asyncio.to_thread(
+                    AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER
+                )
+
+    async def unload(self, engine: Any) -> None:
+        await asyncio.to_thread(engine.shutdown)
+
+
+def detect_device() -> str:
+    """``hpu``, ``cuda`` or ``cpu``, as vLLM's platform detection sees this machine."""
+    from vllm.platforms import current_platform
+
+    device = str(getattr(current_platform, "device_type", "cpu") or "cpu")
+    return device if device in ("hpu", "cuda") else "cpu"
+
+
+def ram_allows_another_engine(reserve_fraction: float = 0.25) -> bool:
+    """The CPU ``auto`` policy: keep engines resident while a quarter of host RAM stays available."""
+    import psutil
+
+    total_mb = float(psutil.virtual_memory().total) / (1024 * 1024)
+    return available_ram_mb() >= total_mb * reserve_fraction
+
+
+def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory | None:
+    """A factory for vLLM-Gaudi's ``MultiModelAsyncLLM`` over ``models``; None when vllm_gaudi is absent.
+
+    Every model's ``quant_config`` is passed explicitly, None included, so that vLLM-Gaudi is told "none" rather
+    than left to inherit the previous value. Not run here: vllm_gaudi needs Gaudi hardware.
+    """
+    if importlib.util.find_spec("vllm_gaudi") is None:
+        return None
+
+    async def build(first: str) -> StashHost:
+        from vllm.usage.usage_lib import UsageContext
+        from vllm_gaudi.v1.engine.multi_model_async_llm import (  # type: ignore[import-not-found]
+            MultiModelAsyncLLM,
+        )
+
+        host = MultiModelAsyncLLM(
+            {name: build_engine_args(name, model) for name, model in models.items()},
+            usage_context=UsageContext.OPENAI_API_SERVER,
+            disable_log_stats=True,
+            enable_log_requests=False,
+            model_quant_configs={name: model.quant_config for name, model in models.items()},
+        )
+        with quant_config_env(models[first].quant_config):
+            await host.initialize(first)
+        stash_host: StashHost = host
+        return stash_host
+
+    return build

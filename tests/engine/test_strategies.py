@@ -1,0 +1,138 @@
+"""Each strategy against fakes that follow the real APIs' contracts.
+
+``sleep`` and ``stash`` cannot run on this CPU machine (vLLM refuses sleep mode on CPU; vllm_gaudi needs
+Gaudi): these tests check Turnout's side of the contract only, not the real engines.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from server.engine import SlotState
+from server.engine.states import IllegalTransition, Slot, transition
+from server.engine.strategies import (
+    KeepStrategy,
+    SleepStrategy,
+    StashStrategy,
+    StopStrategy,
+    StrategyUnavailable,
+    resolve_strategy_name,
+    select_strategy,
+)
+from server.engine.vllm_loader import QUANT_CONFIG_ENV, quant_config_env
+from server.profiles.schema import ModelProfile, Switching
+from tests.engine.conftest import MakeManager
+from tests.fakes.engines import FakeLoader
+from tests.fakes.stash import FakeStashHost
+
+
+async def test_keep_evicts_the_least_recently_used_resident(make_manager: MakeManager, loader: FakeLoader) -> None:
+    manager = make_manager(KeepStrategy(loader, max_resident=2))
+    await manager.initialize("a")
+    await manager.switch("b")  # a resident
+    await manager.switch("a")  # b resident, a active again
+    await manager.switch("c")  # needs room: b is the least recently active resident
+    states = {s.name: s.state for s in manager.snapshot().slots}
+    assert states == {"a": "resident", "b": "stopped", "c": "active"}
+    assert loader.unloads == ["b"]
+
+
+async def test_keep_with_a_memory_check_evicts_when_ram_is_short(
+    make_manager: MakeManager, loader: FakeLoader
+) -> None:
+    ram_ok = {"value": True}
+    manager = make_manager(KeepStrategy(loader, memory_allows=lambda: ram_ok["value"]))
+    await manager.initialize("a")
+    await manager.switch("b")
+    assert manager.slot_state("a") is SlotState.RESIDENT
+    ram_ok["value"] = False
+    await manager.switch("c")
+    assert manager.slot_state("a") is SlotState.STOPPED and manager.slot_state("b") is SlotState.STOPPED
+
+
+@pytest.mark.parametrize("level", [1, 2])
+async def test_sleep_parks_and_wakes_with_the_level_sequence(
+    make_manager: MakeManager, loader: FakeLoader, level: int
+) -> None:
+    manager = make_manager(SleepStrategy(loader, level=level))
+    await manager.initialize("a")
+    engine_a = manager.published.engine  # type: ignore[union-attr]
+    assert engine_a.sleep_mode, "engines for the sleep strategy must start with enable_sleep_mode"
+    await manager.switch("b")
+    assert manager.slot_state("a") is SlotState.SLEEPING and engine_a.sleep_calls == [level]
+    await manager.switch("a")
+    assert manager.published.engine is engine_a and not engine_a.asleep  # type: ignore[union-attr]
+    if level == 1:
+        assert engine_a.wake_calls == [None] and engine_a.rpc_calls == []
+    else:
+        assert engine_a.wake_calls == [["weights"], ["kv_cache"]] and engine_a.rpc_calls == ["reload_weights"]
+    assert loader.loads == ["a", "b"]
+
+
+async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager) -> None:
+    hosts: list[FakeStashHost] = []
+
+    async def factory(first: str) -> Any:
+        host = FakeStashHost()
+        await host.initialize(first)
+        hosts.append(host)
+        return host
+
+    strategy = StashStrategy(factory)
+    manager = make_manager(strategy)
+    await manager.initialize("a")
+    bundle_a = manager.published.bundle  # type: ignore[union-attr]
+    report = await manager.switch("b")
+    assert len(hosts) == 1 and hosts[0].switch_calls == [("b", 0)], "Turnout drains itself: drain_timeout=0"
+    assert manager.slot_state("a") is SlotState.STASHED
+    assert report.reconfigure_ms == 250.0 and report.stash_memory_after_mb == 512.0
+    await manager.switch("a")
+    assert manager.published.bundle is not bundle_a, "a reconfigured engine needs a fresh bundle"
+    await manager.shutdown()
+    assert hosts[0].shut_down
+
+
+def test_auto_resolves_by_device() -> None:
+    assert resolve_strategy_name("auto", device="hpu", stash_available=True) == "stash"
+    assert resolve_strategy_name("auto", device="hpu", stash_available=False) == "keep"
+    assert resolve_strategy_name("auto", device="cuda", stash_available=False) == "sleep"
+    assert resolve_strategy_name("auto", device="cpu", stash_available=False) == "keep"
+    with pytest.raises(StrategyUnavailable, match="refuses on CPU"):
+        resolve_strategy_name("sleep", device="cpu", stash_available=False)
+    with pytest.raises(StrategyUnavailable, match="vllm_gaudi"):
+        resolve_strategy_name("stash", device="hpu", stash_available=False)
+
+
+def test_select_builds_the_named_strategy() -> None:
+    loader = FakeLoader()
+    assert isinstance(select_strategy(Switching(strategy="stop"), loader, device="cpu"), StopStrategy)
+    assert isinstance(select_strategy(Switching(strategy="sleep"), loader, device="cuda"), SleepStrategy)
+    keep = select_strategy(Switching(strategy="auto"), loader, device="cpu", memory_allows=lambda: False)
+    assert isinstance(keep, KeepStrategy)
+
+
+def test_transition_table_refuses_illegal_moves() -> None:
+    slot = Slot(name="a", profile=ModelProfile(model="/m"))
+    with pytest.raises(IllegalTransition):
+        transition(slot, SlotState.ACTIVE)  # stopped -> active skips loading
+    transition(slot, SlotState.LOADING)
+    with pytest.raises(IllegalTransition):
+        transition(slot, SlotState.FAILED)  # a failure needs its reason
+    transition(slot, SlotState.FAILED, "boom")
+    assert slot.reason == "boom"
+    transition(slot, SlotState.LOADING)
+    assert slot.reason is None
+
+
+def test_quant_config_is_set_for_one_load_and_never_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(QUANT_CONFIG_ENV, raising=False)
+    with quant_config_env("/q/llama.json"):
+        assert os.environ[QUANT_CONFIG_ENV] == "/q/llama.json"
+    assert QUANT_CONFIG_ENV not in os.environ
+    monkeypatch.setenv(QUANT_CONFIG_ENV, "/leftover.json")
+    with quant_config_env(None):
+        assert QUANT_CONFIG_ENV not in os.environ, "a model without quant_config must not see another's"
+    assert os.environ[QUANT_CONFIG_ENV] == "/leftover.json"

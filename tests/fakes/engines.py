@@ -1,0 +1,160 @@
+"""Fake engines and loaders that follow the contracts of vLLM's ``AsyncLLM`` the manager relies on.
+
+A fake engine refuses to generate once unloaded or while asleep, and ends a stream with :class:`FakeAborted`
+when ``abort`` names its request, as vLLM does when a request is aborted. Loads, unloads and bundle builds can
+fail on demand, so the switch logic is tested under injected failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.profiles.schema import ModelProfile
+
+__all__ = ["FakeAborted", "FakeBundle", "FakeBundleBuilder", "FakeEngine", "FakeLoader", "InjectedFailure", "fake_models"]
+
+
+class InjectedFailure(RuntimeError):
+    """A failure the test asked for."""
+
+
+class FakeAborted(Exception):
+    """The engine aborted this request (vLLM ends the stream of an aborted request)."""
+
+
+class FakeEngine:
+    """One model's engine."""
+
+    def __init__(self, name: str, *, sleep_mode: bool = False) -> None:
+        self.name = name
+        self.sleep_mode = sleep_mode
+        self.alive = True
+        self.asleep = False
+        self.sleep_calls: list[int] = []
+        self.wake_calls: list[list[str] | None] = []
+        self.rpc_calls: list[str] = []
+        self.aborted: set[str] = set()
+        self._abort_events: dict[str, asyncio.Event] = {}
+
+    async def generate(self, request_id: str, steps: int, step_s: float = 0.001) -> AsyncIterator[str]:
+        """Yield ``steps`` tokens, each naming this engine's model."""
+        event = self._abort_events.setdefault(request_id, asyncio.Event())
+        try:
+            for _ in range(steps):
+                self._check_usable()
+                if event.is_set():
+                    raise FakeAborted(request_id)
+                try:
+                    await asyncio.wait_for(event.wait(), step_s)
+                except TimeoutError:
+                    pass
+                if event.is_set():
+                    raise FakeAborted(request_id)
+                self._check_usable()
+                yield self.name
+        finally:
+            self._abort_events.pop(request_id, None)
+
+    def _check_usable(self) -> None:
+        if not self.alive:
+            raise RuntimeError(f"engine {self.name} used after unload")
+        if self.asleep:
+            raise RuntimeError(f"engine {self.name} used while asleep")
+
+    async def abort(self, request_id: str | Iterable[str]) -> None:
+        ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        for rid in ids:
+            self.aborted.add(rid)
+            if rid in self._abort_events:
+                self._abort_events[rid].set()
+
+    async def sleep(self, level: int = 1) -> None:
+        assert self.sleep_mode, "vLLM refuses sleep() on an engine started without enable_sleep_mode"
+        self.sleep_calls.append(level)
+        self.asleep = True
+
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        self.wake_calls.append(tags)
+        if tags is None or "kv_cache" in tags:
+            self.asleep = False
+        return not self.asleep
+
+    async def is_sleeping(self) -> bool:
+        return self.asleep
+
+    async def collective_rpc(self, method: str, timeout: float | None = None, args: tuple[Any, ...] = ()) -> Any:
+        self.rpc_calls.append(method)
+        return [None]
+
+
+@dataclass
+class FakeLoader:
+    """Loads :class:`FakeEngine` objects; fails on demand.
+
+    Attributes:
+        fail_load: Model names whose next load fails (consumed).
+        load_failure_rate, unload_failure_rate: Random failure rates (with ``rng``).
+        delay_s: Simulated load time.
+    """
+
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    fail_load: set[str] = field(default_factory=set)
+    load_failure_rate: float = 0.0
+    unload_failure_rate: float = 0.0
+    delay_s: float = 0.0
+    loads: list[str] = field(default_factory=list)
+    unloads: list[str] = field(default_factory=list)
+    live: list[FakeEngine] = field(default_factory=list)
+
+    async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
+        await asyncio.sleep(self.delay_s)
+        if name in self.fail_load or self.rng.random() < self.load_failure_rate:
+            self.fail_load.discard(name)
+            raise InjectedFailure(f"injected load failure for {name}")
+        engine = FakeEngine(name, sleep_mode=sleep_mode)
+        self.loads.append(name)
+        self.live.append(engine)
+        return engine
+
+    async def unload(self, engine: FakeEngine) -> None:
+        await asyncio.sleep(0)
+        engine.alive = False
+        self.unloads.append(engine.name)
+        if engine in self.live:
+            self.live.remove(engine)
+        if self.rng.random() < self.unload_failure_rate:
+            raise InjectedFailure(f"injected unload failure for {engine.name}")
+
+
+@dataclass(frozen=True)
+class FakeBundle:
+    """A frontend bundle: remembers the model and engine it was built for."""
+
+    name: str
+    engine: FakeEngine
+
+
+@dataclass
+class FakeBundleBuilder:
+    """Builds :class:`FakeBundle` objects; fails on demand."""
+
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    failure_rate: float = 0.0
+    fail_for: set[str] = field(default_factory=set)
+    built: list[str] = field(default_factory=list)
+
+    async def __call__(self, name: str, profile: ModelProfile, engine: FakeEngine) -> FakeBundle:
+        await asyncio.sleep(0)
+        if name in self.fail_for or self.rng.random() < self.failure_rate:
+            raise InjectedFailure(f"injected bundle failure for {name}")
+        self.built.append(name)
+        return FakeBundle(name, engine)
+
+
+def fake_models(*names: str) -> dict[str, ModelProfile]:
+    """Model profiles for the given names (the fakes ignore the paths)."""
+    return {name: ModelProfile(model=f"/models/{name}") for name in names}
