@@ -190,12 +190,20 @@ class EngineManager(Generic[B]):
             ModelLoadFailed: the switch this request waited for failed.
             NoActiveModel, ManagerClosed: nothing can serve.
         """
-        lease = await self._acquire(model, self._admission_timeout if wait_timeout is None else wait_timeout)
+        lease = await self.acquire(model, wait_timeout=wait_timeout)
         try:
             yield lease
         finally:
-            self._inflight[lease.model].discard(lease)
-            self._notify()
+            self.release(lease)
+
+    async def acquire(self, model: str | None, *, wait_timeout: float | None = None) -> Lease[B]:
+        """Admit one request; pair with :meth:`release` (for leases that outlive a ``with`` block: streams)."""
+        return await self._acquire(model, self._admission_timeout if wait_timeout is None else wait_timeout)
+
+    def release(self, lease: Lease[B]) -> None:
+        """End ``lease``: the request no longer counts as in flight. Idempotent."""
+        self._inflight[lease.model].discard(lease)
+        self._notify()
 
     async def _acquire(self, model: str | None, timeout: float) -> Lease[B]:
         if model is not None and model not in self._slots:

@@ -120,7 +120,7 @@ class SwitchRun(Generic[B]):
         ids: set[str] = set()
         for lease in leases:
             lease.aborted_by = RequestAbortedBySwitch(old.name, self.target.name)
-            ids |= lease.engine_request_ids
+            ids |= lease.running_engine_requests()
         logger.warning(
             "drain timeout: aborting %d request(s) on %s for the switch to %s", len(leases), old.name, self.target.name
         )

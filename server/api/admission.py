@@ -1,0 +1,128 @@
+"""Per-request admission, provided through Litestar DI.
+
+The provider reads the JSON body, admits the request to the model it names (or the active one) through the
+manager, and yields an :class:`AdmittedRequest` whose lease pins that model's bundle. A non-streaming response is
+done when the handler returns, so the provider's cleanup releases the lease; a stream takes the lease over and
+releases it in its generator's ``finally``, because Litestar runs a yield dependency's cleanup before it sends a
+streamed body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import logging
+
+import msgspec
+from litestar import Request
+from litestar.di import NamedDependency
+from litestar.exceptions import ValidationException
+
+from server.api.errors import sse_error_event
+from server.engine import EngineError, EngineManager, Lease
+
+__all__ = ["AdmittedRequest", "ServingBundle", "leased_stream", "provide_admitted", "read_json_object"]
+
+logger = logging.getLogger("turnout.api")
+
+
+class ServingBundle(Protocol):
+    """What the API needs of one model's frontend bundle (``server.frontend``'s, or a test fake)."""
+
+    max_model_len: int
+
+    async def chat(self, body: dict[str, Any], request_id: str) -> Any: ...
+
+    async def completion(self, body: dict[str, Any], request_id: str) -> Any: ...
+
+    async def embeddings(self, body: dict[str, Any], request_id: str) -> Any: ...
+
+    async def tokenize(self, body: dict[str, Any]) -> Any: ...
+
+    async def detokenize(self, body: dict[str, Any]) -> Any: ...
+
+    def engine_request_ids(self, request_id: str) -> set[str]:
+        """The live set of engine request ids running for ``request_id`` (what a switch aborts)."""
+        ...
+
+
+@dataclass(eq=False)
+class AdmittedRequest:
+    """A request admitted to one model, with its parsed body.
+
+    Attributes:
+        manager: The manager that admitted it.
+        lease: The lease that pins the model, engine and bundle.
+        body: The request's JSON object.
+        handed_over: Set when a stream took over releasing the lease.
+    """
+
+    manager: EngineManager[ServingBundle]
+    lease: Lease[ServingBundle]
+    body: dict[str, Any]
+    handed_over: bool = False
+
+    @property
+    def bundle(self) -> ServingBundle:
+        """The bundle of the model this request was admitted to."""
+        return self.lease.bundle
+
+    def release(self) -> None:
+        """End the lease (idempotent)."""
+        self.manager.release(self.lease)
+
+
+async def read_json_object(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The body as a JSON object; a 400 (never a 500) for anything else."""
+    raw = await request.body()
+    if not raw.strip():
+        raise ValidationException("The request body is empty; send a JSON object.")
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValidationException(f"The request body is not valid JSON: {exc}.") from None
+    if not isinstance(body, dict):
+        raise ValidationException("The request body must be a JSON object.")
+    return body
+
+
+async def provide_admitted(
+    request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+) -> AsyncGenerator[AdmittedRequest, None]:
+    """Admit the request for its ``model`` for as long as its response lives."""
+    body = await read_json_object(request)
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ValidationException("'model' must be a string.")
+    lease = await manager.acquire(model or None)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body=body)
+    try:
+        yield admitted
+    finally:
+        if not admitted.handed_over:
+            admitted.release()
+
+
+async def leased_stream(admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any) -> AsyncIterator[str]:
+    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it."""
+    lease = admitted.lease
+    try:
+        try:
+            async for chunk in chunks:
+                if lease.aborted_by is not None:
+                    break  # the rest (an 'abort' finish) would hide why the stream ended
+                yield chunk
+        except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
+            logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
+            yield sse_error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
+            yield "data: [DONE]\n\n"
+            return
+        if lease.aborted_by is not None:
+            yield sse_error_event(lease.aborted_by)
+            yield "data: [DONE]\n\n"
+    finally:
+        # Closing aborts the engine request when the client went away before the end.
+        await close()
+        admitted.release()

@@ -1,0 +1,58 @@
+"""Guards: the admin bearer token and the optional API key, compared in constant time.
+
+The secrets live only in :class:`ApiSettings` (``repr=False``) and are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers.base import BaseRouteHandler
+
+from server.api.settings import ApiSettings
+
+__all__ = ["AdminGuard", "ApiKeyGuard"]
+
+
+def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    header = connection.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _matches(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+class AdminGuard:
+    """Admin routes: a valid bearer token; 403 when no token is configured (unless dev mode)."""
+
+    def __init__(self, settings: ApiSettings) -> None:
+        self._settings = settings
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        settings = self._settings
+        if settings.admin_token is None:
+            if settings.dev_mode:
+                return
+            raise PermissionDeniedException(
+                f"Admin routes are disabled: set the {settings.admin_token_env} environment variable (its name "
+                "comes from the profile's server.admin_token_env) and send 'Authorization: Bearer <token>', or "
+                "start the server with --dev (or VLLM_SERVER_DEV_MODE=1) on a trusted network."
+            )
+        if not _matches(_bearer(connection), settings.admin_token):
+            raise NotAuthorizedException("Missing or invalid admin token: send 'Authorization: Bearer <token>'.")
+
+
+class ApiKeyGuard:
+    """OpenAI routes: the API key as a bearer token, when one is configured (as vLLM's ``--api-key``)."""
+
+    def __init__(self, settings: ApiSettings) -> None:
+        self._api_key = settings.api_key
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        if self._api_key is not None and not _matches(_bearer(connection), self._api_key):
+            raise NotAuthorizedException("Missing or invalid API key: send 'Authorization: Bearer <key>'.")

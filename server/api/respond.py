@@ -1,0 +1,29 @@
+"""Turns a bundle's result into a Litestar response, keeping the request's lease alive for a stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import MediaType, Response
+from litestar.response import Stream
+
+from server.api.admission import AdmittedRequest, leased_stream
+from server.frontend.results import JsonResult, StreamResult
+
+__all__ = ["respond"]
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def respond(admitted: AdmittedRequest, result: JsonResult | StreamResult) -> Response[Any] | Stream:
+    """A JSON response, or an SSE stream that owns the lease until its last event."""
+    if isinstance(result, StreamResult):
+        admitted.handed_over = True
+        return Stream(
+            leased_stream(admitted, result.chunks, result.aclose),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+    # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer.
+    admitted.lease.raise_if_aborted()
+    return Response(result.payload, status_code=result.status_code, media_type=MediaType.JSON)

@@ -1,0 +1,51 @@
+"""In-process app fixtures: the real app and manager over fake engines and fake bundles."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from server.api import ApiSettings, create_app
+from server.engine import EngineManager
+from server.engine.strategies import KeepStrategy
+from server.profiles.schema import ModelProfile
+from tests.fakes.bundles import build_fake_serving_bundle
+from tests.fakes.engines import FakeLoader
+
+ADMIN_TOKEN = "admin-secret-token"
+MakeClient = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_client() -> AsyncIterator[MakeClient]:
+    made: list[tuple[httpx.AsyncClient, EngineManager[Any]]] = []
+
+    async def make(*, loader: FakeLoader | None = None, **settings: Any) -> tuple[httpx.AsyncClient, EngineManager[Any]]:
+        settings.setdefault("admin_token", ADMIN_TOKEN)
+        models = {
+            "tools": ModelProfile(model="/m/tools", enable_auto_tool_choice=True, tool_call_parser="hermes"),
+            "plain": ModelProfile(model="/m/plain"),
+        }
+        manager: EngineManager[Any] = EngineManager(
+            models, KeepStrategy(loader or FakeLoader()), build_fake_serving_bundle, abort_grace=0.5,
+            memory_probe=lambda: 1.0, admission_timeout=settings.pop("admission_timeout", 5.0),
+        )
+        await manager.initialize("tools")
+        # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes
+        # them), which the switch tests need; the lifespan is covered by the live-server tests.
+        app = create_app(manager, ApiSettings(**settings))
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
+        made.append((client, manager))
+        return client, manager
+
+    yield make
+    for client, manager in made:
+        await client.aclose()
+        await manager.shutdown()
+
+
+def admin(token: str = ADMIN_TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -1,0 +1,74 @@
+"""A fake frontend bundle over :class:`FakeEngine`, returning the same result types as the real bundle."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+
+from server.frontend.results import JsonResult, StreamResult, error_payload
+from server.profiles.schema import ModelProfile
+from tests.fakes.engines import FakeAborted, FakeEngine
+
+__all__ = ["FakeServingBundle", "build_fake_serving_bundle"]
+
+
+class FakeServingBundle:
+    """Answers with the tokens of its engine; ``max_tokens`` sets the length, ``step_s`` the pace."""
+
+    def __init__(self, name: str, profile: ModelProfile, engine: FakeEngine) -> None:
+        self.name = name
+        self.engine = engine
+        self.max_model_len = 256
+        self.auto_tools = bool(profile.enable_auto_tool_choice)
+        self._running: dict[str, set[str]] = {}
+
+    def engine_request_ids(self, request_id: str) -> set[str]:
+        return self._running.get(request_id, set())
+
+    async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        if body.get("tool_choice") == "auto" and not self.auto_tools:
+            return JsonResult(400, error_payload('"auto" tool choice requires --enable-auto-tool-choice'))
+        if body.get("fail"):
+            raise RuntimeError("secret internal detail")
+        engine_id = f"chatcmpl-{request_id}"
+        self._running[request_id] = {engine_id}
+        steps, step_s = int(body.get("max_tokens", 3)), float(body.get("step_s", 0.001))
+        if body.get("stream"):
+            return StreamResult(self._stream(request_id, engine_id, steps, step_s))
+        try:
+            tokens = [t async for t in self.engine.generate(engine_id, steps, step_s)]
+            finish = "length"
+        except FakeAborted:
+            tokens, finish = [], "abort"
+        finally:
+            self._running.pop(request_id, None)
+        message = {"role": "assistant", "content": " ".join(tokens)}
+        return JsonResult(200, {"model": self.name, "choices": [{"message": message, "finish_reason": finish}]})
+
+    async def _stream(self, request_id: str, engine_id: str, steps: int, step_s: float) -> AsyncIterator[str]:
+        try:
+            async for token in self.engine.generate(engine_id, steps, step_s):
+                yield f"data: {msgspec.json.encode({'model': self.name, 'delta': token}).decode()}\n\n"
+        except FakeAborted:
+            yield 'data: {"finish_reason": "abort"}\n\n'
+        finally:
+            self._running.pop(request_id, None)
+        yield "data: [DONE]\n\n"
+
+    async def completion(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        return await self.chat(body, request_id)
+
+    async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
+        return JsonResult(400, error_payload("The model does not support the Embeddings API"))
+
+    async def tokenize(self, body: dict[str, Any]) -> JsonResult:
+        return JsonResult(200, {"tokens": [1, 2], "count": 2, "model": self.name})
+
+    async def detokenize(self, body: dict[str, Any]) -> JsonResult:
+        return JsonResult(200, {"prompt": self.name})
+
+
+async def build_fake_serving_bundle(name: str, profile: ModelProfile, engine: FakeEngine) -> FakeServingBundle:
+    return FakeServingBundle(name, profile, engine)
