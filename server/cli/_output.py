@@ -1,0 +1,20 @@
+"""Console output shared by the CLI commands: one rich console for stdout, one for stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Console
+
+from server.profiles import ProfileIssue
+
+__all__ = ["err_console", "out_console", "print_issues"]
+
+out_console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_issues(issues: Iterable[ProfileIssue]) -> None:
+    """Print profile issues as ``file:line:col: severity: message`` on stderr."""
+    for issue in issues:
+        err_console.print(f"{issue.file}:{issue.line}:{issue.col}: {issue.severity}: {issue.message}", markup=False)

@@ -1,0 +1,79 @@
+"""``turnout switch`` and ``turnout status``: small clients of a running server's admin routes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+import httpx
+from rich.table import Table
+
+from server.cli._output import err_console, out_console
+
+__all__ = ["status", "switch"]
+
+_URL = click.option("--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL.")
+_TOKEN = click.option(
+    "--token-env",
+    default="TURNOUT_ADMIN_TOKEN",
+    show_default=True,
+    help="Env var that holds the admin token (never pass secrets on the command line).",
+)
+
+
+def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = None) -> dict[str, Any]:
+    token = os.environ.get(token_env, "").strip()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.request(method, url, json=json, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        err_console.print(f"error: cannot reach {url}: {exc}", markup=False)
+        raise SystemExit(1) from None
+    try:
+        body: dict[str, Any] = response.json()
+    except ValueError:
+        body = {"error": {"message": response.text[:200]}}
+    if response.status_code >= 400:
+        message = body.get("error", {}).get("message", response.reason_phrase)
+        err_console.print(f"error: {response.status_code}: {message}", markup=False)
+        raise SystemExit(1)
+    return body
+
+
+@click.command()
+@click.argument("model")
+@click.option("--drain-timeout", type=float, default=None, help="Seconds to drain in-flight requests.")
+@_URL
+@_TOKEN
+def switch(model: str, drain_timeout: float | None, url: str, token_env: str) -> None:
+    """Switch the server at --url to MODEL and print the switch report."""
+    payload: dict[str, Any] = {"model": model}
+    if drain_timeout is not None:
+        payload["drain_timeout"] = drain_timeout
+    report = _call("POST", f"{url.rstrip('/')}/v1/models/switch", token_env, timeout=3600.0, json=payload)
+    table = Table("field", "value", title=f"switch to {model}")
+    for key, value in report.items():
+        table.add_row(key, "" if value is None else str(value))
+    out_console.print(table)
+
+
+@click.command()
+@_URL
+@_TOKEN
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON snapshot.")
+def status(url: str, token_env: str, as_json: bool) -> None:
+    """Show the models of the server at --url, their states and the last switch."""
+    snapshot = _call("GET", f"{url.rstrip('/')}/admin/status", token_env, timeout=30.0)
+    if as_json:
+        out_console.print_json(data=snapshot)
+        return
+    table = Table("model", "state", "in flight", "path", "reason")
+    for slot in snapshot["slots"]:
+        marker = " *" if slot["name"] == snapshot["active_model"] else ""
+        table.add_row(slot["name"] + marker, slot["state"], str(slot["in_flight"]), slot["model"], slot["reason"] or "")
+    out_console.print(table)
+    out_console.print(
+        f"active: {snapshot['active_model']}  switching to: {snapshot['switching_to'] or '-'}  "
+        f"strategy: {snapshot['strategy']}  mode: {snapshot['mode']}"
+    )

@@ -1,0 +1,142 @@
+"""``turnout serve``: validate the profile, build the manager and the app, and run it under uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from server.cli._output import err_console, out_console, print_issues
+from server.profiles import CONFIG_ENV, Profile, ProfileInvalid
+
+__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve"]
+
+logger = logging.getLogger("turnout.cli")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    """Everything ``turnout serve`` takes besides the profile (frozen; no ``Namespace``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    dev: bool = False
+    log_level: str = "info"
+    admission_timeout: float = 600.0
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    chat_template: str | None = None
+    reasoning_parser: str | None = None
+    generate_admin_token: bool = False
+
+
+def load_serving_profile(path: str | None) -> Profile:
+    """The profile, validated like ``turnout validate`` does; exits 1 printing every error."""
+    from server.frontend.vllm_adapter import parser_registry
+    from server.profiles import load_profile
+
+    try:
+        profile = load_profile(path, parsers=parser_registry())
+    except ProfileInvalid as invalid:
+        print_issues([*invalid.errors, *invalid.warnings])
+        err_console.print(f"[bold red]The profile has {len(invalid.errors)} error(s); not starting.[/]")
+        raise SystemExit(1) from None
+    return profile
+
+
+@contextmanager
+def _loading_status(model: str) -> Iterator[None]:
+    with err_console.status(f"Loading [bold]{model}[/] (engine start-up takes a while on CPU)…"):
+        yield
+    err_console.print(f"[green]✓[/] {model} is active")
+
+
+def _secret_from_env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def run_server(profile: Profile, options: ServeOptions) -> None:
+    """Build the manager and app for ``profile`` and serve until interrupted."""
+    import uvicorn
+
+    from server.api import ApiSettings, create_app
+    from server.engine.factory import build_manager
+    from server.engine.strategies import StrategyUnavailable
+    from server.frontend import FrontendSettings, build_bundle_for_profile
+
+    defaults = FrontendSettings(
+        enable_auto_tool_choice=options.enable_auto_tool_choice,
+        tool_call_parser=options.tool_call_parser,
+        chat_template=options.chat_template,
+        reasoning_parser=options.reasoning_parser,
+    )
+
+    async def build_bundle(name: str, model: Any, engine: Any) -> Any:
+        return await build_bundle_for_profile(name, model, engine, defaults)
+
+    try:
+        manager = build_manager(profile, build_bundle, admission_timeout=options.admission_timeout)
+    except StrategyUnavailable as exc:
+        err_console.print(f"{profile.path}: error: {exc}", markup=False)
+        raise SystemExit(1) from None
+    admin_token_env = profile.server.admin_token_env
+    admin_token = _secret_from_env(admin_token_env)
+    if admin_token is None and options.generate_admin_token:
+        admin_token = secrets.token_urlsafe(24)
+        out_console.print(f"Admin token (for this run only): [bold]{admin_token}[/]")
+        out_console.print(f"  export {admin_token_env}={admin_token}", markup=False)
+    dev_mode = options.dev or os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+    if admin_token is None and not dev_mode:
+        err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
+    settings = ApiSettings(
+        admin_token=admin_token,
+        admin_token_env=admin_token_env,
+        api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
+        dev_mode=dev_mode,
+        admission_timeout=options.admission_timeout,
+    )
+    app = create_app(manager, settings, default_model=profile.default_model, loading_status=_loading_status)
+    out_console.print(
+        f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "
+        f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
+    )
+    uvicorn.run(app, host=options.host, port=options.port, log_level=options.log_level)
+
+
+@click.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
+@click.option("--api-key", default=None, help="Require this key on /v1/* (default: the profile's api_key_env).")
+@click.option("--dev", is_flag=True, help="Open the admin routes without a token (trusted networks only).")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@click.option("--admission-timeout", default=600.0, show_default=True, help="Most seconds a request waits for a switch.")
+@click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
+@click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
+@click.option("--chat-template", default=None, help="Default chat template for models whose profile sets none.")
+@click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
+def serve(profile: str | None, **kwargs: Any) -> None:
+    """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server."""
+    if profile is None and not os.environ.get(CONFIG_ENV):
+        raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
+    logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
+    options = ServeOptions(**kwargs)
+    run_server(load_serving_profile(profile), options)
+
+
+if __name__ == "__main__":  # pragma: no cover - vLLM spawns processes: entry points must be guarded
+    serve(sys.argv[1:])

