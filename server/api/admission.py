@@ -43,8 +43,8 @@ class ServingBundle(Protocol):
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
 
-    def engine_request_ids(self, request_id: str) -> set[str]:
-        """The live set of engine request ids running for ``request_id`` (what a switch aborts)."""
+    async def abort(self, request_id: str) -> Any:
+        """Abort ``request_id``'s engine requests, including one not submitted yet."""
         ...
 
 

@@ -38,13 +38,13 @@ class ServeOptions:
     generate_admin_token: bool = False
 
 
-def load_serving_profile(path: str | None) -> Profile:
+def load_serving_profile(path: str | None, default_tool_call_parser: str | None = None) -> Profile:
     """The profile, validated like ``turnout validate`` does; exits 1 printing every error."""
     from server.frontend.vllm_adapter import parser_registry
     from server.profiles import load_profile
 
     try:
-        profile = load_profile(path, parsers=parser_registry())
+        profile = load_profile(path, parsers=parser_registry(), default_tool_call_parser=default_tool_call_parser)
     except ProfileInvalid as invalid:
         print_issues([*invalid.errors, *invalid.warnings])
         err_console.print(f"[bold red]The profile has {len(invalid.errors)} error(s); not starting.[/]")
@@ -135,7 +135,9 @@ def serve(profile: str | None, **kwargs: Any) -> None:
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     options = ServeOptions(**kwargs)
-    run_server(load_serving_profile(profile), options)
+    if options.enable_auto_tool_choice and not options.tool_call_parser:
+        raise click.UsageError("--enable-auto-tool-choice needs --tool-call-parser.")
+    run_server(load_serving_profile(profile, options.tool_call_parser), options)
 
 
 if __name__ == "__main__":  # pragma: no cover - vLLM spawns processes: entry points must be guarded

@@ -1,14 +1,14 @@
 """A request's lease on one model: the engine and frontend bundle it was admitted to, for its whole life.
 
 A lease pins a :class:`Published` snapshot, so a request never sees a later model's engine or bundle even when a
-switch publishes a new one while it streams. The frontend records the engine request ids it starts on the lease,
-so a switch can abort exactly those when its drain timeout runs out.
+switch publishes a new one while it streams. The frontend gives the lease a way to abort its engine requests (or
+records their ids on it), so a switch can abort exactly those when its drain timeout runs out.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -37,15 +37,15 @@ class Lease(Generic[B]):
         published: What the request was admitted to.
         request_id: Turnout's id for the request (the frontend derives vLLM request ids from it).
         engine_request_ids: vLLM request ids started for this request, for targeted aborts.
-        engine_request_source: Reports the vLLM request ids running for this request right now (the frontend
-            records them as vLLM's serving classes start them).
+        abort_hook: Aborts this request's engine work, set by the frontend, which knows the vLLM request ids
+            its serving classes start (and can abort one that has not reached the engine yet).
         aborted_by: Set when a switch aborted the request; the API turns it into the client's error.
     """
 
     published: Published[B]
     request_id: str = field(default_factory=lambda: f"tn-{uuid.uuid4().hex}")
     engine_request_ids: set[str] = field(default_factory=set)
-    engine_request_source: Callable[[], Iterable[str]] | None = None
+    abort_hook: Callable[[], Awaitable[object]] | None = None
     aborted_by: RequestAbortedBySwitch | None = None
 
     @property
@@ -66,11 +66,6 @@ class Lease(Generic[B]):
     def track(self, engine_request_id: str) -> None:
         """Record a vLLM request id started on behalf of this request."""
         self.engine_request_ids.add(engine_request_id)
-
-    def running_engine_requests(self) -> set[str]:
-        """Every vLLM request id to abort for this request."""
-        source = self.engine_request_source
-        return self.engine_request_ids | (set(source()) if source is not None else set())
 
     def raise_if_aborted(self) -> None:
         """Raise the switch error if a switch aborted this request."""

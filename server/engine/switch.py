@@ -13,6 +13,7 @@ Failure handling:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -117,18 +118,26 @@ class SwitchRun(Generic[B]):
         return (time.perf_counter() - started) * 1000.0, len(left)
 
     async def _abort(self, old: Slot, leases: list[Lease[B]]) -> None:
-        ids: set[str] = set()
-        for lease in leases:
-            lease.aborted_by = RequestAbortedBySwitch(old.name, self.target.name)
-            ids |= lease.running_engine_requests()
         logger.warning(
             "drain timeout: aborting %d request(s) on %s for the switch to %s", len(leases), old.name, self.target.name
         )
+        ids: set[str] = set()
+        hooks = []
+        for lease in leases:
+            # Flag first: by the time the engine ends the request, the API knows why it ended.
+            lease.aborted_by = RequestAbortedBySwitch(old.name, self.target.name)
+            if lease.abort_hook is not None:
+                hooks.append(lease.abort_hook())
+            ids |= lease.engine_request_ids
+        results = await asyncio.gather(*hooks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                logger.error("aborting a request on %s failed: %s", old.name, describe_error(result))
         if ids and old.engine is not None:
             try:
                 await old.engine.abort(sorted(ids))
-            except Exception:
-                logger.exception("aborting requests on %s failed", old.name)
+            except Exception as exc:
+                logger.error("aborting requests on %s failed: %s", old.name, describe_error(exc))
 
     async def _park(self, old: Slot) -> None:
         parked = await self.strategy.deactivate(old)

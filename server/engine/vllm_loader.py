@@ -63,6 +63,9 @@ def build_engine_args(name: str, model: ModelProfile, *, sleep_mode: bool = Fals
     kwargs: dict[str, Any] = dict(model.engine_args)
     kwargs["model"] = model.model
     kwargs.setdefault("served_model_name", name)
+    if model.reasoning_parser is not None:
+        # Structured output needs to know where reasoning ends; vLLM reads the parser from the engine args too.
+        kwargs.setdefault("reasoning_parser", model.reasoning_parser)
     if sleep_mode:
         kwargs["enable_sleep_mode"] = True
     return AsyncEngineArgs(**kwargs)

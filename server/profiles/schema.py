@@ -2,6 +2,10 @@
 
 The docstrings of the fields double as the profile reference (README links here). Loading and position-aware
 error reporting live in ``loader.py``; these Structs only say what a valid, resolved profile is.
+
+A profile is a YAML or JSON file. Unquoted ``yes``/``no``/``on``/``off`` are booleans, as in the YAML 1.1
+that vLLM-Gaudi's PyYAML reads, so its configs load unchanged. Top-level keys that start with ``x-`` are
+ignored: they are a place for YAML anchors that models merge with ``<<: *name``.
 """
 
 from __future__ import annotations
@@ -39,10 +43,14 @@ FRONTEND_KEYS = frozenset(
 
 
 class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of every profile Struct: immutable, keyword-only, and strict about unknown keys."""
+    """Base of every profile Struct: immutable, keyword-only, and strict about unknown keys.
+
+    msgspec applies ``kw_only`` only to the fields of the class that sets it, and mypy does not see ``frozen``
+    as inherited, so each subclass repeats both.
+    """
 
 
-class ModelProfile(Base):
+class ModelProfile(Base, frozen=True, kw_only=True):
     """One model of a profile.
 
     Attributes:
@@ -67,7 +75,7 @@ class ModelProfile(Base):
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Switching(Base):
+class Switching(Base, frozen=True, kw_only=True):
     """How the server moves the device from one model to another.
 
     Attributes:
@@ -88,7 +96,7 @@ class Switching(Base):
     max_active: PositiveInt = 1
 
 
-class ServerSection(Base):
+class ServerSection(Base, frozen=True, kw_only=True):
     """Server settings that belong with the models.
 
     Attributes:
@@ -100,7 +108,7 @@ class ServerSection(Base):
     api_key_env: str = DEFAULT_API_KEY_ENV
 
 
-class Profile(Base):
+class Profile(Base, frozen=True, kw_only=True):
     """A validated, resolved profile.
 
     Attributes:

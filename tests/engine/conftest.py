@@ -41,9 +41,3 @@ async def make_manager(loader: FakeLoader, builder: FakeBundleBuilder) -> AsyncI
     for manager in made:
         await manager.shutdown()
 
-
-@pytest.fixture(scope="session")
-def tiny_models() -> dict[str, Any]:
-    from server.tinymodels.builder import build_tiny_models
-
-    return build_tiny_models()

@@ -21,17 +21,15 @@ from server.engine import (
     SwitchFailed,
 )
 from tests.engine.conftest import MakeManager
-from tests.fakes.engines import FakeAborted, FakeBundleBuilder, FakeLoader
+from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 
 
 async def _generate(manager: EngineManager, model: str | None, steps: int, step_s: float = 0.01) -> list[str]:
     async with manager.admit(model) as lease:
         lease.track(lease.request_id)
-        try:
-            return [token async for token in lease.engine.generate(lease.request_id, steps, step_s)]
-        except FakeAborted:
-            lease.raise_if_aborted()
-            raise
+        tokens = [token async for token in lease.engine.generate(lease.request_id, steps, step_s)]
+        lease.raise_if_aborted()
+        return tokens
 
 
 async def test_initialize_publishes_the_default_model(make_manager: MakeManager) -> None:

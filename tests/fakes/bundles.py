@@ -9,7 +9,7 @@ import msgspec
 
 from server.frontend.results import JsonResult, StreamResult, error_payload
 from server.profiles.schema import ModelProfile
-from tests.fakes.engines import FakeAborted, FakeEngine
+from tests.fakes.engines import FakeEngine
 
 __all__ = ["FakeServingBundle", "build_fake_serving_bundle"]
 
@@ -24,8 +24,10 @@ class FakeServingBundle:
         self.auto_tools = bool(profile.enable_auto_tool_choice)
         self._running: dict[str, set[str]] = {}
 
-    def engine_request_ids(self, request_id: str) -> set[str]:
-        return self._running.get(request_id, set())
+    async def abort(self, request_id: str) -> tuple[str, ...]:
+        ids = tuple(self._running.get(request_id, ()))
+        await self.engine.abort(ids)
+        return ids
 
     async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         if body.get("tool_choice") == "auto" and not self.auto_tools:
@@ -39,11 +41,9 @@ class FakeServingBundle:
             return StreamResult(self._stream(request_id, engine_id, steps, step_s))
         try:
             tokens = [t async for t in self.engine.generate(engine_id, steps, step_s)]
-            finish = "length"
-        except FakeAborted:
-            tokens, finish = [], "abort"
         finally:
             self._running.pop(request_id, None)
+        finish = "abort" if engine_id in self.engine.aborted else "length"
         message = {"role": "assistant", "content": " ".join(tokens)}
         return JsonResult(200, {"model": self.name, "choices": [{"message": message, "finish_reason": finish}]})
 
@@ -51,10 +51,10 @@ class FakeServingBundle:
         try:
             async for token in self.engine.generate(engine_id, steps, step_s):
                 yield f"data: {msgspec.json.encode({'model': self.name, 'delta': token}).decode()}\n\n"
-        except FakeAborted:
-            yield 'data: {"finish_reason": "abort"}\n\n'
         finally:
             self._running.pop(request_id, None)
+        if engine_id in self.engine.aborted:
+            yield 'data: {"finish_reason": "abort"}\n\n'
         yield "data: [DONE]\n\n"
 
     async def completion(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:

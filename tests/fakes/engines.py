@@ -1,7 +1,7 @@
 """Fake engines and loaders that follow the contracts of vLLM's ``AsyncLLM`` the manager relies on.
 
-A fake engine refuses to generate once unloaded or while asleep, and ends a stream with :class:`FakeAborted`
-when ``abort`` names its request, as vLLM does when a request is aborted. Loads, unloads and bundle builds can
+A fake engine refuses to generate once unloaded or while asleep, and ends a stream early, without an error, when
+``abort`` names its request: vLLM 0.32 ends an aborted request's stream normally with ``finish_reason: abort``. Loads, unloads and bundle builds can
 fail on demand, so the switch logic is tested under injected failures.
 """
 
@@ -15,15 +15,11 @@ from typing import Any
 
 from server.profiles.schema import ModelProfile
 
-__all__ = ["FakeAborted", "FakeBundle", "FakeBundleBuilder", "FakeEngine", "FakeLoader", "InjectedFailure", "fake_models"]
+__all__ = ["FakeBundle", "FakeBundleBuilder", "FakeEngine", "FakeLoader", "InjectedFailure", "fake_models"]
 
 
 class InjectedFailure(RuntimeError):
     """A failure the test asked for."""
-
-
-class FakeAborted(Exception):
-    """The engine aborted this request (vLLM ends the stream of an aborted request)."""
 
 
 class FakeEngine:
@@ -41,19 +37,19 @@ class FakeEngine:
         self._abort_events: dict[str, asyncio.Event] = {}
 
     async def generate(self, request_id: str, steps: int, step_s: float = 0.001) -> AsyncIterator[str]:
-        """Yield ``steps`` tokens, each naming this engine's model."""
+        """Yield ``steps`` tokens, each naming this engine's model; stop early, quietly, when aborted."""
         event = self._abort_events.setdefault(request_id, asyncio.Event())
+        if request_id in self.aborted:
+            event.set()  # aborted before it started, as a bundle's abort() can do
         try:
             for _ in range(steps):
                 self._check_usable()
-                if event.is_set():
-                    raise FakeAborted(request_id)
                 try:
                     await asyncio.wait_for(event.wait(), step_s)
                 except TimeoutError:
                     pass
                 if event.is_set():
-                    raise FakeAborted(request_id)
+                    return
                 self._check_usable()
                 yield self.name
         finally:

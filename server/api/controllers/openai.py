@@ -21,8 +21,9 @@ _BODY_DOC = "An OpenAI request object; see https://platform.openai.com/docs/api-
 
 
 def _track(admitted: AdmittedRequest) -> None:
+    """Let a switch abort this request's engine work through the bundle that started it."""
     bundle, lease = admitted.bundle, admitted.lease
-    lease.engine_request_source = lambda: bundle.engine_request_ids(lease.request_id)
+    lease.abort_hook = lambda: bundle.abort(lease.request_id)
 
 
 class OpenAIController(Controller):

@@ -1,0 +1,26 @@
+"""The ``turnout`` command group. Each subcommand lives in its own module; this file only registers them."""
+
+from __future__ import annotations
+
+import click
+
+from server import __version__
+from server.cli.client import status, switch
+from server.cli.demo import demo
+from server.cli.serve import serve
+from server.cli.client import status, switch
+from server.cli.demo import demo
+from server.cli.serve import serve
+from server.cli.validate import validate
+
+__all__ = ["main"]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="turnout")
+def main() -> None:
+    """Turnout: one accelerator, many models. An OpenAI-compatible multi-model server."""
+
+
+for _command in (serve, validate, switch, status, demo):
+    main.add_command(_command)

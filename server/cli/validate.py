@@ -1,0 +1,257 @@
+"""``turnout validate FILE...``: check profiles, and say exactly what is wrong or what each model resolves to.
+
+Everything goes to stdout, like ruff and mypy, so it pipes and greps: one line per issue,
+``path:line:col: error: message`` or ``path:line:col: warning: message``, then, for a file without errors,
+one summary line per model. ``--format json`` prints one JSON document instead. Exit status: 0 when no file
+has an error, 1 when one has, 2 for a usage error. No input makes it print a traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import os
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Literal, TextIO
+
+import click
+import msgspec
+
+from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
+
+__all__ = [
+    "FileReport",
+    "ModelSummary",
+    "OutputFormat",
+    "ValidateReport",
+    "cli_parser_registry",
+    "render_json",
+    "render_text",
+    "run_validate",
+    "validate",
+]
+
+OutputFormat = Literal["text", "json"]
+
+
+class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What one model of a valid profile resolves to."""
+
+    name: str
+    model: str
+    default: bool
+    tool_call_parser: str | None
+    enable_auto_tool_choice: bool
+    reasoning_parser: str | None
+    chat_template: str | None
+    quant_config: str | None
+
+
+class FileReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome for one file: its issues, and its models when it has no error."""
+
+    file: str
+    ok: bool
+    errors: list[ProfileIssue]
+    warnings: list[ProfileIssue]
+    models: list[ModelSummary]
+
+
+class ValidateReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``--format json`` document."""
+
+    ok: bool
+    files: list[FileReport]
+
+
+def run_validate(
+    files: Sequence[str],
+    *,
+    output_format: OutputFormat = "text",
+    env: Mapping[str, str] | None = None,
+    parsers: ParserRegistry | None,
+    out: TextIO,
+) -> int:
+    """Validate each file, write the report to ``out`` and return the exit status (0 or 1).
+
+    Args:
+        files: The profiles to check.
+        output_format: ``text`` (one line per issue or model) or ``json``.
+        env: The environment (defaults to ``os.environ``).
+        parsers: vLLM's parser registry; ``None`` when vLLM is not installed (names are then not checked,
+            and each file gets a warning saying so).
+        out: Where the report goes.
+    """
+    reports = [_validate_one(file, env, parsers) for file in files]
+    report = ValidateReport(ok=all(item.ok for item in reports), files=reports)
+    out.write(render_json(report) if output_format == "json" else render_text(report))
+    return 0 if report.ok else 1
+
+
+def _validate_one(file: str, env: Mapping[str, str] | None, parsers: ParserRegistry | None) -> FileReport:
+    try:
+        result = validate_profile(file, env=env, parsers=parsers)
+    except Exception as exc:  # the command boundary: a bug must still come out as a positioned error line
+        issue = ProfileIssue(file=file, line=1, col=1, message=f"internal error: {type(exc).__name__}: {exc}")
+        return FileReport(file=file, ok=False, errors=[issue], warnings=[], models=[])
+    warnings = list(result.warnings)
+    if parsers is None:
+        message = "vLLM is not installed here, so tool and reasoning parser names are not checked"
+        warnings.insert(0, ProfileIssue(file=file, line=1, col=1, message=message, severity="warning"))
+    models = _summaries(result.profile) if result.profile is not None else []
+    return FileReport(file=file, ok=not result.errors, errors=result.errors, warnings=warnings, models=models)
+
+
+def _summaries(profile: Profile) -> list[ModelSummary]:
+    return [
+        ModelSummary(
+            name=name,
+            model=_short(model.model),
+            default=name == profile.default_model,
+            tool_call_parser=model.tool_call_parser,
+            enable_auto_tool_choice=bool(model.enable_auto_tool_choice),
+            reasoning_parser=model.reasoning_parser,
+            chat_template=_short(model.chat_template) if model.chat_template else None,
+            quant_config=_short(model.quant_config) if model.quant_config else None,
+        )
+        for name, model in profile.models.items()
+    ]
+
+
+def _short(path: str) -> str:
+    """A path under the working directory is shown relative to it; a hub id is not a path and stays."""
+    if not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def render_text(report: ValidateReport) -> str:
+    """The human format: issues in file order, then one summary line per model of each valid file."""
+    lines: list[str] = []
+    for item in report.files:
+        issues = sorted([*item.errors, *item.warnings], key=lambda issue: (issue.line, issue.col))
+        lines.extend(f"{i.file}:{i.line}:{i.col}: {i.severity}: {i.message}" for i in issues)
+        lines.extend(f"{item.file}: {_describe(model)}" for model in item.models)
+    return "".join(line + "\n" for line in lines)
+
+
+def _describe(model: ModelSummary) -> str:
+    default = " (default)" if model.default else ""
+    return (
+        f"model {model.name!r}{default} -> {model.model} ("
+        f"tool parser {model.tool_call_parser or 'none'}, "
+        f"auto tool choice {'on' if model.enable_auto_tool_choice else 'off'}, "
+        f"reasoning parser {model.reasoning_parser or 'none'}, "
+        f"template {model.chat_template or 'from the model'}, "
+        f"quant {model.quant_config or 'none'})"
+    )
+
+
+def render_json(report: ValidateReport) -> str:
+    """The machine format: one JSON document (``ValidateReport``)."""
+    return msgspec.json.encode(report).decode() + "\n"
+
+
+class _NameRegistry:
+    """A registry that is just two sets of names."""
+
+    def __init__(self, tools: Collection[str], reasoning: Collection[str]) -> None:
+        self._tools = frozenset(tools)
+        self._reasoning = frozenset(reasoning)
+
+    def tool_parsers(self) -> Collection[str]:
+        return self._tools
+
+    def reasoning_parsers(self) -> Collection[str]:
+        return self._reasoning
+
+
+def cli_parser_registry() -> ParserRegistry | None:
+    """vLLM's parser registry, from the frontend adapter (the only module that imports vLLM's frontend).
+
+    When the adapter cannot be imported (vLLM missing, a pinned-version mismatch, a broken torch install), the
+    names are read from vLLM's source instead, and stderr says why.
+
+    Returns:
+        The registry, or ``None`` when vLLM is not installed at all.
+    """
+    try:
+        # stdout carries the report (JSON included): anything vLLM prints while importing goes to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            from server.frontend.vllm_adapter import parser_registry
+
+            return parser_registry()
+    except Exception as exc:  # importing vLLM runs a lot of code; none of its failures may escape
+        registry = _static_registry()
+        if registry is not None:
+            click.echo(
+                f"turnout validate: vLLM's frontend did not import ({type(exc).__name__}: {exc}); "
+                "parser names come from vLLM's source instead",
+                err=True,
+            )
+        return registry
+
+
+def _static_registry() -> ParserRegistry | None:
+    """Read the lazy-registration tables of vLLM's parser packages with ``ast``, importing nothing."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    tools = _table_keys(root / "tool_parsers" / "__init__.py", "_TOOL_PARSERS_TO_REGISTER")
+    reasoning = _table_keys(root / "reasoning" / "__init__.py", "_REASONING_PARSERS_TO_REGISTER")
+    return _NameRegistry(tools, reasoning) if tools and reasoning else None
+
+
+def _table_keys(path: Path, name: str) -> list[str]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    for node in tree.body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Dict):
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        if isinstance(target, ast.Name) and target.id == name:
+            keys = [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
+            return [key for key in keys if isinstance(key, str)]
+    return []
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, metavar="[FILE]...")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one line per issue and per model; json: one JSON document.",
+)
+def validate(files: tuple[str, ...], output_format: OutputFormat) -> None:
+    """Check profiles (YAML or JSON) and report every error as path:line:col.
+
+    With no FILE, checks the profile named by $VLLM_HPU_MULTI_MODEL_CONFIG. Output goes to stdout. Exit
+    status: 0 when no profile has an error, 1 when one has, 2 for a usage error.
+    """
+    if not files:
+        configured = os.environ.get(CONFIG_ENV)
+        if not configured:
+            raise click.UsageError(f"give a profile FILE, or set {CONFIG_ENV}")
+        files = (configured,)
+    with contextlib.suppress(AttributeError, ValueError):
+        # A file name or value that the terminal cannot encode must not crash the report.
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    try:
+        code = run_validate(files, output_format=output_format, parsers=cli_parser_registry(), out=sys.stdout)
+    except Exception as exc:  # the command boundary: never a traceback
+        click.echo(f"turnout validate: internal error: {type(exc).__name__}: {exc}", err=True)
+        code = 1
+    click.get_current_context().exit(code)

@@ -1,0 +1,175 @@
+"""One model's OpenAI frontend: render, tokenize and generate handlers over its live vLLM engine.
+
+A bundle is built once per engine start and never changes afterwards; the engine manager hands the current one
+to the API layer. It speaks dict bodies in and `JsonResult` / `StreamResult` out, so the API layer needs
+neither vLLM nor pydantic. Everything vLLM-specific happens in `vllm_adapter`.
+
+Aborting: every generating call records the engine request ids vLLM derived from our `request_id`
+(`engine_request_ids`); `await engine.abort(ids)` takes them, since AsyncLLM maps these external ids to its
+internal ones (it appends a random suffix to each). `await bundle.abort(request_id)` also catches engine
+requests submitted after the call. An aborted request is not an error in vLLM: a stream ends with a chunk
+whose `finish_reason` is `"abort"` and then `data: [DONE]`; a non-streaming call returns 200 with the partial
+text and `finish_reason: "abort"` in each choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from vllm.engine.protocol import EngineClient
+
+from server.frontend._inflight import InflightRegistry, RecordingEngineClient, ReleasingStream
+from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
+from server.frontend.settings import FrontendSettings
+from server.frontend.vllm_adapter import VllmFrontend
+
+__all__ = ["FrontendBundle", "build_bundle"]
+
+_Handler = Callable[[Any, str], Awaitable[BundleResult]]
+
+
+class FrontendBundle:
+    """One model's chat, completion, embedding and tokenization handlers; immutable after `build_bundle`.
+
+    Every handler takes the parsed JSON body (anything; non-objects get a 400) and never raises for a bad
+    request: invalid bodies and vLLM's refusals come back as `JsonResult` with vLLM's status and an OpenAI
+    error body `{"error": {"message", "type", "param", "code"}}`.
+
+    Attributes:
+        model_name: The served name; it replaces the body's `model`, since routing already happened.
+        settings: What the bundle was built from.
+        max_model_len: The engine's context length.
+        supports_embeddings: The model is a pooling model with the `embed` task.
+    """
+
+    def __init__(
+        self, *, model_name: str, settings: FrontendSettings, frontend: VllmFrontend, engine: EngineClient
+    ) -> None:
+        self.model_name = model_name
+        self.settings = settings
+        self.max_model_len = frontend.max_model_len
+        self.supports_embeddings = frontend.supports_embeddings
+        self._frontend = frontend
+        self._inflight = InflightRegistry(engine.abort)
+
+    async def chat(self, body: Any, request_id: str) -> BundleResult:
+        """Handle a /v1/chat/completions body.
+
+        Args:
+            body: The parsed JSON body.
+            request_id: Our id for the request, unique among this bundle's running requests; the engine
+                request ids derive from it (see `engine_request_ids`).
+
+        Returns:
+            A `StreamResult` when the body asks for `stream`, otherwise a `JsonResult`.
+
+        Raises:
+            ValueError: `request_id` is already in flight in this bundle.
+            asyncio.CancelledError: The call was cancelled; its engine request is aborted.
+        """
+        return await self._tracked(self._frontend.chat, body, request_id)
+
+    async def completion(self, body: Any, request_id: str) -> BundleResult:
+        """Handle a /v1/completions body; as `chat`."""
+        return await self._tracked(self._frontend.completion, body, request_id)
+
+    async def embeddings(self, body: Any, request_id: str) -> BundleResult:
+        """Handle a /v1/embeddings body (a 501 unless `supports_embeddings`); always a `JsonResult`."""
+        return await self._tracked(self._frontend.embeddings, body, request_id)
+
+    async def tokenize(self, body: Any, request_id: str | None = None) -> BundleResult:
+        """Handle a /tokenize body: `prompt`, or chat `messages` rendered with this model's template.
+
+        The answer is vLLM's `{"count", "max_model_len", "tokens", "token_strs"}`; `token_strs` (the
+        tokenizer's pieces, filled when the body sets `return_token_strs`) is as close to text as vLLM gets.
+        For the rendered prompt itself use `render_chat`.
+        """
+        del request_id  # accepted for symmetry; nothing reaches the engine
+        return await self._frontend.tokenize(body)
+
+    async def detokenize(self, body: Any, request_id: str | None = None) -> BundleResult:
+        """Handle a /detokenize body (`{"tokens": [...]}` → `{"prompt": text}`)."""
+        del request_id
+        return await self._frontend.detokenize(body)
+
+    async def render_chat(self, body: Any) -> str:
+        """The prompt a chat completions body would send to the model, rendered with this model's template.
+
+        Raises:
+            BundleRequestError: The body is invalid or vLLM refuses it; `.result` holds the OpenAI error.
+        """
+        result = await self._frontend.render_chat(body)
+        if result.status_code != 200:
+            raise BundleRequestError(result)
+        prompt: str = result.payload["prompt"]
+        return prompt
+
+    async def abort(self, request_id: str) -> tuple[str, ...]:
+        """Abort `request_id`'s engine requests, including those it has not submitted yet.
+
+        Prefer this to `engine.abort(engine_request_ids(...))`: a stream only submits its engine request when
+        its first chunk is read, and vLLM ignores an abort that comes before. An aborted request is no error:
+        a stream ends with a `"finish_reason": "abort"` chunk and `[DONE]`, a non-streaming call returns 200
+        with the partial text and `"finish_reason": "abort"` in every choice.
+
+        Returns:
+            The engine request ids aborted at once (empty when none was running yet or `request_id` is not in
+            flight here).
+        """
+        return await self._inflight.abort([request_id])
+
+    async def abort_all(self) -> tuple[str, ...]:
+        """Abort every request in flight in this bundle (before a model switch); as `abort`."""
+        return await self._inflight.abort(self._inflight.request_ids())
+
+    def engine_request_ids(self, request_id: str) -> tuple[str, ...]:
+        """The engine request ids `request_id` has submitted and not finished; `engine.abort()` takes them.
+
+        An id appears when vLLM creates the engine request's output stream, which for a stream is before the
+        engine has it (see `abort`). Beam search submits its one-token steps lazily and unrecorded: only
+        closing its stream or cancelling its call stops it.
+        """
+        return self._inflight.engine_ids(request_id)
+
+    def live_engine_request_ids(self) -> tuple[str, ...]:
+        """Every engine request id this bundle's requests have submitted and not finished."""
+        return self._inflight.all_engine_ids()
+
+    async def _tracked(self, handle: _Handler, body: Any, request_id: str) -> BundleResult:
+        with self._inflight.collect(request_id):
+            try:
+                result = await handle(body, request_id)
+            except BaseException:
+                self._inflight.release(request_id)
+                raise
+        if isinstance(result, JsonResult):
+            self._inflight.release(request_id)
+            return result
+
+        async def abandon() -> None:
+            await self._inflight.abort([request_id])
+
+        # A stream keeps its engine ids until it is exhausted or closed.
+        stream = ReleasingStream(
+            result.chunks, abandon=abandon, release=lambda: self._inflight.release(request_id)
+        )
+        return StreamResult(stream)
+
+
+async def build_bundle(model_name: str, engine: EngineClient, settings: FrontendSettings) -> FrontendBundle:
+    """Build the frontend bundle for the model `engine` is serving.
+
+    Args:
+        model_name: The served model name (what clients put in `model`).
+        engine: The live engine (vLLM's `AsyncLLM`).
+        settings: Parsers, chat template and the other frontend options for this model.
+
+    Raises:
+        FrontendConfigError: The settings name a parser vLLM does not have, or a chat template that cannot be
+            read.
+    """
+    # The recorder quacks like an EngineClient: it forwards everything and notes the ids of what it submits.
+    recorder = cast(EngineClient, RecordingEngineClient(engine))
+    frontend = await VllmFrontend.open(model_name, engine=recorder, model_engine=engine, settings=settings)
+    return FrontendBundle(model_name=model_name, settings=settings, frontend=frontend, engine=engine)

@@ -1,0 +1,48 @@
+"""The frozen, typed options one model's frontend bundle is built from.
+
+Nothing here imports vLLM: the engine manager builds these from a profile, and `turnout validate` may look at
+them without paying for vLLM's import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ChatTemplateContentFormat", "FrontendConfigError", "FrontendSettings"]
+
+ChatTemplateContentFormat = Literal["auto", "string", "openai"]
+"""How message `content` is handed to the chat template (vLLM's `--chat-template-content-format`)."""
+
+
+class FrontendConfigError(ValueError):
+    """The settings cannot be served by this vLLM: an unknown parser, a missing chat template, and so on."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrontendSettings:
+    """How one model's OpenAI frontend renders prompts and parses output.
+
+    Attributes:
+        enable_auto_tool_choice: Accept `tool_choice: "auto"` and parse tool calls out of the model's text.
+            Needs `tool_call_parser`. Without it, vLLM answers `tool_choice: "auto"` with a 400.
+        tool_call_parser: Name of a tool parser registered in vLLM (`hermes`, `llama3_json`, ...). vLLM only
+            uses it when `enable_auto_tool_choice` is on.
+        chat_template: Path of a Jinja chat template file, or None for the tokenizer's own template. vLLM's
+            bundled template names (as `vllm serve --chat-template` accepts them) work too.
+        reasoning_parser: Name of a reasoning parser registered in vLLM, or None. The engine should get the
+            same name (`AsyncEngineArgs.reasoning_parser`) so structured output knows where reasoning ends.
+        response_role: Role of the generated message when the request asks for a generation prompt.
+        chat_template_content_format: How message content reaches the template; "auto" lets vLLM detect it.
+        log_requests: Log each request's prompt and sampling parameters through vLLM's request logger.
+        max_log_len: Longest prompt (in characters and token ids) the request logger prints; None: no limit.
+    """
+
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    chat_template: str | None = None
+    reasoning_parser: str | None = None
+    response_role: str = "assistant"
+    chat_template_content_format: ChatTemplateContentFormat = "auto"
+    log_requests: bool = False
+    max_log_len: int | None = None

@@ -1,0 +1,376 @@
+"""The only module in Turnout that imports vLLM's OpenAI frontend: serving classes, protocol models, renderers
+and the tool and reasoning parser registries.
+
+It builds vLLM's own serving objects for one model, the way `vllm serve` does in `init_app_state`, but from
+our frozen `FrontendSettings` instead of an `argparse.Namespace`, and drives them with plain dict bodies so
+that nothing above this module sees FastAPI, Starlette or pydantic. Results come back as `JsonResult` or
+`StreamResult`.
+
+Written against vLLM 0.32.0; `_vllm_pin` refuses other versions before the imports below can fail obscurely.
+"""
+
+from __future__ import annotations
+
+# Before any other vLLM import: importing _vllm_pin is the version check.
+from server.frontend._vllm_pin import SUPPORTED_VLLM_VERSIONS, check_vllm_version
+
+# isort: split
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from vllm.engine.protocol import EngineClient
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
+from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
+from vllm.entrypoints.openai.models.protocol import BaseModelPath
+from vllm.entrypoints.openai.models.serving import OpenAIServingModels
+from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
+from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
+from vllm.entrypoints.serve import create_error_response
+from vllm.entrypoints.serve.engine.protocol import ErrorResponse
+from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
+from vllm.entrypoints.serve.tokenize.protocol import (
+    DetokenizeRequest,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
+)
+from vllm.entrypoints.serve.tokenize.serving import ServingTokenization
+from vllm.entrypoints.serve.utils.request_logger import RequestLogger
+from vllm.exceptions import VLLMValidationError
+from vllm.parser.metrics import init_parser_metrics
+from vllm.reasoning import ReasoningParserManager
+from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
+from vllm.renderers.inputs.preprocess import extract_prompt_components
+from vllm.renderers.online_renderer import OnlineRenderer
+from vllm.tasks import SupportedTask
+from vllm.tool_parsers import ToolParserManager
+
+from server.frontend.results import BundleResult, JsonResult, StreamResult, error_payload
+from server.frontend.settings import FrontendConfigError, FrontendSettings
+
+__all__ = [
+    "SUPPORTED_VLLM_VERSIONS",
+    "ParserRegistry",
+    "VllmFrontend",
+    "check_vllm_version",
+    "parser_registry",
+]
+
+_log = logging.getLogger(__name__)
+
+# The embeddings request is a union of models, so it needs an adapter to validate.
+_EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
+# Reported per validation error; vLLM's own handler caps them too, since pydantic echoes input in every error.
+_MAX_REPORTED_ERRORS = 5
+
+
+class ParserRegistry:
+    """The tool and reasoning parser names registered in the installed vLLM, read afresh on each call."""
+
+    def tool_parsers(self) -> Collection[str]:
+        """Names accepted as `tool_call_parser`."""
+        return frozenset(ToolParserManager.list_registered())
+
+    def reasoning_parsers(self) -> Collection[str]:
+        """Names accepted as `reasoning_parser`."""
+        return frozenset(ReasoningParserManager.list_registered())
+
+
+def parser_registry() -> ParserRegistry:
+    """The parser names vLLM knows (for `turnout validate`; import this module lazily, it pulls in vLLM)."""
+    return ParserRegistry()
+
+
+class VllmFrontend:
+    """vLLM's serving objects for one model, driven with dict bodies.
+
+    `engine` is what the generating serving classes submit requests to (the bundle passes a recording stand-in
+    for the real engine), `model_engine` is the real engine, used where nothing is submitted.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        engine: EngineClient,
+        model_engine: EngineClient,
+        settings: FrontendSettings,
+        supported_tasks: tuple[SupportedTask, ...],
+    ) -> None:
+        self.model_name = model_name
+        self._model_config = model_engine.model_config
+        self.max_model_len: int = self._model_config.max_model_len
+        pooling_task = self._model_config.get_pooling_task(supported_tasks)
+        self.supports_embeddings: bool = pooling_task == "embed"
+
+        chat_template = _load_template(settings.chat_template)
+        content_format = settings.chat_template_content_format
+        logger = RequestLogger(max_log_len=settings.max_log_len) if settings.log_requests else None
+        models = OpenAIServingModels(
+            engine_client=model_engine,
+            base_model_paths=[BaseModelPath(name=model_name, model_path=self._model_config.model)],
+        )
+        self._renderer = OnlineRenderer(
+            model_config=self._model_config,
+            renderer=model_engine.renderer,
+            request_logger=logger,
+            chat_template=chat_template,
+            chat_template_content_format=content_format,
+            enable_auto_tools=settings.enable_auto_tool_choice,
+            tool_parser=settings.tool_call_parser,
+            reasoning_parser=settings.reasoning_parser,
+        )
+        self._renderer.warmup()
+        self._tokenization = ServingTokenization(
+            models,
+            self._renderer,
+            request_logger=logger,
+            chat_template=chat_template,
+            chat_template_content_format=content_format,
+        )
+        self._chat: OpenAIServingChat | None = None
+        self._completion: OpenAIServingCompletion | None = None
+        if "generate" in supported_tasks:
+            self._chat = OpenAIServingChat(
+                engine,
+                models,
+                settings.response_role,
+                online_renderer=self._renderer,
+                request_logger=logger,
+                chat_template=chat_template,
+                chat_template_content_format=content_format,
+                enable_auto_tools=settings.enable_auto_tool_choice,
+                tool_parser=settings.tool_call_parser,
+                reasoning_parser=settings.reasoning_parser or "",
+            )
+            self._completion = OpenAIServingCompletion(
+                engine, models, online_renderer=self._renderer, request_logger=logger
+            )
+        self._embedding: ServingEmbedding | None = None
+        if self.supports_embeddings:
+            template_config = ChatTemplateConfig(
+                chat_template=chat_template, chat_template_content_format=content_format
+            )
+            # Its __init__ takes *args, **kwargs (passed on to PoolingBaseServing), hence untyped.
+            self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
+                engine, models, request_logger=logger, chat_template_config=template_config
+            )
+
+    @classmethod
+    async def open(
+        cls, model_name: str, *, engine: EngineClient, model_engine: EngineClient, settings: FrontendSettings
+    ) -> VllmFrontend:
+        """Check `settings` against this vLLM and build the serving objects.
+
+        Raises:
+            FrontendConfigError: An unknown parser, a tool parser missing for auto tool choice, or an
+                unreadable chat template.
+        """
+        _check_parsers(settings)
+        if settings.tool_call_parser is not None:
+            # vllm serve does the same; the counter's model label is process-wide, like our one active model.
+            init_parser_metrics(model_name=model_name)
+        tasks = await model_engine.get_supported_tasks()
+        try:
+            return cls(
+                model_name=model_name,
+                engine=engine,
+                model_engine=model_engine,
+                settings=settings,
+                supported_tasks=tasks,
+            )
+        except TypeError as exc:
+            # ParserManager reports a parser that cannot work with this tokenizer as a TypeError.
+            raise FrontendConfigError(f"model {model_name!r}: {exc}") from exc
+
+    async def chat(self, body: Any, request_id: str) -> BundleResult:
+        """POST /v1/chat/completions."""
+        if self._chat is None:
+            return _unsupported("Chat Completions")
+        request = self._parse(ChatCompletionRequest.model_validate, body, request_id=request_id)
+        if isinstance(request, JsonResult):
+            return request
+        return await _call(self._chat.create_chat_completion(request, None))
+
+    async def completion(self, body: Any, request_id: str) -> BundleResult:
+        """POST /v1/completions."""
+        if self._completion is None:
+            return _unsupported("Completions")
+        request = self._parse(CompletionRequest.model_validate, body, request_id=request_id)
+        if isinstance(request, JsonResult):
+            return request
+        return await _call(self._completion.create_completion(request, None))
+
+    async def embeddings(self, body: Any, request_id: str) -> BundleResult:
+        """POST /v1/embeddings (pooling models with the `embed` task only)."""
+        if self._embedding is None:
+            return _unsupported("Embeddings")
+        if isinstance(body, Mapping) and body.get("encoding_format") in ("bytes", "bytes_only"):
+            # Those formats are a binary body; a bundle only returns JSON.
+            return _bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
+        request = self._parse(_EMBEDDING_REQUEST.validate_python, body, request_id=request_id)
+        if isinstance(request, JsonResult):
+            return request
+        return await _call(self._embedding(request, None))
+
+    async def tokenize(self, body: Any) -> BundleResult:
+        """POST /tokenize: a `prompt`, or chat `messages` rendered with this model's template first."""
+        is_chat = isinstance(body, Mapping) and "messages" in body
+        model = TokenizeChatRequest if is_chat else TokenizeCompletionRequest
+        request = self._parse(model.model_validate, body)
+        if isinstance(request, JsonResult):
+            return request
+        return await _call(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
+
+    async def detokenize(self, body: Any) -> BundleResult:
+        """POST /detokenize."""
+        request = self._parse(DetokenizeRequest.model_validate, body)
+        if isinstance(request, JsonResult):
+            return request
+        return await _call(self._tokenization.create_detokenize(request, None))  # type: ignore[arg-type]
+
+    async def render_chat(self, body: Any) -> JsonResult:
+        """Render a chat request's prompt exactly as /v1/chat/completions would (template, tools, checks).
+
+        Returns:
+            200 with `{"prompt": text, "prompt_token_ids": [...]}`, or the OpenAI error vLLM gives it.
+        """
+        request = self._parse(ChatCompletionRequest.model_validate, body)
+        if isinstance(request, JsonResult):
+            return request
+        try:
+            rendered = await self._renderer.render_chat(request)
+        except Exception as exc:
+            return _exception_result(exc)
+        if isinstance(rendered, ErrorResponse):
+            return _error_result(rendered)
+        _, engine_inputs = rendered
+        prompt = extract_prompt_components(self._model_config, engine_inputs[0])
+        token_ids = list(prompt.token_ids or [])
+        text = prompt.text
+        if text is None:
+            # Tokenizers that render straight to ids (Mistral's) leave no text; decoding is the closest view.
+            text = self._renderer.renderer.get_tokenizer().decode(token_ids)
+        return JsonResult(200, {"prompt": text, "prompt_token_ids": token_ids})
+
+    def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
+        """Validate `body` into a vLLM request model, or return the 400 for it.
+
+        The model name is overwritten with this bundle's: routing is the API layer's job, and vLLM would
+        answer an alias with a 404. `request_id` becomes the base of the engine request ids.
+        """
+        if not isinstance(body, Mapping):
+            return _bad_request("The request body must be a JSON object.")
+        data = {**body, "model": self.model_name}
+        if request_id is not None:
+            data["request_id"] = request_id
+        try:
+            return validate(data)
+        except pydantic.ValidationError as exc:
+            return _invalid_body(exc)
+        except Exception as exc:
+            # vLLM's validators also raise VLLMValidationError, which pydantic lets through unwrapped.
+            return _exception_result(exc)
+
+
+def _check_parsers(settings: FrontendSettings) -> None:
+    registry = parser_registry()
+    if settings.enable_auto_tool_choice and settings.tool_call_parser is None:
+        raise FrontendConfigError("enable_auto_tool_choice needs a tool_call_parser")
+    tool_parsers = registry.tool_parsers()
+    if settings.tool_call_parser is not None and settings.tool_call_parser not in tool_parsers:
+        raise FrontendConfigError(
+            f"unknown tool_call_parser {settings.tool_call_parser!r}; "
+            f"vLLM has: {', '.join(sorted(tool_parsers))}"
+        )
+    reasoning_parsers = registry.reasoning_parsers()
+    if settings.reasoning_parser is not None and settings.reasoning_parser not in reasoning_parsers:
+        raise FrontendConfigError(
+            f"unknown reasoning_parser {settings.reasoning_parser!r}; "
+            f"vLLM has: {', '.join(sorted(reasoning_parsers))}"
+        )
+
+
+def _load_template(path: str | None) -> str | None:
+    if path is None:
+        return None
+    file = Path(path)
+    if file.is_file():
+        # Read it ourselves: vLLM's load_chat_template caches by path for the life of the process, so a
+        # template edited between two builds of the same model would never be seen again.
+        return file.read_text(encoding="utf-8")
+    try:
+        # Not a file: one of the templates vLLM ships, named as `vllm serve --chat-template` accepts it.
+        return load_chat_template(path)
+    except (OSError, ValueError, VLLMValidationError) as exc:
+        raise FrontendConfigError(f"chat_template {path!r} cannot be read: {exc}") from exc
+
+
+async def _call(pending: Awaitable[Any]) -> BundleResult:
+    """Await a serving call and turn what it returns (or raises) into a result."""
+    try:
+        response = await pending
+    except Exception as exc:
+        # vLLM reports many request errors by raising; its FastAPI exception handlers map them, so do we.
+        return _exception_result(exc)
+    if (task := asyncio.current_task()) is not None and task.cancelling():
+        # vLLM's non-streaming chat and completion swallow CancelledError and answer 400 "Client disconnected"
+        # (the engine request is aborted all the same). Restore the cancellation for our caller's timeouts.
+        raise asyncio.CancelledError
+    if isinstance(response, ErrorResponse):
+        return _error_result(response)
+    if isinstance(response, AsyncGenerator):
+        return StreamResult(response)
+    if isinstance(response, pydantic.BaseModel):
+        return JsonResult(200, response.model_dump(mode="json"))
+    # The pooling classes answer with a Starlette JSONResponse: take its rendered body.
+    return JsonResult(int(response.status_code), json.loads(bytes(response.body)))
+
+
+def _error_result(error: ErrorResponse) -> JsonResult:
+    return JsonResult(int(error.error.code), error.model_dump(mode="json"))
+
+
+def _exception_result(exc: Exception) -> JsonResult:
+    error = create_error_response(exc)
+    if error.error.code >= 500 and not isinstance(exc, NotImplementedError):
+        # The client gets vLLM's sanitized message; the traceback belongs in our log.
+        _log.error("vLLM failed a request: %s", error.error.message, exc_info=exc)
+    return _error_result(error)
+
+
+def _bad_request(message: str, *, param: str | None = None) -> JsonResult:
+    return JsonResult(400, error_payload(message, param=param))
+
+
+def _unsupported(api: str) -> JsonResult:
+    # vLLM's routers raise NotImplementedError for an API the model lacks, which its handlers turn into a 501.
+    return _error_result(create_error_response(NotImplementedError(f"The model does not support {api} API")))
+
+
+def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:
+    errors = exc.errors(include_url=False)
+    param: str | None = None
+    for error in errors:
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, VLLMValidationError):
+            param = cause.parameter
+            break
+    if param is None and errors:
+        param = clean_loc_for_param(tuple(errors[0]["loc"])) or None
+    shown = [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
+    if len(errors) > len(shown):
+        shown.append(f"...and {len(errors) - len(shown)} more")
+    count = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}"
+    return _bad_request(f"{count}: " + "; ".join(shown), param=param)
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = clean_loc_for_param(tuple(error.get("loc", ())))
+    return f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid"))

@@ -1,0 +1,244 @@
+"""Loading a profile: decode, check every part (collecting all errors), resolve, build the Structs.
+
+The order follows the file's structure: the document, the top-level keys, the ``switching`` and ``server``
+sections, each model, then the rules across sections (the default model). Nothing stops at the first error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import msgspec
+from ruamel.yaml.comments import CommentedMap
+
+from server.profiles._fields import check_value, describe_value, field_types
+from server.profiles._models import check_model
+from server.profiles._plain import plain_text, quiet_plain, reject_tag, to_plain
+from server.profiles._report import Collector, Context
+from server.profiles._source import UNREADABLE, key_pos, load_tree, node_pos, value_pos
+from server.profiles.engine_args import did_you_mean, engine_arg_fields
+from server.profiles.issues import ProfileInvalid, ProfileIssue, ValidationResult
+from server.profiles.registry import ParserRegistry
+from server.profiles.schema import ModelProfile, Profile, ServerSection, Switching
+
+__all__ = ["CONFIG_ENV", "MODEL_ENV", "load_profile", "validate_profile"]
+
+#: The env var that names the profile when none is given (vLLM-Gaudi's name, kept for compatibility).
+CONFIG_ENV: Final = "VLLM_HPU_MULTI_MODEL_CONFIG"
+#: The env var that picks the default model when the profile has no ``default_model``.
+MODEL_ENV: Final = "MODEL"
+
+_TOP_KEYS: Final = ("default_model", "models", "switching", "server")
+#: Top-level keys with this prefix are ignored, so a profile can hold YAML anchors to merge (``<<: *base``).
+_EXTENSION_PREFIX: Final = "x-"
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_log = logging.getLogger(__name__)
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+def validate_profile(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    parsers: ParserRegistry | None = None,
+    default_tool_call_parser: str | None = None,
+) -> ValidationResult:
+    """Check a profile and report every problem with its position; never raises for a bad profile.
+
+    Args:
+        path: The profile (YAML or JSON). ``None`` reads the path from ``$VLLM_HPU_MULTI_MODEL_CONFIG``.
+        env: The environment to read ``MODEL``, the profile path and the Hugging Face cache location from;
+            defaults to ``os.environ``.
+        parsers: The registry to check tool and reasoning parser names against. ``None`` skips those two
+            checks (everything else still runs); the CLI and the server always pass one.
+        default_tool_call_parser: The server's ``--tool-call-parser``, which a model without its own parser
+            gets (so ``enable_auto_tool_choice`` without a parser in the profile is fine when it is set).
+
+    Returns:
+        The resolved profile when there is no error, and every error and warning.
+    """
+    env = os.environ if env is None else env
+    if path is None:
+        if not env.get(CONFIG_ENV):
+            message = f"no profile given, and {CONFIG_ENV} is not set"
+            issue = ProfileIssue(file=f"${CONFIG_ENV}", line=1, col=1, message=message)
+            return ValidationResult(profile=None, errors=[issue], warnings=[])
+        path = env[CONFIG_ENV]
+    shown = os.fspath(path)
+    report = Collector(shown)
+    tree = load_tree(Path(shown), shown, report)
+    if tree is UNREADABLE:
+        return report.result(None)
+    ctx = Context(
+        report=report,
+        profile_dir=Path(os.path.abspath(shown)).parent,
+        cwd=Path.cwd(),
+        env=env,
+        parsers=parsers,
+        engine_fields=engine_arg_fields(),
+        tool_parser_names=frozenset(parsers.tool_parsers()) if parsers else frozenset(),
+        reasoning_parser_names=frozenset(parsers.reasoning_parsers()) if parsers else frozenset(),
+        default_tool_call_parser=default_tool_call_parser,
+    )
+    return report.result(_check_document(ctx, tree, os.path.abspath(shown)))
+
+
+def load_profile(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    parsers: ParserRegistry | None = None,
+    default_tool_call_parser: str | None = None,
+) -> Profile:
+    """Load a profile, or fail with all of its errors.
+
+    Args:
+        path: The profile (YAML or JSON). ``None`` reads the path from ``$VLLM_HPU_MULTI_MODEL_CONFIG``.
+        env: As for ``validate_profile``.
+        parsers: As for ``validate_profile``.
+        default_tool_call_parser: As for ``validate_profile``.
+
+    Returns:
+        The resolved profile. Its warnings are logged.
+
+    Raises:
+        ProfileInvalid: The profile has at least one error; ``.errors`` holds them all.
+    """
+    result = validate_profile(path, env=env, parsers=parsers, default_tool_call_parser=default_tool_call_parser)
+    if result.profile is None:
+        raise ProfileInvalid(result.errors, result.warnings)
+    for warning in result.warnings:
+        _log.warning("%s", warning)
+    return result.profile
+
+
+def _check_document(ctx: Context, tree: Any, absolute: str) -> Profile | None:
+    report = ctx.report
+    if tree is None:
+        report.error((1, 1), "the profile is empty; it needs a 'models' mapping of model name to settings")
+        return None
+    if not isinstance(tree, CommentedMap):
+        shown = describe_value(quiet_plain(tree))
+        report.error(node_pos(tree), f"the profile must be a mapping with a 'models' key, got {shown}")
+        return None
+    reject_tag(tree, node_pos(tree), report)
+    for key in tree:
+        if key not in _TOP_KEYS and not (isinstance(key, str) and key.startswith(_EXTENSION_PREFIX)):
+            report.error(key_pos(tree, key), _unknown(f"top-level key {describe_value(key)}", key, _TOP_KEYS))
+    switching = _check_section(ctx, tree, "switching", Switching)
+    server = _check_section(ctx, tree, "server", ServerSection)
+    models, names = _check_models(ctx, tree)
+    default = _check_default(ctx, tree, names)
+    if report.error_count or models is None or default is None:
+        return None
+    return Profile(path=absolute, default_model=default, models=models, switching=switching, server=server)
+
+
+def _unknown(what: str, key: Any, allowed: tuple[str, ...]) -> str:
+    hint = did_you_mean(key, allowed) if isinstance(key, str) else ""
+    return f"unknown {what}{hint} (allowed: {', '.join(allowed)})"
+
+
+def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]) -> _S:
+    """Check ``switching`` or ``server`` field by field; a section with errors falls back to its defaults."""
+    node = tree.get(name)
+    if node is None:
+        return struct()
+    report = ctx.report
+    if not isinstance(node, CommentedMap):
+        shown = describe_value(quiet_plain(node))
+        report.error(value_pos(tree, name), f"{name} must be a mapping, got {shown}")
+        return struct()
+    reject_tag(node, value_pos(tree, name), report)
+    types = field_types(struct)
+    values: dict[str, Any] = {}
+    for key, raw in node.items():
+        pos = value_pos(node, key)
+        if key not in types:
+            report.error(
+                key_pos(node, key), _unknown(f"key {describe_value(key)} in {name}", key, tuple(types))
+            )
+            continue
+        before = report.error_count
+        value = to_plain(raw, pos, report)
+        if report.error_count > before:  # the value itself is unusable: already reported
+            continue
+        converted, problem = check_value(value, types[key])
+        if problem:
+            report.error(pos, f"{name}.{key} {problem}")
+        elif struct is ServerSection and not _ENV_NAME.fullmatch(converted):
+            report.error(
+                pos, f"{name}.{key} must be an environment variable name, got {describe_value(converted)}"
+            )
+        else:
+            values[key] = converted
+    return struct(**values)
+
+
+def _check_models(ctx: Context, tree: CommentedMap) -> tuple[dict[str, ModelProfile] | None, list[str]]:
+    report = ctx.report
+    if "models" not in tree:
+        report.error(node_pos(tree), "the profile has no 'models' key (a mapping of model name to settings)")
+        return None, []
+    node = tree["models"]
+    if isinstance(node, CommentedMap) and not node:
+        report.error(
+            value_pos(tree, "models"), "models is empty; add at least one model (name: {model: ...})"
+        )
+        return None, []
+    if not isinstance(node, CommentedMap):
+        shown = describe_value(quiet_plain(node))
+        report.error(
+            value_pos(tree, "models"), f"models must be a mapping of model name to settings, got {shown}"
+        )
+        return None, []
+    reject_tag(node, value_pos(tree, "models"), report)
+    if ctx.engine_fields is None:
+        report.warning(
+            key_pos(tree, "models"),
+            "vLLM is not installed here, so engine argument names and types are not checked",
+        )
+    models: dict[str, ModelProfile] = {}
+    names: list[str] = []
+    for name in node:
+        model = check_model(ctx, node, name)
+        # A name written with escapes ("\ud83d\ude00") is stored as the character they spell.
+        clean = plain_text(name, key_pos(node, name), report) if isinstance(name, str) else None
+        if clean is not None:
+            names.append(clean)
+            if model is not None:
+                models[clean] = model
+    return models, names
+
+
+def _check_default(ctx: Context, tree: CommentedMap, names: list[str]) -> str | None:
+    """``default_model``, else ``$MODEL``, else the first model; an empty value falls through."""
+    report = ctx.report
+    chosen: Any = None
+    if "default_model" in tree:
+        before = report.error_count
+        chosen = to_plain(tree["default_model"], value_pos(tree, "default_model"), report)
+        if report.error_count > before:
+            return None
+        if chosen is not None and not isinstance(chosen, str):
+            shown = describe_value(chosen)
+            report.error(value_pos(tree, "default_model"), f"default_model must be a model name, got {shown}")
+            return None
+    if chosen:
+        source, pos = "default_model", value_pos(tree, "default_model")
+    elif ctx.env.get(MODEL_ENV):
+        chosen = ctx.env[MODEL_ENV]
+        source, pos = f"${MODEL_ENV}", key_pos(tree, "models") if "models" in tree else node_pos(tree)
+    else:
+        return names[0] if names else None
+    if names and chosen not in names:
+        hint = did_you_mean(chosen, names) or "."
+        text = f"default model {chosen!r} (from {source}) is not one of the models{hint}"
+        report.error(pos, f"{text} The models are: {', '.join(names)}")
+        return None
+    return chosen if names else None

@@ -1,0 +1,69 @@
+"""A real ``turnout serve`` in a subprocess, for the end-to-end tests (real uvicorn, real tiny vLLM engines)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+__all__ = ["LiveServer", "start_server"]
+
+
+@dataclass
+class LiveServer:
+    """One running server: its URL, process and log file."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str) -> LiveServer:
+    """Start ``turnout serve profile`` on a free port (returns at once; see :func:`wait_ready`)."""
+    port = _free_port()
+    command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(port), *args]
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+
+
+def wait_ready(server: LiveServer, timeout: float = 300.0) -> None:
+    """Wait until ``/ready`` answers 200; fail with the server's log if it exits or never gets there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"turnout serve exited with {server.process.returncode}:\n{server.log()[-4000:]}")
+        try:
+            if httpx.get(f"{server.url}/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"turnout serve was not ready after {timeout:.0f}s:\n{server.log()[-4000:]}")

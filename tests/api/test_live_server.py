@@ -1,0 +1,167 @@
+"""End to end with the official ``openai`` client against ``turnout serve profiles/demo.yaml``.
+
+Real uvicorn, real tiny vLLM engines (tiny-tools answers tool prompts with a hermes tool call; tiny-plain has a
+different chat template). The demo profile uses the keep strategy, so after the first visit to each model a
+switch is a pointer swap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.api.live_server import LiveServer, start_server, wait_ready
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
+TOKEN = "e2e-admin-token"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def servers(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LiveServer]]:
+    logs = tmp_path_factory.mktemp("live")
+    # Two servers start side by side: the demo with an admin token, and one without a token (admin routes: 403).
+    with_token = start_server(DEMO, logs / "demo.log", {"TURNOUT_ADMIN_TOKEN": TOKEN})
+    without = start_server(DEMO, logs / "no-token.log", {"TURNOUT_ADMIN_TOKEN": ""})
+    try:
+        wait_ready(with_token)
+        wait_ready(without)
+        yield {"demo": with_token, "no_token": without}
+    finally:
+        with_token.stop()
+        without.stop()
+
+
+@pytest.fixture(scope="module")
+def server(servers: dict[str, LiveServer]) -> LiveServer:
+    return servers["demo"]
+
+
+@pytest.fixture(scope="module")
+def client(server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def _switch(server: LiveServer, model: str, token: str = TOKEN) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/models/switch",
+        json={"model": model, "drain_timeout": 5},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=300,
+    )
+
+
+def _activate(server: LiveServer, model: str) -> None:
+    response = _switch(server, model)
+    assert response.status_code == 200, response.text
+
+
+def _rendered(server: LiveServer, model: str) -> str:
+    tokens = httpx.post(f"{server.url}/tokenize", json={"model": model, "messages": WEATHER}, timeout=60).json()
+    text = httpx.post(f"{server.url}/detokenize", json={"model": model, "tokens": tokens["tokens"]}, timeout=60)
+    prompt: str = text.json()["prompt"]
+    return prompt
+
+
+def test_models_list_shows_every_model_and_the_active_one(server: LiveServer, client: openai.OpenAI) -> None:
+    _activate(server, "tools")
+    models = {model.id: model for model in client.models.list().data}
+    assert set(models) == {"tools", "plain"}
+    extra: dict[str, Any] = models["tools"].model_extra or {}
+    assert extra["active"] is True and extra["status"] == "active" and extra["max_model_len"] == 1024
+    assert (models["plain"].model_extra or {})["active"] is False
+
+
+def test_chat_streaming_and_completions(server: LiveServer, client: openai.OpenAI) -> None:
+    _activate(server, "tools")
+    hello = [{"role": "user", "content": "Hello!"}]
+    chat = client.chat.completions.create(model="tools", messages=hello, max_tokens=16, temperature=0)  # type: ignore[arg-type]
+    assert chat.model == "tools" and chat.choices[0].message.content
+    stream = client.chat.completions.create(
+        model="tools", messages=hello, max_tokens=16, temperature=0, stream=True  # type: ignore[arg-type]
+    )
+    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert streamed == chat.choices[0].message.content
+    completion = client.completions.create(model="tools", prompt="Hello", max_tokens=8, temperature=0)
+    assert completion.choices[0].text is not None and completion.usage and completion.usage.completion_tokens > 0
+
+
+def test_tool_call_is_parsed_by_hermes_and_refused_on_the_other_model(
+    server: LiveServer, client: openai.OpenAI
+) -> None:
+    _activate(server, "tools")
+    response = client.chat.completions.create(
+        model="tools", messages=WEATHER, tools=TOOLS, tool_choice="auto", max_tokens=64, temperature=0  # type: ignore[arg-type]
+    )
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+    _activate(server, "plain")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="plain", messages=WEATHER, tools=TOOLS, tool_choice="auto", max_tokens=8  # type: ignore[arg-type]
+        )
+    assert "auto" in str(refused.value)
+
+
+def test_tokenize_shows_the_active_models_chat_template(server: LiveServer) -> None:
+    _activate(server, "tools")
+    assert "<|im_start|>user" in _rendered(server, "tools")
+    _activate(server, "plain")
+    plain = _rendered(server, "plain")
+    assert "<<turnout-bracket>>" in plain and "[INST] What is the weather in Paris? [/INST]" in plain
+
+
+def test_switch_route_then_chat_on_the_new_model(server: LiveServer, client: openai.OpenAI) -> None:
+    _activate(server, "tools")
+    report = _switch(server, "plain").json()
+    assert (report["previous_model"], report["current_model"], report["switched"]) == ("tools", "plain", True)
+    assert report["strategy"] == "keep" and report["memory_before_mb"] > 0
+    chat = client.chat.completions.create(
+        model="plain", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, temperature=0  # type: ignore[arg-type]
+    )
+    assert chat.model == "plain"
+    status = httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert status["active_model"] == "plain"
+    assert {s["name"]: s["state"] for s in status["slots"]} == {"tools": "resident", "plain": "active"}
+
+
+def test_admin_auth_401_and_403(servers: dict[str, LiveServer]) -> None:
+    assert _switch(servers["demo"], "plain", token="wrong").status_code == 401
+    assert httpx.get(f"{servers['demo'].url}/admin/status").status_code == 401
+    forbidden = _switch(servers["no_token"], "plain")
+    assert forbidden.status_code == 403
+    assert "TURNOUT_ADMIN_TOKEN" in forbidden.json()["error"]["message"]
+
+
+def test_409_for_an_inactive_model_and_404_for_an_unknown_one(server: LiveServer, client: openai.OpenAI) -> None:
+    _activate(server, "tools")
+    with pytest.raises(openai.ConflictError) as conflict:
+        client.chat.completions.create(model="plain", messages=WEATHER, max_tokens=4)  # type: ignore[arg-type]
+    assert conflict.value.status_code == 409 and "'tools'" in conflict.value.message
+    body: Any = conflict.value.body
+    assert body["code"] == "model_not_active"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="gpt-4", messages=WEATHER, max_tokens=4)  # type: ignore[arg-type]
+    body = missing.value.body
+    assert body["code"] == "model_not_found"

@@ -1,0 +1,101 @@
+"""A bundle over a real tiny pooling engine: tiny-plain converted by vLLM into an embedding model."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from typing import Any
+
+import pytest
+
+from server.frontend import FrontendBundle, FrontendSettings, JsonResult, build_bundle
+from tests.frontend.tiny import EMBED_MODEL
+
+pytestmark = pytest.mark.engine
+
+HIDDEN_SIZE = 128  # the tiny models' width, which is the embedding size
+
+
+@pytest.fixture(scope="module")
+async def embed(embed_engine: Any) -> FrontendBundle:
+    return await build_bundle(EMBED_MODEL, embed_engine, FrontendSettings())
+
+
+def ok(result: Any) -> dict[str, Any]:
+    assert isinstance(result, JsonResult), result
+    assert result.status_code == 200, result.payload
+    return result.payload
+
+
+async def test_a_pooling_model_supports_embeddings(embed: FrontendBundle) -> None:
+    assert embed.supports_embeddings is True
+
+
+async def test_embeddings_for_each_input(embed: FrontendBundle) -> None:
+    request_id = uuid.uuid4().hex
+    payload = ok(
+        await embed.embeddings({"model": "alias", "input": ["hello", "weather in Paris"]}, request_id)
+    )
+    assert payload["id"] == f"embd-{request_id}"
+    assert payload["model"] == EMBED_MODEL
+    assert [item["index"] for item in payload["data"]] == [0, 1]
+    assert all(len(item["embedding"]) == HIDDEN_SIZE for item in payload["data"])
+    assert payload["data"][0]["embedding"] != payload["data"][1]["embedding"]
+    assert payload["usage"]["prompt_tokens"] > 0
+    assert embed.engine_request_ids(request_id) == ()
+
+
+async def test_base64_embeddings(embed: FrontendBundle) -> None:
+    payload = ok(await embed.embeddings({"input": "hello", "encoding_format": "base64"}, uuid.uuid4().hex))
+    assert len(base64.b64decode(payload["data"][0]["embedding"])) == 4 * HIDDEN_SIZE  # float32
+
+
+async def test_chat_messages_are_embedded_through_the_template(embed: FrontendBundle) -> None:
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    (item,) = ok(await embed.embeddings(body, uuid.uuid4().hex))["data"]
+    assert len(item["embedding"]) == HIDDEN_SIZE
+
+
+async def test_embedding_requests_are_recorded_for_abort(embed: FrontendBundle) -> None:
+    request_id = uuid.uuid4().hex
+    seen: set[str] = set()
+
+    async def watch() -> None:
+        while True:
+            seen.update(embed.engine_request_ids(request_id))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        ok(await embed.embeddings({"input": ["a", "b"]}, request_id))
+    finally:
+        watcher.cancel()
+    assert seen == {f"embd-{request_id}-0", f"embd-{request_id}-1"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param({"input": 5}, 400, id="input-not-text"),
+        pytest.param({"input": "hi", "encoding_format": "bytes"}, 400, id="binary-format"),
+        pytest.param(["hi"], 400, id="not-an-object"),
+    ],
+)
+async def test_bad_embedding_bodies(embed: FrontendBundle, body: Any, status: int) -> None:
+    result = await embed.embeddings(body, uuid.uuid4().hex)
+    assert isinstance(result, JsonResult)
+    assert (result.status_code, result.payload["error"]["code"]) == (status, status)
+
+
+async def test_a_pooling_model_has_no_chat_or_completions(embed: FrontendBundle) -> None:
+    for call in (embed.chat, embed.completion):
+        result = await call({"messages": [], "prompt": "x"}, uuid.uuid4().hex)
+        assert isinstance(result, JsonResult)
+        assert result.status_code == 501
+        assert result.payload["error"]["type"] == "NotImplementedError"
+
+
+async def test_a_pooling_model_still_tokenizes(embed: FrontendBundle) -> None:
+    payload = ok(await embed.tokenize({"prompt": "hello"}, uuid.uuid4().hex))
+    assert payload["count"] == len(payload["tokens"]) > 0

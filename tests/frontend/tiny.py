@@ -1,0 +1,30 @@
+"""The tiny engines the frontend tests run: names, sizes, and how one is started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "start_engine"]
+
+TOOLS_MODEL = "tiny-tools"
+EMBED_MODEL = "tiny-embed"
+MAX_MODEL_LEN = 512
+
+
+def start_engine(model: Path, served_name: str, **engine_args: Any) -> Any:
+    """A small CPU `AsyncLLM`: short context, 64 MiB of KV cache, no compilation (blocks ~25 s)."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    args = AsyncEngineArgs(
+        model=str(model),
+        served_model_name=[served_name],
+        max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=8,
+        kv_cache_memory_bytes=64 << 20,
+        enforce_eager=True,
+        disable_log_stats=True,
+        **engine_args,
+    )
+    return AsyncLLM.from_engine_args(args)

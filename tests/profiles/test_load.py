@@ -1,0 +1,214 @@
+"""Loading valid profiles: resolution, defaults, and vLLM-Gaudi's config format unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.profiles import (
+    CONFIG_ENV,
+    ModelProfile,
+    Profile,
+    ProfileInvalid,
+    Switching,
+    load_profile,
+    validate_profile,
+)
+from server.profiles.schema import DEFAULT_API_KEY_ENV
+from tests.fakes.parsers import FakeParserRegistry
+from tests.fakes.profile_files import VALID_PROFILE, write_profile
+from tests.profiles.conftest import Check
+
+
+def test_valid_profile_resolves_every_part(check: Check, workspace: Path) -> None:
+    result = check(VALID_PROFILE)
+
+    assert result.errors == []
+    assert result.warnings == []
+    profile = result.profile
+    assert isinstance(profile, Profile)
+    assert profile.path == str(workspace / "profile.yaml")
+    assert profile.default_model == "tiny"
+    assert list(profile.models) == ["tiny", "other"]
+    tiny = profile.models["tiny"]
+    assert tiny.model == str(workspace / "models" / "tiny")
+    assert tiny.chat_template == str(workspace / "templates" / "tools.jinja")
+    assert tiny.quant_config == str(workspace / "quant" / "fp8.json")
+    assert tiny.enable_auto_tool_choice is True
+    assert (tiny.tool_call_parser, tiny.reasoning_parser) == ("hermes", "qwen3")
+    assert tiny.engine_args == {"max_model_len": 512}
+    assert profile.models["other"].engine_args == {"dtype": "float32"}
+    assert profile.switching == Switching(mode="auto", drain_timeout=5.0, strategy="keep", max_active=2)
+    assert profile.server.admin_token_env == "MY_ADMIN_TOKEN"
+    assert profile.server.api_key_env == DEFAULT_API_KEY_ENV
+
+
+def test_quant_config_never_leaks_to_the_next_model(check: Check) -> None:
+    # vLLM-Gaudi keeps the previous model's QUANT_CONFIG for a model without one; absent must mean "none".
+    profile = check(VALID_PROFILE).profile
+
+    assert profile is not None
+    assert profile.models["tiny"].quant_config is not None
+    assert profile.models["other"].quant_config is None
+
+
+def test_engine_arg_values_are_plain_python(check: Check) -> None:
+    # ruamel's ScalarFloat/CommentedSeq must not reach vLLM.
+    result = check(
+        """
+        models:
+          a:
+            model: models/tiny
+            gpu_memory_utilization: 0.5
+            served_model_name: [a, b]
+            hf_overrides: {rope_scaling: {factor: 2.0}}
+        """
+    )
+
+    assert result.profile is not None
+    args = result.profile.models["a"].engine_args
+    assert type(args["gpu_memory_utilization"]) is float
+    assert type(args["served_model_name"]) is list
+    assert type(args["hf_overrides"]) is dict
+    assert type(args["hf_overrides"]["rope_scaling"]["factor"]) is float
+
+
+def test_switching_and_server_default_when_absent(check: Check) -> None:
+    profile = check("models: {a: {model: models/tiny}}").profile
+
+    assert profile is not None
+    assert profile.switching == Switching()
+    assert (profile.switching.drain_timeout, profile.switching.mode) == (60.0, "manual")
+
+
+def test_default_model_comes_from_the_file_first(check: Check, env: dict[str, str]) -> None:
+    text = "default_model: b\nmodels: {a: {model: models/tiny}, b: {model: models/tiny}}"
+
+    profile = check(text, env={**env, "MODEL": "a"}).profile
+
+    assert profile is not None and profile.default_model == "b"
+
+
+@pytest.mark.parametrize("default_line", ["", "default_model:\n", "default_model: ''\n"])
+def test_default_model_falls_back_to_model_env(check: Check, env: dict[str, str], default_line: str) -> None:
+    text = default_line + "models: {a: {model: models/tiny}, b: {model: models/tiny}}"
+
+    profile = check(text, env={**env, "MODEL": "b"}).profile
+
+    assert profile is not None and profile.default_model == "b"
+
+
+def test_default_model_falls_back_to_the_first_model(check: Check) -> None:
+    profile = check("models: {z: {model: models/tiny}, a: {model: models/tiny}}").profile
+
+    assert profile is not None and profile.default_model == "z"
+
+
+def test_vllm_gaudi_config_loads_unchanged(check: Check, workspace: Path) -> None:
+    # The shape vLLM-Gaudi's _load_multi_model_config reads: models mapping, the four frontend keys with
+    # nulls allowed, everything else for AsyncEngineArgs, YAML 1.1 booleans (it uses PyYAML).
+    result = check(
+        """
+        default_model: qwen
+        models:
+          qwen:
+            model: models/tiny
+            enable_auto_tool_choice: yes
+            tool_call_parser: hermes
+            chat_template: templates/tools.jinja
+            tensor_parallel_size: 1
+            enforce_eager: on
+          llama:
+            model: models/tiny
+            tool_call_parser: null
+            chat_template: null
+            quant_config: null
+        """
+    )
+
+    assert result.errors == []
+    assert result.profile is not None
+    qwen = result.profile.models["qwen"]
+    assert qwen.enable_auto_tool_choice is True
+    assert qwen.engine_args == {"tensor_parallel_size": 1, "enforce_eager": True}
+    llama = result.profile.models["llama"]
+    assert (llama.tool_call_parser, llama.chat_template, llama.quant_config) == (None, None, None)
+
+
+def test_quoted_yes_stays_a_string(check: Check) -> None:
+    result = check("models: {a: {model: models/tiny, enable_auto_tool_choice: 'yes'}}")
+
+    assert [issue.message for issue in result.errors] == [
+        "model 'a': enable_auto_tool_choice must be true or false, got 'yes'"
+    ]
+
+
+def test_json_profile_loads(check: Check) -> None:
+    text = json.dumps(
+        {"default_model": "a", "models": {"a": {"model": "models/tiny", "max_model_len": 256}}}, indent="\t"
+    )
+
+    result = check(text, name="profile.json")
+
+    assert result.errors == []
+    assert result.profile is not None
+    assert result.profile.models["a"].engine_args == {"max_model_len": 256}
+
+
+def test_path_none_reads_the_config_env_var(workspace: Path, env: dict[str, str]) -> None:
+    path = write_profile(workspace, "models: {a: {model: models/tiny}}")
+
+    profile = load_profile(env={**env, CONFIG_ENV: str(path)}, parsers=FakeParserRegistry())
+
+    assert profile.path == str(path)
+
+
+def test_path_none_without_the_env_var_is_an_error(env: dict[str, str]) -> None:
+    result = validate_profile(env=env)
+
+    assert [str(issue) for issue in result.errors] == [
+        f"${CONFIG_ENV}:1:1: no profile given, and {CONFIG_ENV} is not set"
+    ]
+
+
+def test_load_profile_raises_with_every_error(workspace: Path, env: dict[str, str]) -> None:
+    text = "models: {a: {model: ./models/nope}, b: {model: models/tiny, max_len: 1}}"
+    path = write_profile(workspace, text)
+
+    with pytest.raises(ProfileInvalid) as caught:
+        load_profile(path, env=env, parsers=FakeParserRegistry())
+
+    assert len(caught.value.errors) == 2
+    assert str(caught.value).splitlines()[0].startswith(f"{path}:1:")
+
+
+def test_load_profile_logs_warnings(
+    workspace: Path, env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_profile(workspace, "models: {a: {model: some-org/some-model}}")
+
+    profile = load_profile(path, env=env, parsers=FakeParserRegistry())
+
+    assert profile.models["a"].model == "some-org/some-model"
+    assert "is a Hugging Face hub id" in caplog.text
+
+
+def test_issues_name_the_file_as_the_caller_did(
+    workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_profile(workspace, "models: {a: {model: ./models/nope}}")
+    monkeypatch.chdir(workspace)
+
+    result = validate_profile("profile.yaml", env=env)
+
+    assert [issue.file for issue in result.errors] == ["profile.yaml"]
+
+
+def test_profile_structs_are_frozen_and_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        ModelProfile("/m")  # type: ignore[call-arg]
+    model = ModelProfile(model="/m")
+    with pytest.raises(AttributeError):
+        model.model = "/other"  # type: ignore[misc]
