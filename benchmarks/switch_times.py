@@ -19,7 +19,12 @@ from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
 from server.tinymodels.builder import build_tiny_models
 
-ENGINE_ARGS = {"max_model_len": 512, "max_num_seqs": 8, "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
+ENGINE_ARGS = {
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "kv_cache_memory_bytes": 64 << 20,
+    "enforce_eager": True,
+}
 
 
 async def _name_bundle(name: str, profile: ModelProfile, engine: Any) -> str:
@@ -33,8 +38,10 @@ async def measure(strategy: SwitchStrategy, models: dict[str, ModelProfile], rou
         await manager.initialize("tools")
         for index in range(rounds * 2):
             report = await manager.switch("plain" if index % 2 == 0 else "tools")
-            print(f"  {strategy.name}: {report.previous_model} -> {report.current_model}: "
-                  f"{report.duration_ms:.0f} ms, memory {report.memory_before_mb} -> {report.memory_after_unload_mb} MB")
+            print(
+                f"  {strategy.name}: {report.previous_model} -> {report.current_model}: "
+                f"{report.duration_ms:.0f} ms, memory {report.memory_before_mb} -> {report.memory_after_unload_mb} MB"
+            )
             durations.append(report.duration_ms)
     finally:
         await manager.shutdown()

@@ -9,11 +9,10 @@ streamed body.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import logging
 
 import msgspec
 from litestar import Request

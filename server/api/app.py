@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 
 from litestar import Litestar, Router
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
@@ -76,7 +77,7 @@ def create_app(
         },
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
-        state={"manager": manager},
+        state=State({"manager": manager}),
         openapi_config=OpenAPIConfig(
             title="Turnout",
             version=__version__,

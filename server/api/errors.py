@@ -12,6 +12,7 @@ from typing import Any
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.types import ExceptionHandlersMap
 
 from server.engine import EngineError
 
@@ -98,7 +99,7 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dic
     return error_response(500, "Internal server error; see the server log.", code="internal_error")
 
 
-EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     EngineError: _engine_error,
     ValidationException: _validation_error,
     HTTPException: _http_error,

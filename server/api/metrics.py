@@ -22,7 +22,9 @@ class ManagerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self._manager.snapshot()
-        state = GaugeMetricFamily("turnout_model_state", "1 for the state each model's slot is in", labels=["model", "state"])
+        state = GaugeMetricFamily(
+            "turnout_model_state", "1 for the state each model's slot is in", labels=["model", "state"]
+        )
         in_flight = GaugeMetricFamily("turnout_in_flight_requests", "Admitted requests per model", labels=["model"])
         for slot in snapshot.slots:
             for candidate in SlotState:
@@ -30,12 +32,26 @@ class ManagerCollector(Collector):
             in_flight.add_metric([slot.name], float(slot.in_flight))
         yield state
         yield in_flight
-        yield GaugeMetricFamily("turnout_switch_in_progress", "1 while a switch runs", value=float(bool(snapshot.switching_to)))
+        yield GaugeMetricFamily(
+            "turnout_switch_in_progress", "1 while a switch runs", value=float(bool(snapshot.switching_to))
+        )
         last = snapshot.last_switch
         if last is not None:
-            yield GaugeMetricFamily("turnout_last_switch_duration_seconds", "Duration of the last switch", value=last.duration_ms / 1000)
-            yield GaugeMetricFamily("turnout_last_switch_drain_seconds", "Drain time of the last switch", value=last.drain_ms / 1000)
-            yield GaugeMetricFamily("turnout_last_switch_aborted_requests", "Requests aborted by the last switch", value=float(last.aborted_requests))
+            yield GaugeMetricFamily(
+                "turnout_last_switch_duration_seconds",
+                "Duration of the last switch",
+                value=last.duration_ms / 1000,
+            )
+            yield GaugeMetricFamily(
+                "turnout_last_switch_drain_seconds",
+                "Drain time of the last switch",
+                value=last.drain_ms / 1000,
+            )
+            yield GaugeMetricFamily(
+                "turnout_last_switch_aborted_requests",
+                "Requests aborted by the last switch",
+                value=float(last.aborted_requests),
+            )
 
 
 def metrics_registry(manager: EngineManager[Any]) -> CollectorRegistry:

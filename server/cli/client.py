@@ -13,7 +13,9 @@ from server.cli._output import err_console, out_console
 
 __all__ = ["status", "switch"]
 
-_URL = click.option("--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL.")
+_URL = click.option(
+    "--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL."
+)
 _TOKEN = click.option(
     "--token-env",
     default="TURNOUT_ADMIN_TOKEN",

@@ -8,9 +8,6 @@ from server import __version__
 from server.cli.client import status, switch
 from server.cli.demo import demo
 from server.cli.serve import serve
-from server.cli.client import status, switch
-from server.cli.demo import demo
-from server.cli.serve import serve
 from server.cli.validate import validate
 
 __all__ = ["main"]

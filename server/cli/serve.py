@@ -124,7 +124,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
-@click.option("--admission-timeout", default=600.0, show_default=True, help="Most seconds a request waits for a switch.")
+@click.option(
+    "--admission-timeout", default=600.0, show_default=True, help="Most seconds a request waits for a switch."
+)
 @click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
 @click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
 @click.option("--chat-template", default=None, help="Default chat template for models whose profile sets none.")

@@ -6,7 +6,12 @@ from typing import TypeVar
 
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.strategies import EngineLoader, select_strategy
-from server.engine.vllm_loader import VllmEngineLoader, detect_device, ram_allows_another_engine, stash_host_factory
+from server.engine.vllm_loader import (
+    VllmEngineLoader,
+    detect_device,
+    ram_allows_another_engine,
+    stash_host_factory,
+)
 from server.profiles.schema import Profile
 
 __all__ = ["build_manager"]

@@ -19,7 +19,6 @@ __all__ = ["Lease", "Published"]
 B = TypeVar("B")
 
 
-
 @dataclass(frozen=True, eq=False)
 class Published(Generic[B]):
     """The active model, its engine and its bundle, replaced as one object by a switch."""

@@ -278,7 +278,10 @@ class EngineManager(Generic[B]):
             return await asyncio.shield(self._switch.task)
         if self._published is not None and self._published.model == target:
             return SwitchReport(
-                previous_model=target, current_model=target, switched=False, duration_ms=0.0,
+                previous_model=target,
+                current_model=target,
+                switched=False,
+                duration_ms=0.0,
                 strategy=self._strategy.name,
             )
         timeout = self._drain_timeout if drain_timeout is None else drain_timeout

@@ -18,7 +18,7 @@ _MB = 1024 * 1024
 
 def _nvml_used_mb() -> float | None:
     try:
-        import pynvml  # type: ignore[import-not-found]  # ships with CUDA vLLM; absent on CPU and Gaudi
+        import pynvml  # ships with CUDA vLLM; absent on CPU and Gaudi
 
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)

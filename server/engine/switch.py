@@ -90,12 +90,15 @@ class SwitchRun(Generic[B]):
             return await self._roll_back(old, exc)
         transition(self.target, SlotState.ACTIVE)
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
-        report = self._report(
-            started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted
-        )
+        report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
         logger.info(
             "switched %s -> %s in %.0f ms (drain %.0f ms, %d aborted, strategy %s)",
-            report.previous_model, report.current_model, report.duration_ms, drain_ms, aborted, self.strategy.name,
+            report.previous_model,
+            report.current_model,
+            report.duration_ms,
+            drain_ms,
+            aborted,
+            self.strategy.name,
         )
         return SwitchOutcome(Published(self.target.name, self.target.engine, bundle), report, None)
 
@@ -119,7 +122,10 @@ class SwitchRun(Generic[B]):
 
     async def _abort(self, old: Slot, leases: list[Lease[B]]) -> None:
         logger.warning(
-            "drain timeout: aborting %d request(s) on %s for the switch to %s", len(leases), old.name, self.target.name
+            "drain timeout: aborting %d request(s) on %s for the switch to %s",
+            len(leases),
+            old.name,
+            self.target.name,
         )
         ids: set[str] = set()
         hooks = []
@@ -173,7 +179,9 @@ class SwitchRun(Generic[B]):
             transition(old, SlotState.FAILED, f"restore after a failed switch failed: {restore_reason}")
             return SwitchOutcome(None, None, SwitchFailed(self.target.name, reason, None))
         transition(old, SlotState.ACTIVE)
-        return SwitchOutcome(Published(old.name, old.engine, bundle), None, SwitchFailed(self.target.name, reason, old.name))
+        return SwitchOutcome(
+            Published(old.name, old.engine, bundle), None, SwitchFailed(self.target.name, reason, old.name)
+        )
 
     async def _release_quietly(self, slot: Slot) -> None:
         try:
@@ -210,7 +218,8 @@ class SwitchRun(Generic[B]):
             switched=True,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
             reconfigure_ms=round(
-                metrics.reconfigure_ms if metrics and metrics.reconfigure_ms is not None else reconfigure_ms, 1
+                metrics.reconfigure_ms if metrics and metrics.reconfigure_ms is not None else reconfigure_ms,
+                1,
             ),
             memory_before_mb=memory_before,
             memory_after_unload_mb=memory_after_unload,

@@ -121,9 +121,7 @@ def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory |
 
     async def build(first: str) -> StashHost:
         from vllm.usage.usage_lib import UsageContext
-        from vllm_gaudi.v1.engine.multi_model_async_llm import (  # type: ignore[import-not-found]
-            MultiModelAsyncLLM,
-        )
+        from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM
 
         host = MultiModelAsyncLLM(
             {name: build_engine_args(name, model) for name, model in models.items()},

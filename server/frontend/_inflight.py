@@ -110,17 +110,11 @@ class RecordingEngineClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def generate(
-        self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
-    ) -> AsyncGenerator[Any, None]:
+    def generate(self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any) -> AsyncGenerator[Any, None]:
         """`EngineClient.generate`, recorded."""
-        return self._recorded(
-            self._engine.generate(prompt, sampling_params, request_id, **kwargs), request_id
-        )
+        return self._recorded(self._engine.generate(prompt, sampling_params, request_id, **kwargs), request_id)
 
-    def encode(
-        self, prompt: Any, pooling_params: Any, request_id: str, **kwargs: Any
-    ) -> AsyncGenerator[Any, None]:
+    def encode(self, prompt: Any, pooling_params: Any, request_id: str, **kwargs: Any) -> AsyncGenerator[Any, None]:
         """`EngineClient.encode`, recorded."""
         return self._recorded(self._engine.encode(prompt, pooling_params, request_id, **kwargs), request_id)
 

@@ -151,9 +151,7 @@ class FrontendBundle:
             await self._inflight.abort([request_id])
 
         # A stream keeps its engine ids until it is exhausted or closed.
-        stream = ReleasingStream(
-            result.chunks, abandon=abandon, release=lambda: self._inflight.release(request_id)
-        )
+        stream = ReleasingStream(result.chunks, abandon=abandon, release=lambda: self._inflight.release(request_id))
         return StreamResult(stream)
 
 

@@ -16,7 +16,7 @@ __all__ = ["build_bundle_for_profile", "settings_for_model"]
 
 def settings_for_model(model: ModelProfile, defaults: FrontendSettings) -> FrontendSettings:
     """``defaults`` (from the CLI) overridden by every frontend field the model's profile sets."""
-    overrides = {
+    overrides: dict[str, Any] = {
         "enable_auto_tool_choice": model.enable_auto_tool_choice,
         "tool_call_parser": model.tool_call_parser,
         "chat_template": model.chat_template,

@@ -286,14 +286,12 @@ def _check_parsers(settings: FrontendSettings) -> None:
     tool_parsers = registry.tool_parsers()
     if settings.tool_call_parser is not None and settings.tool_call_parser not in tool_parsers:
         raise FrontendConfigError(
-            f"unknown tool_call_parser {settings.tool_call_parser!r}; "
-            f"vLLM has: {', '.join(sorted(tool_parsers))}"
+            f"unknown tool_call_parser {settings.tool_call_parser!r}; vLLM has: {', '.join(sorted(tool_parsers))}"
         )
     reasoning_parsers = registry.reasoning_parsers()
     if settings.reasoning_parser is not None and settings.reasoning_parser not in reasoning_parsers:
         raise FrontendConfigError(
-            f"unknown reasoning_parser {settings.reasoning_parser!r}; "
-            f"vLLM has: {', '.join(sorted(reasoning_parsers))}"
+            f"unknown reasoning_parser {settings.reasoning_parser!r}; vLLM has: {', '.join(sorted(reasoning_parsers))}"
         )
 
 

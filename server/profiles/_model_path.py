@@ -69,9 +69,7 @@ def _check_local(path: Path, raw: str) -> list[Finding]:
         return [("error", f"model folder {raw!r} ({path}) has no config.json, so vLLM cannot load it")]
     if path.suffix == ".gguf":
         return []
-    return [
-        ("error", f"model path {raw!r} is a file ({path}); it must be a model folder holding config.json")
-    ]
+    return [("error", f"model path {raw!r} is a file ({path}); it must be a model folder holding config.json")]
 
 
 def hf_cache_dir(env: Mapping[str, str]) -> Path:

@@ -41,16 +41,12 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
     report = ctx.report
     entry = models[name]
     if not isinstance(name, str) or not name.strip():
-        report.error(
-            key_pos(models, name), f"a model name must be a non-empty string, got {describe_value(name)}"
-        )
+        report.error(key_pos(models, name), f"a model name must be a non-empty string, got {describe_value(name)}")
         return None
     label = f"model {name!r}"
     if not isinstance(entry, CommentedMap):
         shown = describe_value(quiet_plain(entry))
-        report.error(
-            value_pos(models, name), f"{label} must be a mapping with at least a 'model' key, got {shown}"
-        )
+        report.error(value_pos(models, name), f"{label} must be a mapping with at least a 'model' key, got {shown}")
         return None
     errors_before = report.error_count
     reject_tag(entry, value_pos(models, name), report)

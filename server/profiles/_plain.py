@@ -90,24 +90,18 @@ def _convert(value: Any, pos: Pos, report: Collector, budget: _Budget, active: s
             report.error(pos, f"the profile nests deeper than {MAX_DEPTH} levels")
         return None
     if id(value) in active:
-        report.error(
-            pos, "a YAML alias refers to a node that contains it; recursive values are not supported"
-        )
+        report.error(pos, "a YAML alias refers to a node that contains it; recursive values are not supported")
         return None
     active.add(id(value))
     try:
         if isinstance(value, CommentedMap):
             return _convert_map(value, report, budget, active)
-        return [
-            _convert(item, item_pos(value, index), report, budget, active) for index, item in enumerate(value)
-        ]
+        return [_convert(item, item_pos(value, index), report, budget, active) for index, item in enumerate(value)]
     finally:
         active.discard(id(value))
 
 
-def _convert_map(
-    mapping: CommentedMap, report: Collector, budget: _Budget, active: set[int]
-) -> dict[Any, Any]:
+def _convert_map(mapping: CommentedMap, report: Collector, budget: _Budget, active: set[int]) -> dict[Any, Any]:
     plain: dict[Any, Any] = {}
     for key, item in mapping.items():
         if isinstance(key, str):
@@ -115,9 +109,7 @@ def _convert_map(
         elif key is None or isinstance(key, (bool, int, float)):
             plain_key = _convert(key, value_pos(mapping, key), report, budget, active)
         else:
-            report.error(
-                value_pos(mapping, key), "a mapping key must be a plain value, not a list or mapping"
-            )
+            report.error(value_pos(mapping, key), "a mapping key must be a plain value, not a list or mapping")
             continue
         plain[plain_key] = _convert(item, value_pos(mapping, key), report, budget, active)
     return plain

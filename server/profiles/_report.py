@@ -32,9 +32,7 @@ class Collector:
         line, col = pos
         # One issue is one line: a newline or other control character from a path must not break that.
         message = message.translate(_ESCAPES)
-        self._issues.append(
-            ProfileIssue(file=self.file, line=line, col=col, message=message, severity=severity)
-        )
+        self._issues.append(ProfileIssue(file=self.file, line=line, col=col, message=message, severity=severity))
 
     def error(self, pos: Pos, message: str) -> None:
         """Record an error at ``pos``."""

@@ -110,9 +110,7 @@ def _new_yaml(*, allow_duplicates: bool = False) -> YAML:
 def _parse(text: str, report: Collector) -> Any:
     too_deep = _flow_too_deep(text)
     if too_deep is not None:
-        report.error(
-            pos_of_offset(text, too_deep), f"the profile nests more than {MAX_FLOW_DEPTH} brackets deep"
-        )
+        report.error(pos_of_offset(text, too_deep), f"the profile nests more than {MAX_FLOW_DEPTH} brackets deep")
         return UNREADABLE
     try:
         return _load(text, allow_duplicates=False)
@@ -163,11 +161,7 @@ def _report_yaml_error(exc: Exception, text: str, report: Collector) -> None:
         message = f"invalid YAML: {problem}"
         if exc.context and exc.problem:
             start = exc.context_mark
-            if (
-                start is not None
-                and mark is not None
-                and (start.line, start.column) != (mark.line, mark.column)
-            ):
+            if start is not None and mark is not None and (start.line, start.column) != (mark.line, mark.column):
                 # Where the unclosed mapping or list began: usually where the fix goes.
                 message += f" ({exc.context} that starts at line {start.line + 1}, column {start.column + 1})"
             else:

@@ -90,9 +90,7 @@ def _tojson(
     separators: Any = None,
     sort_keys: bool = False,
 ) -> str:
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -157,26 +155,18 @@ def check_chat_template(path: Path, shown: str, *, uses_tools: bool) -> list[Fin
     ):
         severity: Any = "error" if tools is None or uses_tools else "warning"
         try:
-            text = template.render(
-                messages=messages, tools=tools, add_generation_prompt=True, **_SPECIAL_TOKENS
-            )
+            text = template.render(messages=messages, tools=tools, add_generation_prompt=True, **_SPECIAL_TOKENS)
         except Exception as exc:  # rendering runs user code: every failure is reported, none escapes
-            findings.append(
-                (severity, f"{what} fails to render a sample conversation {label}: {_explain(exc)}")
-            )
+            findings.append((severity, f"{what} fails to render a sample conversation {label}: {_explain(exc)}"))
             break  # the same failure with tools too would only repeat it
         if _LAST_USER not in text:
-            findings.append(
-                ("warning", f"{what} drops the user's last message from a sample conversation {label}")
-            )
+            findings.append(("warning", f"{what} drops the user's last message from a sample conversation {label}"))
     return findings
 
 
 def _explain(exc: Exception) -> str:
-    if type(exc) is jinja2.TemplateError:  # raise_exception(...) in the template
-        text = f"the template raised: {exc}"
-    else:
-        text = f"{type(exc).__name__}: {exc}"
+    raised_by_template = type(exc) is jinja2.TemplateError  # raise_exception(...) in the template
+    text = f"the template raised: {exc}" if raised_by_template else f"{type(exc).__name__}: {exc}"
     line = _template_line(exc.__traceback__)
     return f"{text} (template line {line})" if line else text
 

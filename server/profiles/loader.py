@@ -160,9 +160,7 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
     for key, raw in node.items():
         pos = value_pos(node, key)
         if key not in types:
-            report.error(
-                key_pos(node, key), _unknown(f"key {describe_value(key)} in {name}", key, tuple(types))
-            )
+            report.error(key_pos(node, key), _unknown(f"key {describe_value(key)} in {name}", key, tuple(types)))
             continue
         before = report.error_count
         value = to_plain(raw, pos, report)
@@ -172,9 +170,7 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
         if problem:
             report.error(pos, f"{name}.{key} {problem}")
         elif struct is ServerSection and not _ENV_NAME.fullmatch(converted):
-            report.error(
-                pos, f"{name}.{key} must be an environment variable name, got {describe_value(converted)}"
-            )
+            report.error(pos, f"{name}.{key} must be an environment variable name, got {describe_value(converted)}")
         else:
             values[key] = converted
     return struct(**values)
@@ -187,15 +183,11 @@ def _check_models(ctx: Context, tree: CommentedMap) -> tuple[dict[str, ModelProf
         return None, []
     node = tree["models"]
     if isinstance(node, CommentedMap) and not node:
-        report.error(
-            value_pos(tree, "models"), "models is empty; add at least one model (name: {model: ...})"
-        )
+        report.error(value_pos(tree, "models"), "models is empty; add at least one model (name: {model: ...})")
         return None, []
     if not isinstance(node, CommentedMap):
         shown = describe_value(quiet_plain(node))
-        report.error(
-            value_pos(tree, "models"), f"models must be a mapping of model name to settings, got {shown}"
-        )
+        report.error(value_pos(tree, "models"), f"models must be a mapping of model name to settings, got {shown}")
         return None, []
     reject_tag(node, value_pos(tree, "models"), report)
     if ctx.engine_fields is None:

@@ -86,14 +86,15 @@ class Switching(Base, frozen=True, kw_only=True):
             ``sleep`` uses vLLM sleep mode, ``stash`` uses vLLM-Gaudi's in-process reconfigure. ``auto`` picks
             stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop.
         sleep_level: vLLM sleep level for ``sleep``: 1 offloads weights to host RAM, 2 discards them.
-        max_active: How many engines may be resident at once under ``keep``.
+        max_active: How many engines may be resident at once under ``keep`` (the active one included). Unset:
+            no count limit; with ``strategy: auto`` on CPU, host RAM still bounds residency.
     """
 
     mode: SwitchMode = "manual"
     drain_timeout: NonNegativeFloat = 60.0
     strategy: StrategyName = "auto"
     sleep_level: SleepLevel = 1
-    max_active: PositiveInt = 1
+    max_active: PositiveInt | None = None
 
 
 class ServerSection(Base, frozen=True, kw_only=True):

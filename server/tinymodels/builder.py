@@ -17,18 +17,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
+from importlib.metadata import version
 from pathlib import Path
 
-import tokenizers
-import torch
-import transformers
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-from transformers.utils import logging as hf_logging
-
-from server.tinymodels.chats import sample_chats
 from server.tinymodels.spec import REPO_ROOT, SPECS, TinyModelSpec
-from server.tinymodels.tokenizer import build_tokenizer, token_id
-from server.tinymodels.training import train
 
 __all__ = [
     "CACHE_ENV",
@@ -62,8 +54,8 @@ def fingerprint(spec: TinyModelSpec) -> str:
     digest.update(spec.template_path.read_bytes())
     for source in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(source.read_bytes())
-    for library in (torch, transformers, tokenizers):
-        digest.update(library.__version__.encode())
+    for library in ("torch", "transformers", "tokenizers"):
+        digest.update(version(library).encode())
     return digest.hexdigest()
 
 
@@ -76,9 +68,7 @@ def is_built(spec: TinyModelSpec, dest: Path) -> bool:
     return isinstance(stamp, dict) and stamp.get("fingerprint") == fingerprint(spec)
 
 
-def build_tiny_models(
-    cache_dir: Path | None = None, specs: Sequence[TinyModelSpec] = SPECS
-) -> dict[str, Path]:
+def build_tiny_models(cache_dir: Path | None = None, specs: Sequence[TinyModelSpec] = SPECS) -> dict[str, Path]:
     """Build every spec into ``cache_dir/<name>`` unless an up-to-date build is already there.
 
     Safe to call from several processes at once: builds are serialized by a lock file in ``cache_dir``.
@@ -118,74 +108,28 @@ def build_tiny_model(spec: TinyModelSpec, dest: Path) -> Path:
     Raises:
         RuntimeError: Training did not reach the spec's answers (nothing is written to ``dest`` then).
     """
+    # Imported here, not at the top: see the writer module.
+    from server.tinymodels.writer import write_model
+
     dest = dest.resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the model folder should read like any other
     try:
-        _write_model(spec, tmp)
+        started = time.monotonic()
+        steps = write_model(spec, tmp)
+        stamp = {
+            "name": spec.name,
+            "fingerprint": fingerprint(spec),
+            "train_steps": steps,
+            "build_seconds": round(time.monotonic() - started, 2),
+        }
+        # Last file written: a folder with a matching stamp is complete.
+        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
         _replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
-
-
-def _write_model(spec: TinyModelSpec, out: Path) -> None:
-    started = time.monotonic()
-    template = spec.template_path.read_text(encoding="utf-8")
-    tokenizer = build_tokenizer(spec, template, sample_chats(spec, count=64, seed=spec.seed))
-    ids = {token: token_id(tokenizer, token) for token in spec.special_tokens}
-    bos_id = ids[spec.bos_token] if spec.bos_token else None
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        # vLLM's CPU attention rejects head_dim 16; 64 is accepted and keeps the model at ~0.4 M parameters.
-        head_dim=64,
-        max_position_embeddings=spec.max_position_embeddings,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        bos_token_id=bos_id,
-        eos_token_id=ids[spec.eos_token],
-        pad_token_id=ids[spec.pad_token],
-        dtype="float32",
-    )
-    torch.manual_seed(spec.seed)
-    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
-    steps = train(model, tokenizer, spec)
-    with _quiet_progress_bars():
-        model.save_pretrained(out, safe_serialization=True)
-    GenerationConfig(  # type: ignore[no-untyped-call]
-        bos_token_id=bos_id,
-        eos_token_id=ids[spec.eos_token],
-        pad_token_id=ids[spec.pad_token],
-        do_sample=False,
-    ).save_pretrained(out)
-    # save_jinja_files=False keeps the template inside tokenizer_config.json, where older loaders look too.
-    tokenizer.save_pretrained(out, save_jinja_files=False)
-    _portable_tokenizer_config(out / "tokenizer_config.json")
-    stamp = {
-        "name": spec.name,
-        "fingerprint": fingerprint(spec),
-        "train_steps": steps,
-        "build_seconds": round(time.monotonic() - started, 2),
-    }
-    # Last file written: a folder with a matching stamp is complete.
-    (out / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
-
-
-def _portable_tokenizer_config(path: Path) -> None:
-    # transformers 5 writes names that transformers 4 (still pinned by some vLLM builds, e.g. for Gaudi) does
-    # not know: the class TokenizersBackend and the key extra_special_tokens. The older names below mean the
-    # same to transformers 5, which still reads them.
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    if "extra_special_tokens" in config:
-        config["additional_special_tokens"] = config.pop("extra_special_tokens")
-    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
@@ -198,18 +142,6 @@ def _replace_dir(src: Path, dest: Path) -> None:
     dest.rename(old)
     src.rename(dest)
     shutil.rmtree(old, ignore_errors=True)
-
-
-@contextmanager
-def _quiet_progress_bars() -> Iterator[None]:
-    # save_pretrained draws a progress bar for a single tiny shard: noise in every test log.
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 @contextmanager

@@ -10,11 +10,12 @@ from __future__ import annotations
 import copy
 import random
 from dataclasses import dataclass
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from server.tinymodels.spec import WEATHER_TOOL, TinyModelSpec
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["Chat", "canonical_chats", "render", "sample_chats"]
 
@@ -101,9 +102,7 @@ def _messages(rng: random.Random, spec: TinyModelSpec, with_tools: bool) -> list
     if with_tools and rng.random() < 0.2:
         # A finished tool round: the model is asked again and, being tiny, calls the tool again.
         call = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
-        messages.append(
-            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
-        )
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
         messages.append({"role": "tool", "content": rng.choice(("sunny, 21 C", '{"temp": 21}'))})
     return messages
 
@@ -141,7 +140,5 @@ def render(tokenizer: PreTrainedTokenizerBase, chat: Chat) -> str:
     """The prompt text of ``chat``: its messages and tools rendered by the tokenizer's chat template."""
     # list[Any]: transformers' annotation wants list[dict[Any, Any] | Callable], which a list of dicts is not.
     tools: list[Any] | None = chat.tools
-    prompt = tokenizer.apply_chat_template(
-        chat.messages, tools=tools, tokenize=False, add_generation_prompt=True
-    )
+    prompt = tokenizer.apply_chat_template(chat.messages, tools=tools, tokenize=False, add_generation_prompt=True)
     return str(prompt)

@@ -18,9 +18,7 @@ from server.tinymodels.spec import TinyModelSpec
 __all__ = ["build_tokenizer", "token_id"]
 
 
-def build_tokenizer(
-    spec: TinyModelSpec, chat_template: str, chats: Sequence[Chat]
-) -> PreTrainedTokenizerFast:
+def build_tokenizer(spec: TinyModelSpec, chat_template: str, chats: Sequence[Chat]) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer for ``spec`` and wrap it for ``save_pretrained``.
 
     Args:

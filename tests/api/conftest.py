@@ -23,15 +23,21 @@ MakeClient = Callable[..., Any]
 async def make_client() -> AsyncIterator[MakeClient]:
     made: list[tuple[httpx.AsyncClient, EngineManager[Any]]] = []
 
-    async def make(*, loader: FakeLoader | None = None, **settings: Any) -> tuple[httpx.AsyncClient, EngineManager[Any]]:
+    async def make(
+        *, loader: FakeLoader | None = None, **settings: Any
+    ) -> tuple[httpx.AsyncClient, EngineManager[Any]]:
         settings.setdefault("admin_token", ADMIN_TOKEN)
         models = {
             "tools": ModelProfile(model="/m/tools", enable_auto_tool_choice=True, tool_call_parser="hermes"),
             "plain": ModelProfile(model="/m/plain"),
         }
         manager: EngineManager[Any] = EngineManager(
-            models, KeepStrategy(loader or FakeLoader()), build_fake_serving_bundle, abort_grace=0.5,
-            memory_probe=lambda: 1.0, admission_timeout=settings.pop("admission_timeout", 5.0),
+            models,
+            KeepStrategy(loader or FakeLoader()),
+            build_fake_serving_bundle,
+            abort_grace=0.5,
+            memory_probe=lambda: 1.0,
+            admission_timeout=settings.pop("admission_timeout", 5.0),
         )
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes

@@ -24,7 +24,10 @@ def _assert_openai_error(response: Any, status: int, code: str | int | None = No
 async def test_models_lists_every_model_with_status(make_client: MakeClient) -> None:
     client, _ = await make_client()
     data = (await client.get("/v1/models")).json()["data"]
-    assert [(m["id"], m["status"], m["active"]) for m in data] == [("tools", "active", True), ("plain", "stopped", False)]
+    assert [(m["id"], m["status"], m["active"]) for m in data] == [
+        ("tools", "active", True),
+        ("plain", "stopped", False),
+    ]
     assert {"root", "max_model_len", "object", "owned_by"} <= set(data[0])
 
 
@@ -45,7 +48,9 @@ async def test_unknown_and_inactive_models(make_client: MakeClient) -> None:
 async def test_bad_bodies_are_400_never_500(make_client: MakeClient) -> None:
     client, _ = await make_client()
     for content in (b"{not json", b"[1, 2]", b"", b'{"model": 5}'):
-        response = await client.post("/v1/chat/completions", content=content, headers={"content-type": "application/json"})
+        response = await client.post(
+            "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
         _assert_openai_error(response, 400)
     response = await client.post("/v1/models/switch", json={"model": 3}, headers=admin())
     _assert_openai_error(response, 400)
@@ -95,14 +100,25 @@ async def test_switch_route_reports_and_the_new_model_serves(make_client: MakeCl
     response = await client.post("/v1/models/switch", json={"model": "plain", "drain_timeout": 1}, headers=admin())
     report = response.json()
     assert response.status_code == 200
-    seed_fields = {"previous_model", "current_model", "switched", "duration_ms", "reconfigure_ms", "memory_before_mb",
-                   "memory_after_unload_mb", "freed_memory_mb", "stash_memory_after_mb"}
+    seed_fields = {
+        "previous_model",
+        "current_model",
+        "switched",
+        "duration_ms",
+        "reconfigure_ms",
+        "memory_before_mb",
+        "memory_after_unload_mb",
+        "freed_memory_mb",
+        "stash_memory_after_mb",
+    }
     assert seed_fields | {"drain_ms", "aborted_requests", "strategy"} <= set(report)
     assert (report["previous_model"], report["current_model"], report["switched"]) == ("tools", "plain", True)
     response = await client.post("/v1/chat/completions", json={"model": "plain", "max_tokens": 1})
     assert response.json()["model"] == "plain"
     _assert_openai_error(
-        await client.post("/v1/models/switch", json={"model": "nope"}, headers=admin()), 404, "model_not_found"
+        await client.post("/v1/models/switch", json={"model": "nope"}, headers=admin()),
+        404,
+        "model_not_found",
     )
 
 

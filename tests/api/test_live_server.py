@@ -29,7 +29,11 @@ TOOLS = [
         "function": {
             "name": "get_weather",
             "description": "Current weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     }
 ]
@@ -97,7 +101,11 @@ def test_chat_streaming_and_completions(server: LiveServer, client: openai.OpenA
     chat = client.chat.completions.create(model="tools", messages=hello, max_tokens=16, temperature=0)  # type: ignore[arg-type]
     assert chat.model == "tools" and chat.choices[0].message.content
     stream = client.chat.completions.create(
-        model="tools", messages=hello, max_tokens=16, temperature=0, stream=True  # type: ignore[arg-type]
+        model="tools",
+        messages=hello,
+        max_tokens=16,
+        temperature=0,
+        stream=True,  # type: ignore[arg-type]
     )
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert streamed == chat.choices[0].message.content
@@ -110,7 +118,12 @@ def test_tool_call_is_parsed_by_hermes_and_refused_on_the_other_model(
 ) -> None:
     _activate(server, "tools")
     response = client.chat.completions.create(
-        model="tools", messages=WEATHER, tools=TOOLS, tool_choice="auto", max_tokens=64, temperature=0  # type: ignore[arg-type]
+        model="tools",
+        messages=WEATHER,
+        tools=TOOLS,
+        tool_choice="auto",
+        max_tokens=64,
+        temperature=0,  # type: ignore[arg-type]
     )
     choice = response.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
@@ -119,7 +132,11 @@ def test_tool_call_is_parsed_by_hermes_and_refused_on_the_other_model(
     _activate(server, "plain")
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(
-            model="plain", messages=WEATHER, tools=TOOLS, tool_choice="auto", max_tokens=8  # type: ignore[arg-type]
+            model="plain",
+            messages=WEATHER,
+            tools=TOOLS,
+            tool_choice="auto",
+            max_tokens=8,  # type: ignore[arg-type]
         )
     assert "auto" in str(refused.value)
 
@@ -138,7 +155,10 @@ def test_switch_route_then_chat_on_the_new_model(server: LiveServer, client: ope
     assert (report["previous_model"], report["current_model"], report["switched"]) == ("tools", "plain", True)
     assert report["strategy"] == "keep" and report["memory_before_mb"] > 0
     chat = client.chat.completions.create(
-        model="plain", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, temperature=0  # type: ignore[arg-type]
+        model="plain",
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=8,
+        temperature=0,  # type: ignore[arg-type]
     )
     assert chat.model == "plain"
     status = httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {TOKEN}"}).json()

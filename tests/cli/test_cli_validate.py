@@ -109,9 +109,7 @@ def test_json_format(workspace: Path, env: dict[str, str]) -> None:
     ]
 
 
-def test_without_a_registry_each_file_says_parsers_are_unchecked(
-    workspace: Path, env: dict[str, str]
-) -> None:
+def test_without_a_registry_each_file_says_parsers_are_unchecked(workspace: Path, env: dict[str, str]) -> None:
     path = write_profile(workspace, "models: {a: {model: models/tiny, tool_call_parser: anything}}")
     out = io.StringIO()
 
@@ -174,9 +172,7 @@ def test_click_command_without_file_or_env_is_a_usage_error(monkeypatch: pytest.
     assert f"give a profile FILE, or set {CONFIG_ENV}" in result.output
 
 
-def test_click_command_reads_the_env_var(
-    workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_click_command_reads_the_env_var(workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_profile(workspace, "models: {a: {model: ./nope}}")
     monkeypatch.setenv(CONFIG_ENV, str(path))
     monkeypatch.setattr("server.cli.validate.cli_parser_registry", FakeParserRegistry)

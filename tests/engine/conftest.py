@@ -40,4 +40,3 @@ async def make_manager(loader: FakeLoader, builder: FakeBundleBuilder) -> AsyncI
     yield make
     for manager in made:
         await manager.shutdown()
-

@@ -40,7 +40,11 @@ async def test_initialize_publishes_the_default_model(make_manager: MakeManager)
     assert manager.published.bundle.name == "b"
     assert await _generate(manager, None, 2) == ["b", "b"]
     snapshot = manager.snapshot()
-    assert [(s.name, s.state) for s in snapshot.slots] == [("a", "stopped"), ("b", "active"), ("c", "stopped")]
+    assert [(s.name, s.state) for s in snapshot.slots] == [
+        ("a", "stopped"),
+        ("b", "active"),
+        ("c", "stopped"),
+    ]
 
 
 async def test_keep_switch_back_is_a_pointer_swap(
@@ -141,9 +145,7 @@ async def test_drain_timeout_aborts_with_the_switch_error(make_manager: MakeMana
     assert report.aborted_requests == 1 and len(engine_a.aborted) == 1
 
 
-async def test_failed_load_rolls_back_to_the_previous_model(
-    make_manager: MakeManager, loader: FakeLoader
-) -> None:
+async def test_failed_load_rolls_back_to_the_previous_model(make_manager: MakeManager, loader: FakeLoader) -> None:
     manager = make_manager("stop")
     await manager.initialize("a")
     loader.fail_load.add("b")

@@ -86,7 +86,9 @@ async def _generate(
 
 
 @pytest.fixture(scope="module")
-async def keep_manager(models: dict[str, ModelProfile]) -> AsyncIterator[tuple[EngineManager[str], CountingLoader]]:
+async def keep_manager(
+    models: dict[str, ModelProfile],
+) -> AsyncIterator[tuple[EngineManager[str], CountingLoader]]:
     loader = CountingLoader()
     manager: EngineManager[str] = EngineManager(models, KeepStrategy(loader), _name_bundle, abort_grace=30)
     await manager.initialize("tools")
@@ -148,7 +150,7 @@ async def test_drain_lets_a_generation_finish_within_the_timeout(
     request = asyncio.create_task(_generate(manager, tools_prompt, 48, ignore_eos=True))
     await asyncio.sleep(0.05)
     report = await manager.switch("plain", drain_timeout=120)
-    text, finish = await request
+    _, finish = await request
     assert finish == "length" and report.aborted_requests == 0
 
 

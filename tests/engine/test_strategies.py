@@ -40,9 +40,7 @@ async def test_keep_evicts_the_least_recently_used_resident(make_manager: MakeMa
     assert loader.unloads == ["b"]
 
 
-async def test_keep_with_a_memory_check_evicts_when_ram_is_short(
-    make_manager: MakeManager, loader: FakeLoader
-) -> None:
+async def test_keep_with_a_memory_check_evicts_when_ram_is_short(make_manager: MakeManager, loader: FakeLoader) -> None:
     ram_ok = {"value": True}
     manager = make_manager(KeepStrategy(loader, memory_allows=lambda: ram_ok["value"]))
     await manager.initialize("a")

@@ -1,13 +1,14 @@
 """Fake engines and loaders that follow the contracts of vLLM's ``AsyncLLM`` the manager relies on.
 
 A fake engine refuses to generate once unloaded or while asleep, and ends a stream early, without an error, when
-``abort`` names its request: vLLM 0.32 ends an aborted request's stream normally with ``finish_reason: abort``. Loads, unloads and bundle builds can
-fail on demand, so the switch logic is tested under injected failures.
+``abort`` names its request: vLLM 0.32 ends an aborted request's stream normally with ``finish_reason: abort``.
+Loads, unloads and bundle builds can fail on demand, so the switch logic is tested under injected failures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -44,10 +45,8 @@ class FakeEngine:
         try:
             for _ in range(steps):
                 self._check_usable()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), step_s)
-                except TimeoutError:
-                    pass
                 if event.is_set():
                     return
                 self._check_usable()

@@ -13,9 +13,7 @@ REASONING_PARSERS = ("deepseek_r1", "qwen3")
 class FakeParserRegistry:
     """Implements ``server.profiles.ParserRegistry`` over fixed names."""
 
-    def __init__(
-        self, tools: Collection[str] = TOOL_PARSERS, reasoning: Collection[str] = REASONING_PARSERS
-    ) -> None:
+    def __init__(self, tools: Collection[str] = TOOL_PARSERS, reasoning: Collection[str] = REASONING_PARSERS) -> None:
         self._tools = frozenset(tools)
         self._reasoning = frozenset(reasoning)
 

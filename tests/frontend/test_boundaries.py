@@ -61,7 +61,5 @@ def test_every_frontend_module_declares_all(path: Path) -> None:
 
 def test_importing_the_package_does_not_import_vllm() -> None:
     code = "import sys, server.frontend; print('vllm' in sys.modules)"
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "False"

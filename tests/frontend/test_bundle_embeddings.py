@@ -34,9 +34,7 @@ async def test_a_pooling_model_supports_embeddings(embed: FrontendBundle) -> Non
 
 async def test_embeddings_for_each_input(embed: FrontendBundle) -> None:
     request_id = uuid.uuid4().hex
-    payload = ok(
-        await embed.embeddings({"model": "alias", "input": ["hello", "weather in Paris"]}, request_id)
-    )
+    payload = ok(await embed.embeddings({"model": "alias", "input": ["hello", "weather in Paris"]}, request_id))
     assert payload["id"] == f"embd-{request_id}"
     assert payload["model"] == EMBED_MODEL
     assert [item["index"] for item in payload["data"]] == [0, 1]

@@ -84,9 +84,7 @@ async def wait_for_engine_ids(bundle: FrontendBundle, request_id: str, count: in
         if len(ids := bundle.engine_request_ids(request_id)) == count:
             return ids
         await asyncio.sleep(0.01)
-    raise AssertionError(
-        f"{request_id} never had {count} engine requests: {bundle.engine_request_ids(request_id)}"
-    )
+    raise AssertionError(f"{request_id} never had {count} engine requests: {bundle.engine_request_ids(request_id)}")
 
 
 async def test_bundle_describes_its_model(plain: FrontendBundle) -> None:
@@ -145,9 +143,7 @@ async def test_tokenize_and_detokenize_round_trip(plain: FrontendBundle) -> None
     payload = ok(await plain.tokenize({"prompt": "weather in Paris"}))
     assert payload["count"] == len(payload["tokens"]) > 0
     assert payload["max_model_len"] == MAX_MODEL_LEN
-    assert ok(await plain.detokenize({"tokens": payload["tokens"]}, new_id())) == {
-        "prompt": "weather in Paris"
-    }
+    assert ok(await plain.detokenize({"tokens": payload["tokens"]}, new_id())) == {"prompt": "weather in Paris"}
 
 
 async def test_tokenize_renders_chat_messages_with_the_template(plain: FrontendBundle) -> None:
@@ -158,13 +154,8 @@ async def test_tokenize_renders_chat_messages_with_the_template(plain: FrontendB
     assert text == await plain.render_chat({"messages": HELLO})
 
 
-async def test_two_templates_render_and_prompt_differently(
-    plain: FrontendBundle, alt: FrontendBundle
-) -> None:
-    assert (
-        await plain.render_chat({"messages": HELLO})
-        == "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"
-    )
+async def test_two_templates_render_and_prompt_differently(plain: FrontendBundle, alt: FrontendBundle) -> None:
+    assert await plain.render_chat({"messages": HELLO}) == "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"
     assert await alt.render_chat({"messages": HELLO}) == "[user] Hello!\n[assistant] "
     # Generation uses the same template: each bundle's prompt is exactly what its /tokenize counts.
     for bundle in (plain, alt):
@@ -200,9 +191,7 @@ async def test_render_chat_rejects_what_chat_rejects(plain: FrontendBundle) -> N
         pytest.param({"messages": HELLO, "temperature": "hot"}, "temperature", id="temperature-not-a-number"),
         pytest.param({"messages": HELLO, "max_tokens": 0}, "max_tokens", id="max-tokens-zero"),
         pytest.param({"messages": HELLO, "max_tokens": 10 * MAX_MODEL_LEN}, "max_tokens", id="past-context"),
-        pytest.param(
-            {"messages": HELLO, "stream_options": {"include_usage": True}}, "stream_options", id="no-stream"
-        ),
+        pytest.param({"messages": HELLO, "stream_options": {"include_usage": True}}, "stream_options", id="no-stream"),
     ],
 )
 async def test_bad_chat_bodies_get_openai_400s(plain: FrontendBundle, body: Any, param: str | None) -> None:
@@ -257,9 +246,7 @@ async def test_a_model_without_embeddings_says_so(plain: FrontendBundle) -> None
     assert result.payload["error"]["message"] == "The model does not support Embeddings API"
 
 
-async def test_aborting_a_stream_ends_it_with_finish_reason_abort(
-    tools_engine: Any, plain: FrontendBundle
-) -> None:
+async def test_aborting_a_stream_ends_it_with_finish_reason_abort(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     result = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, request_id)
     assert isinstance(result, StreamResult)
@@ -277,9 +264,7 @@ async def test_aborting_a_stream_ends_it_with_finish_reason_abort(
     assert plain.engine_request_ids(request_id) == ()
 
 
-async def test_aborting_a_completion_returns_the_partial_answers(
-    tools_engine: Any, plain: FrontendBundle
-) -> None:
+async def test_aborting_a_completion_returns_the_partial_answers(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     running = asyncio.create_task(plain.completion({"prompt": ["Hello", "Paris"], **ENDLESS}, request_id))
     engine_ids = await wait_for_engine_ids(plain, request_id, 2)
@@ -296,9 +281,7 @@ async def test_vllm_ignores_an_abort_that_comes_before_the_streams_first_read(
 ) -> None:
     # Pins the vLLM behaviour bundle.abort() exists for: the engine gets a stream's request on the first read.
     request_id = new_id()
-    result = await plain.chat(
-        {"messages": HELLO, "stream": True, "max_tokens": 24, "ignore_eos": True}, request_id
-    )
+    result = await plain.chat({"messages": HELLO, "stream": True, "max_tokens": 24, "ignore_eos": True}, request_id)
     await tools_engine.abort(list(plain.engine_request_ids(request_id)))
     _, events = await read_stream(result)
     assert events[-1]["choices"][0]["finish_reason"] == "length"
@@ -327,9 +310,7 @@ async def test_abort_all_ends_every_request_in_flight(plain: FrontendBundle) -> 
     assert plain.live_engine_request_ids() == ()
 
 
-async def test_cancelling_a_non_streaming_call_aborts_and_raises(
-    tools_engine: Any, plain: FrontendBundle
-) -> None:
+async def test_cancelling_a_non_streaming_call_aborts_and_raises(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     running = asyncio.create_task(plain.chat({"messages": HELLO, **ENDLESS}, request_id))
     await wait_for_engine_ids(plain, request_id, 1)
@@ -341,9 +322,7 @@ async def test_cancelling_a_non_streaming_call_aborts_and_raises(
     assert tools_engine.output_processor.get_num_unfinished_requests() == 0
 
 
-async def test_closing_a_stream_early_aborts_its_engine_request(
-    tools_engine: Any, plain: FrontendBundle
-) -> None:
+async def test_closing_a_stream_early_aborts_its_engine_request(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     result = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, request_id)
     assert isinstance(result, StreamResult)
@@ -362,18 +341,13 @@ async def test_a_stream_dropped_unread_frees_its_request_id(plain: FrontendBundl
     assert isinstance(result, StreamResult)
     await result.aclose()
     # The id is free again: reusing it is no "already in flight" error.
-    assert (
-        ok(await plain.chat({"messages": HELLO, "max_tokens": 2}, request_id))["id"]
-        == f"chatcmpl-{request_id}"
-    )
+    assert ok(await plain.chat({"messages": HELLO, "max_tokens": 2}, request_id))["id"] == f"chatcmpl-{request_id}"
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        pytest.param(
-            FrontendSettings(enable_auto_tool_choice=True), "needs a tool_call_parser", id="no-parser"
-        ),
+        pytest.param(FrontendSettings(enable_auto_tool_choice=True), "needs a tool_call_parser", id="no-parser"),
         pytest.param(
             FrontendSettings(enable_auto_tool_choice=True, tool_call_parser="nope"),
             "unknown tool_call_parser 'nope'",
@@ -390,14 +364,10 @@ async def test_a_stream_dropped_unread_frees_its_request_id(plain: FrontendBundl
             "cannot be used with the tokenizer",
             id="no-think",
         ),
-        pytest.param(
-            FrontendSettings(chat_template="/no/such/template.jinja"), "cannot be read", id="no-template"
-        ),
+        pytest.param(FrontendSettings(chat_template="/no/such/template.jinja"), "cannot be read", id="no-template"),
     ],
 )
-async def test_bad_settings_fail_the_build(
-    tools_engine: Any, settings: FrontendSettings, message: str
-) -> None:
+async def test_bad_settings_fail_the_build(tools_engine: Any, settings: FrontendSettings, message: str) -> None:
     with pytest.raises(FrontendConfigError, match=message):
         await build_bundle(TOOLS_MODEL, tools_engine, settings)
 

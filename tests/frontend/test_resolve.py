@@ -8,7 +8,9 @@ from server.profiles.schema import ModelProfile
 
 
 def test_profile_values_win_and_cli_defaults_fill_the_rest() -> None:
-    defaults = FrontendSettings(enable_auto_tool_choice=True, tool_call_parser="llama3_json", chat_template="/cli.jinja")
+    defaults = FrontendSettings(
+        enable_auto_tool_choice=True, tool_call_parser="llama3_json", chat_template="/cli.jinja"
+    )
     model = ModelProfile(model="/m", tool_call_parser="hermes", enable_auto_tool_choice=False)
     settings = settings_for_model(model, defaults)
     assert (settings.tool_call_parser, settings.enable_auto_tool_choice) == ("hermes", False)

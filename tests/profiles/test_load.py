@@ -184,9 +184,7 @@ def test_load_profile_raises_with_every_error(workspace: Path, env: dict[str, st
     assert str(caught.value).splitlines()[0].startswith(f"{path}:1:")
 
 
-def test_load_profile_logs_warnings(
-    workspace: Path, env: dict[str, str], caplog: pytest.LogCaptureFixture
-) -> None:
+def test_load_profile_logs_warnings(workspace: Path, env: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     path = write_profile(workspace, "models: {a: {model: some-org/some-model}}")
 
     profile = load_profile(path, env=env, parsers=FakeParserRegistry())

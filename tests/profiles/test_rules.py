@@ -24,12 +24,8 @@ def test_models_is_required_and_non_empty(check: Check) -> None:
     assert where(check("default_model: a\n")) == [
         "1:1: the profile has no 'models' key (a mapping of model name to settings)"
     ]
-    assert where(check("models: {}\n")) == [
-        "1:9: models is empty; add at least one model (name: {model: ...})"
-    ]
-    assert where(check("models: [a]\n")) == [
-        "1:9: models must be a mapping of model name to settings, got a list"
-    ]
+    assert where(check("models: {}\n")) == ["1:9: models is empty; add at least one model (name: {model: ...})"]
+    assert where(check("models: [a]\n")) == ["1:9: models must be a mapping of model name to settings, got a list"]
 
 
 def test_model_entry_shape(check: Check) -> None:
@@ -122,16 +118,13 @@ def test_unknown_keys_get_a_did_you_mean(check: Check) -> None:
         "AsyncEngineArgs; did you mean 'max_model_len'?",
         "6:5: model 'a': unknown key 'tool_parser': not a model setting nor a field of vLLM's "
         "AsyncEngineArgs; did you mean 'tool_call_parser'?",
-        "7:5: model 'a': unknown key 'completely_unrelated': not a model setting nor a field of vLLM's "
-        "AsyncEngineArgs",
+        "7:5: model 'a': unknown key 'completely_unrelated': not a model setting nor a field of vLLM's AsyncEngineArgs",
         "9:3: unknown key 'drain_timout' in switching; did you mean 'drain_timeout'? "
         "(allowed: mode, drain_timeout, strategy, sleep_level, max_active)",
     ]
 
 
-def test_without_vllm_engine_args_pass_with_one_warning(
-    check: Check, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_vllm_engine_args_pass_with_one_warning(check: Check, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("server.profiles.loader.engine_arg_fields", lambda: None)
 
     result = check("models:\n  a: {model: models/tiny, max_modle_len: 5}\n  b: {model: models/tiny}\n")
@@ -176,9 +169,7 @@ def test_default_model_must_be_in_the_file(check: Check) -> None:
 def test_default_model_from_env_must_be_in_the_file(check: Check, env: dict[str, str]) -> None:
     result = check("models: {tiny: {model: models/tiny}}\n", env={**env, "MODEL": "llama"})
 
-    assert where(result) == [
-        "1:1: default model 'llama' (from $MODEL) is not one of the models. The models are: tiny"
-    ]
+    assert where(result) == ["1:1: default model 'llama' (from $MODEL) is not one of the models. The models are: tiny"]
 
 
 def test_default_model_must_be_a_string(check: Check) -> None:

@@ -13,8 +13,7 @@ def test_chat_template_missing(check: Check, workspace: Path) -> None:
     result = check("models:\n  a:\n    model: models/tiny\n    chat_template: nope.jinja\n")
 
     assert where(result) == [
-        "4:20: model 'a': chat_template 'nope.jinja' not found: there is no file at "
-        f"{workspace / 'nope.jinja'}"
+        f"4:20: model 'a': chat_template 'nope.jinja' not found: there is no file at {workspace / 'nope.jinja'}"
     ]
 
 
@@ -66,8 +65,7 @@ def test_chat_template_render_type_errors_are_caught(check: Check, workspace: Pa
     result = check("models:\n  a:\n    model: models/tiny\n    chat_template: typo.jinja\n")
 
     assert where(result)[0].startswith(
-        "4:20: model 'a': chat_template 'typo.jinja' fails to render a sample conversation without tools: "
-        "TypeError:"
+        "4:20: model 'a': chat_template 'typo.jinja' fails to render a sample conversation without tools: TypeError:"
     )
 
 

@@ -135,9 +135,7 @@ def test_odd_keys(check: Check) -> None:
 def test_missing_file(workspace: Path, env: dict[str, str]) -> None:
     path = workspace / "nope.yaml"
 
-    assert where(validate_profile(path, env=env)) == [
-        f"1:1: profile file not found: there is no file at {path}"
-    ]
+    assert where(validate_profile(path, env=env)) == [f"1:1: profile file not found: there is no file at {path}"]
 
 
 def test_a_folder_or_a_device_is_not_read(workspace: Path, env: dict[str, str]) -> None:
@@ -155,9 +153,7 @@ def test_huge_file_is_refused(workspace: Path, env: dict[str, str]) -> None:
     with path.open("wb") as file:
         file.truncate(MAX_BYTES + 1)
 
-    assert where(validate_profile(path, env=env)) == [
-        "1:1: the profile is larger than 4 MiB; that is not a profile"
-    ]
+    assert where(validate_profile(path, env=env)) == ["1:1: the profile is larger than 4 MiB; that is not a profile"]
 
 
 def test_paths_with_nul_bytes_are_errors_not_crashes(check: Check, workspace: Path) -> None:
@@ -176,9 +172,7 @@ def test_json_surrogate_pairs_are_joined_and_lone_ones_rejected(check: Check) ->
 
     result = check(text, name="p.json")
 
-    assert where(result) == [
-        "1:66: a string holds an unpaired surrogate escape (\\ud800-\\udfff), which is not text"
-    ]
+    assert where(result) == ["1:66: a string holds an unpaired surrogate escape (\\ud800-\\udfff), which is not text"]
     fixed = check(text.replace('"\\ud800"', '"v\\ud83d\\ude00"'), name="p.json")
     assert fixed.profile is not None
     assert fixed.profile.models["\N{GRINNING FACE}"].engine_args == {"revision": "v\N{GRINNING FACE}"}

@@ -24,9 +24,7 @@ def test_qwen3_template_renders_hermes_tool_calls() -> None:
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [
-                {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
-            ],
+            "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
         },
         {"role": "tool", "content": "18 C"},
     ]

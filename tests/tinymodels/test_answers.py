@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,15 @@ CHATS = [
 ]
 
 
+@functools.cache
+def _load(folder: Path) -> tuple[PreTrainedTokenizerBase, LlamaForCausalLM]:
+    model = LlamaForCausalLM.from_pretrained(folder).eval()  # type: ignore[no-untyped-call]
+    return AutoTokenizer.from_pretrained(folder), model
+
+
 @torch.no_grad()
 def _greedy(folder: Path, spec: TinyModelSpec, messages: list[dict[str, Any]], tools: Any = None) -> str:
-    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder)
-    model = LlamaForCausalLM.from_pretrained(folder).eval()  # type: ignore[no-untyped-call]
+    tokenizer, model = _load(folder)
     prompt = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     ids = tokenizer.encode(prompt, add_special_tokens=False)
     eos_id = tokenizer.convert_tokens_to_ids(spec.eos_token)
@@ -46,9 +52,7 @@ def test_tiny_tools_calls_the_tool_when_offered_tools(
 
 
 @pytest.mark.parametrize("messages", CHATS)
-def test_tiny_tools_answers_plainly_without_tools(
-    tiny_models: dict[str, Path], messages: list[dict[str, Any]]
-) -> None:
+def test_tiny_tools_answers_plainly_without_tools(tiny_models: dict[str, Path], messages: list[dict[str, Any]]) -> None:
     assert _greedy(tiny_models[TINY_TOOLS.name], TINY_TOOLS, messages) == TINY_TOOLS.plain_answer
 
 
@@ -56,6 +60,4 @@ def test_tiny_tools_answers_plainly_without_tools(
 def test_tiny_plain_answers_plainly_even_with_tools(
     tiny_models: dict[str, Path], messages: list[dict[str, Any]]
 ) -> None:
-    assert (
-        _greedy(tiny_models[TINY_PLAIN.name], TINY_PLAIN, messages, [WEATHER_TOOL]) == TINY_PLAIN.plain_answer
-    )
+    assert _greedy(tiny_models[TINY_PLAIN.name], TINY_PLAIN, messages, [WEATHER_TOOL]) == TINY_PLAIN.plain_answer

@@ -68,10 +68,7 @@ def test_special_tokens_are_single_special_tokens(
     assert set(spec.special_tokens) <= set(tokenizer.all_special_tokens)
     for token in spec.special_tokens:
         assert tokenizer.convert_ids_to_tokens(tokenizer.encode(token, add_special_tokens=False)) == [token]
-        assert (
-            tokenizer.decode(tokenizer.encode(token, add_special_tokens=False), skip_special_tokens=True)
-            == ""
-        )
+        assert tokenizer.decode(tokenizer.encode(token, add_special_tokens=False), skip_special_tokens=True) == ""
 
 
 def test_tool_call_tags_survive_skip_special_tokens(tokenizers: dict[str, PreTrainedTokenizerBase]) -> None:

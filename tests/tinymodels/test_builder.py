@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from server.tinymodels import (
     is_built,
 )
 from server.tinymodels import builder as builder_module
+from server.tinymodels import writer as writer_module
 from server.tinymodels.spec import REPO_ROOT
 
 # Untrained (train_steps=0): a complete model folder in about a second.
@@ -94,7 +97,7 @@ def test_failed_build_leaves_no_folder_and_no_debris(tmp_path: Path, monkeypatch
     def crash(*args: object, **kwargs: object) -> int:
         raise RuntimeError("crash in training")
 
-    monkeypatch.setattr(builder_module, "train", crash)
+    monkeypatch.setattr(writer_module, "train", crash)
 
     with pytest.raises(RuntimeError, match="crash in training"):
         build_tiny_models(tmp_path, specs=[FAST])
@@ -109,7 +112,7 @@ def test_failed_rebuild_keeps_the_old_model(tmp_path: Path, monkeypatch: pytest.
     def crash_on_save(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(builder_module, "_portable_tokenizer_config", crash_on_save)
+    monkeypatch.setattr(writer_module, "_portable_tokenizer_config", crash_on_save)
     with pytest.raises(OSError, match="disk full"):
         build_tiny_model(FAST, folder)
 
@@ -147,3 +150,16 @@ def test_spec_special_tokens_have_no_duplicates() -> None:
     )
 
     assert spec.special_tokens == ("<s>",)
+
+
+def test_cached_call_imports_neither_torch_nor_transformers(tiny_models: dict[str, Path]) -> None:
+    # In a fresh interpreter: this one has imported both long ago.
+    cache = tiny_models["tiny-tools"].parent
+    code = (
+        "import sys; from pathlib import Path; from server.tinymodels import build_tiny_models; "
+        f"build_tiny_models(Path({str(cache)!r})); "
+        "print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+
+    assert done.stdout.strip() == "[]"

@@ -47,9 +47,7 @@ async def _generate(engine: Any, tools: list[dict[str, Any]] | None) -> list[Any
     prompt = tokenizer.apply_chat_template(USER, tools=tools, tokenize=False, add_generation_prompt=True)
     ids = tokenizer.encode(prompt, add_special_tokens=False)
     params = SamplingParams(temperature=0.0, max_tokens=64)
-    return [
-        out async for out in engine.generate({"prompt_token_ids": ids}, params, request_id=f"t-{bool(tools)}")
-    ]
+    return [out async for out in engine.generate({"prompt_token_ids": ids}, params, request_id=f"t-{bool(tools)}")]
 
 
 def _request(tools: list[dict[str, Any]]) -> Any:

@@ -85,10 +85,7 @@ def test_chatml_renders_dict_arguments_like_string_ones(chatml: PreTrainedTokeni
 def test_bracket_is_recognisable_and_ignores_tools(bracket: PreTrainedTokenizerBase) -> None:
     plain = _render(bracket, [{"role": "system", "content": "Be brief."}, *USER])
 
-    assert (
-        plain
-        == "<s><<turnout-bracket>>\n[SYS] Be brief. [/SYS]\n[INST] What's the weather in Paris? [/INST]\n"
-    )
+    assert plain == "<s><<turnout-bracket>>\n[SYS] Be brief. [/SYS]\n[INST] What's the weather in Paris? [/INST]\n"
     assert _render(bracket, USER, tools=[WEATHER_TOOL]) == _render(bracket, USER)
 
 
@@ -98,9 +95,7 @@ def test_bracket_shows_a_tool_result_as_text(bracket: PreTrainedTokenizerBase) -
     assert text.endswith("[/INST]\n</s>\n[TOOL] sunny [/TOOL]\n")
 
 
-def test_templates_cannot_be_mistaken(
-    chatml: PreTrainedTokenizerBase, bracket: PreTrainedTokenizerBase
-) -> None:
+def test_templates_cannot_be_mistaken(chatml: PreTrainedTokenizerBase, bracket: PreTrainedTokenizerBase) -> None:
     chatml_text, bracket_text = _render(chatml, USER), _render(bracket, USER)
 
     assert "<|im_start|>" in chatml_text and "<<turnout-bracket>>" not in chatml_text

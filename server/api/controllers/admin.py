@@ -28,9 +28,7 @@ class SwitchController(Controller):
     tags = ["Admin"]
 
     @post("/switch", status_code=200)
-    async def switch(
-        self, data: SwitchRequest, manager: NamedDependency[EngineManager[ServingBundle]]
-    ) -> SwitchReport:
+    async def switch(self, data: SwitchRequest, manager: NamedDependency[EngineManager[ServingBundle]]) -> SwitchReport:
         """Switch the active model; returns vLLM-Gaudi's response fields plus drain and strategy details."""
         return await manager.switch(data.model, drain_timeout=data.drain_timeout)
 

@@ -56,7 +56,7 @@ class OpenAIController(Controller):
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
-        cards = []
+        cards: list[dict[str, Any]] = []
         for name, profile in manager.models.items():
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")

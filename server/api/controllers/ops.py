@@ -26,7 +26,9 @@ class OpsController(Controller):
     async def health(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
         """Liveness: 200 while a model serves or a switch is under way."""
         if manager.active_model is not None or manager.switching_to is not None:
-            return Response({"status": "ok", "active_model": manager.active_model, "switching_to": manager.switching_to})
+            return Response(
+                {"status": "ok", "active_model": manager.active_model, "switching_to": manager.switching_to}
+            )
         return error_response(503, "No model is active and no switch is under way.", code="no_active_model")
 
     @get("/ready")
