@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import click
 from rich.console import Console
 
 from server.profiles import ProfileIssue
@@ -17,4 +18,5 @@ err_console = Console(stderr=True, highlight=False)
 def print_issues(issues: Iterable[ProfileIssue]) -> None:
     """Print profile issues as ``file:line:col: severity: message`` on stderr."""
     for issue in issues:
-        err_console.print(f"{issue.file}:{issue.line}:{issue.col}: {issue.severity}: {issue.message}", markup=False)
+        # Plain echo, not rich: one issue must stay one greppable line whatever the terminal width.
+        click.echo(f"{issue.file}:{issue.line}:{issue.col}: {issue.severity}: {issue.message}", err=True)

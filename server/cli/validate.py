@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib.util
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -21,6 +20,7 @@ import click
 import msgspec
 
 from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
+from server.profiles.engine_args import vllm_package_dir
 
 __all__ = [
     "FileReport",
@@ -198,13 +198,9 @@ def cli_parser_registry() -> ParserRegistry | None:
 
 def _static_registry() -> ParserRegistry | None:
     """Read the lazy-registration tables of vLLM's parser packages with ``ast``, importing nothing."""
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
+    root = vllm_package_dir()
+    if root is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
     tools = _table_keys(root / "tool_parsers" / "__init__.py", "_TOOL_PARSERS_TO_REGISTER")
     reasoning = _table_keys(root / "reasoning" / "__init__.py", "_REASONING_PARSERS_TO_REGISTER")
     return _NameRegistry(tools, reasoning) if tools and reasoning else None

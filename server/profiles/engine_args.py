@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["check_engine_arg", "did_you_mean", "engine_arg_fields", "suggest"]
+__all__ = ["check_engine_arg", "did_you_mean", "engine_arg_fields", "suggest", "vllm_package_dir"]
 
 _ROOT_CLASS: Final = "AsyncEngineArgs"
 _INT_TEXT: Final = re.compile(r"\s*[+-]?\d+\s*")
@@ -42,7 +42,8 @@ def engine_arg_fields() -> Mapping[str, str] | None:
     return fields or None
 
 
-def _arg_utils_path() -> Path | None:
+def vllm_package_dir() -> Path | None:
+    """vLLM's installed package folder, found without importing vLLM (None when it is not installed)."""
     try:
         # find_spec of the top-level package does not import it; find_spec of a submodule would.
         spec = importlib.util.find_spec("vllm")
@@ -50,8 +51,13 @@ def _arg_utils_path() -> Path | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "engine" / "arg_utils.py"
-    return path if path.is_file() else None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _arg_utils_path() -> Path | None:
+    root = vllm_package_dir()
+    path = root / "engine" / "arg_utils.py" if root else None
+    return path if path is not None and path.is_file() else None
 
 
 def _collect(name: str, classes: dict[str, ast.ClassDef], fields: dict[str, str], seen: set[str]) -> None:

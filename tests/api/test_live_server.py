@@ -185,3 +185,21 @@ def test_409_for_an_inactive_model_and_404_for_an_unknown_one(server: LiveServer
         client.chat.completions.create(model="gpt-4", messages=WEATHER, max_tokens=4)  # type: ignore[arg-type]
     body = missing.value.body
     assert body["code"] == "model_not_found"
+
+
+def test_cli_switch_and_status_clients(server: LiveServer) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TURNOUT_ADMIN_TOKEN": TOKEN}
+    cli = [sys.executable, "-m", "server.cli"]
+    switched = subprocess.run([*cli, "switch", "plain", "--url", server.url], env=env, capture_output=True, text=True)
+    assert switched.returncode == 0, switched.stderr
+    assert "current_model" in switched.stdout and "plain" in switched.stdout
+    status = subprocess.run([*cli, "status", "--url", server.url, "--json"], env=env, capture_output=True, text=True)
+    assert status.returncode == 0 and json.loads(status.stdout)["active_model"] == "plain"
+    refused = subprocess.run(
+        [*cli, "status", "--url", server.url], env={**env, "TURNOUT_ADMIN_TOKEN": "wrong"}, capture_output=True, text=True
+    )
+    assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr

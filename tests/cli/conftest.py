@@ -1,25 +1,5 @@
-"""CLI test fixtures: a profile workspace on disk and an isolated environment."""
+"""CLI test fixtures: the profile tests' workspace, isolated environment and INC stand-in, shared as they are."""
 
-from __future__ import annotations
+from tests.profiles.conftest import _inc_present, env, workspace
 
-from pathlib import Path
-
-import pytest
-
-from tests.fakes.profile_files import isolated_env, make_workspace
-
-
-@pytest.fixture(autouse=True)
-def _inc_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Whether Intel Neural Compressor is installed depends on the machine; tests must not.
-    monkeypatch.setattr("server.profiles._quant.inc_installed", lambda: True)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return make_workspace(tmp_path)
-
-
-@pytest.fixture
-def env(workspace: Path) -> dict[str, str]:
-    return isolated_env(workspace)
+__all__ = ["_inc_present", "env", "workspace"]

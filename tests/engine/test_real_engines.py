@@ -85,6 +85,17 @@ async def _generate(
         return final.outputs[0].text, final.outputs[0].finish_reason
 
 
+async def _long_request_on_tools(
+    manager: EngineManager[str], prompt: str, max_tokens: int, settle_s: float
+) -> asyncio.Task[tuple[str, str | None]]:
+    """Make tools active, then start a generation of exactly ``max_tokens`` tokens and let it get going."""
+    if manager.active_model != "tools":
+        await manager.switch("tools")
+    request = asyncio.create_task(_generate(manager, prompt, max_tokens, ignore_eos=True))
+    await asyncio.sleep(settle_s)
+    return request
+
+
 @pytest.fixture(scope="module")
 async def keep_manager(
     models: dict[str, ModelProfile],
@@ -145,10 +156,7 @@ async def test_drain_lets_a_generation_finish_within_the_timeout(
     keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
 ) -> None:
     manager, _ = keep_manager
-    if manager.active_model != "tools":
-        await manager.switch("tools")
-    request = asyncio.create_task(_generate(manager, tools_prompt, 48, ignore_eos=True))
-    await asyncio.sleep(0.05)
+    request = await _long_request_on_tools(manager, tools_prompt, 48, settle_s=0.05)
     report = await manager.switch("plain", drain_timeout=120)
     _, finish = await request
     assert finish == "length" and report.aborted_requests == 0
@@ -158,10 +166,7 @@ async def test_drain_timeout_aborts_with_the_switch_error(
     keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
 ) -> None:
     manager, _ = keep_manager
-    if manager.active_model != "tools":
-        await manager.switch("tools")
-    request = asyncio.create_task(_generate(manager, tools_prompt, 440, ignore_eos=True))
-    await asyncio.sleep(0.3)
+    request = await _long_request_on_tools(manager, tools_prompt, 440, settle_s=0.3)
     report = await manager.switch("plain", drain_timeout=0)
     with pytest.raises(RequestAbortedBySwitch):
         await request

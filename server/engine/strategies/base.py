@@ -14,7 +14,7 @@ from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
 from server.profiles.schema import ModelProfile
 
-__all__ = ["Engine", "EngineLoader", "SleepableEngine", "SwitchStrategy"]
+__all__ = ["Engine", "EngineLoader", "SleepableEngine", "SwitchStrategy", "unload_slot"]
 
 
 @runtime_checkable
@@ -66,3 +66,10 @@ class SwitchStrategy(Protocol):
 
     async def release(self, slot: Slot) -> None:
         """Free everything ``slot`` holds."""
+
+
+async def unload_slot(slot: Slot, loader: EngineLoader) -> None:
+    """Detach ``slot``'s engine first (so a failed shutdown never leaves it reachable), then unload it."""
+    engine, slot.engine = slot.engine, None
+    if engine is not None:
+        await loader.unload(engine)

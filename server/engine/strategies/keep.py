@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState, transition
-from server.engine.strategies.base import EngineLoader
+from server.engine.strategies.base import EngineLoader, unload_slot
 
 __all__ = ["KeepStrategy"]
 
@@ -52,9 +52,7 @@ class KeepStrategy:
         return None
 
     async def release(self, slot: Slot) -> None:
-        engine, slot.engine = slot.engine, None
-        if engine is not None:
-            await self._loader.unload(engine)
+        await unload_slot(slot, self._loader)
 
     async def _evict_for_one_more(self, incoming: Slot, slots: Sequence[Slot]) -> None:
         residents = sorted(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
-from server.engine.strategies.base import EngineLoader, SleepableEngine
+from server.engine.strategies.base import EngineLoader, SleepableEngine, unload_slot
 
 __all__ = ["SleepStrategy"]
 
@@ -39,9 +39,7 @@ class SleepStrategy:
         return None
 
     async def release(self, slot: Slot) -> None:
-        engine, slot.engine = slot.engine, None
-        if engine is not None:
-            await self._loader.unload(engine)
+        await unload_slot(slot, self._loader)
 
     async def _wake(self, engine: SleepableEngine) -> None:
         if self._level == 1:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
-from server.engine.strategies.base import EngineLoader
+from server.engine.strategies.base import EngineLoader, unload_slot
 
 __all__ = ["StopStrategy"]
 
@@ -29,6 +29,4 @@ class StopStrategy:
         return None
 
     async def release(self, slot: Slot) -> None:
-        engine, slot.engine = slot.engine, None
-        if engine is not None:
-            await self._loader.unload(engine)
+        await unload_slot(slot, self._loader)
