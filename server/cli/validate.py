@@ -12,7 +12,7 @@ import ast
 import contextlib
 import os
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -21,6 +21,7 @@ import msgspec
 
 from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
 from server.profiles.engine_args import vllm_package_dir
+from server.profiles.registry import NameRegistry
 
 __all__ = [
     "FileReport",
@@ -156,20 +157,6 @@ def render_json(report: ValidateReport) -> str:
     return msgspec.json.encode(report).decode() + "\n"
 
 
-class _NameRegistry:
-    """A registry that is just two sets of names."""
-
-    def __init__(self, tools: Collection[str], reasoning: Collection[str]) -> None:
-        self._tools = frozenset(tools)
-        self._reasoning = frozenset(reasoning)
-
-    def tool_parsers(self) -> Collection[str]:
-        return self._tools
-
-    def reasoning_parsers(self) -> Collection[str]:
-        return self._reasoning
-
-
 def cli_parser_registry() -> ParserRegistry | None:
     """vLLM's parser registry, from the frontend adapter (the only module that imports vLLM's frontend).
 
@@ -203,7 +190,7 @@ def _static_registry() -> ParserRegistry | None:
         return None
     tools = _table_keys(root / "tool_parsers" / "__init__.py", "_TOOL_PARSERS_TO_REGISTER")
     reasoning = _table_keys(root / "reasoning" / "__init__.py", "_REASONING_PARSERS_TO_REGISTER")
-    return _NameRegistry(tools, reasoning) if tools and reasoning else None
+    return NameRegistry(tools, reasoning) if tools and reasoning else None
 
 
 def _table_keys(path: Path, name: str) -> list[str]:

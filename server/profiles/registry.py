@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-__all__ = ["ParserRegistry"]
+__all__ = ["NameRegistry", "ParserRegistry"]
 
 
 class ParserRegistry(Protocol):
@@ -23,3 +23,17 @@ class ParserRegistry(Protocol):
     def reasoning_parsers(self) -> Collection[str]:
         """Return every registered reasoning parser name (``qwen3``, ``deepseek_r1``, ...)."""
         ...
+
+
+class NameRegistry:
+    """A :class:`ParserRegistry` over fixed sets of names (read from vLLM's source tables, or a test's)."""
+
+    def __init__(self, tools: Collection[str], reasoning: Collection[str]) -> None:
+        self._tools = frozenset(tools)
+        self._reasoning = frozenset(reasoning)
+
+    def tool_parsers(self) -> Collection[str]:
+        return self._tools
+
+    def reasoning_parsers(self) -> Collection[str]:
+        return self._reasoning

@@ -200,6 +200,9 @@ def test_cli_switch_and_status_clients(server: LiveServer) -> None:
     status = subprocess.run([*cli, "status", "--url", server.url, "--json"], env=env, capture_output=True, text=True)
     assert status.returncode == 0 and json.loads(status.stdout)["active_model"] == "plain"
     refused = subprocess.run(
-        [*cli, "status", "--url", server.url], env={**env, "TURNOUT_ADMIN_TOKEN": "wrong"}, capture_output=True, text=True
+        [*cli, "status", "--url", server.url],
+        env={**env, "TURNOUT_ADMIN_TOKEN": "wrong"},
+        capture_output=True,
+        text=True,
     )
     assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr
