@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
@@ -23,6 +24,7 @@ class LiveServer:
     url: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    log_file: BinaryIO
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -35,6 +37,7 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log_file.close()
 
 
 def _free_port() -> int:
@@ -50,7 +53,7 @@ def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str)
     command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(port), *args]
     log = log_path.open("wb")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
-    return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log)
 
 
 def wait_ready(server: LiveServer, timeout: float = 300.0) -> None:

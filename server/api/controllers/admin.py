@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from server.api.admission import ServingBundle
 from server.engine import EngineManager, ManagerSnapshot, SwitchReport
@@ -28,7 +29,9 @@ class SwitchController(Controller):
     tags = ["Admin"]
 
     @post("/switch", status_code=200)
-    async def switch(self, data: SwitchRequest, manager: NamedDependency[EngineManager[ServingBundle]]) -> SwitchReport:
+    async def switch(
+        self, data: JSONBody[SwitchRequest], manager: NamedDependency[EngineManager[ServingBundle]]
+    ) -> SwitchReport:
         """Switch the active model; returns vLLM-Gaudi's response fields plus drain and strategy details."""
         return await manager.switch(data.model, drain_timeout=data.drain_timeout)
 
