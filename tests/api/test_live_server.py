@@ -65,10 +65,10 @@ def client(server: LiveServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
 
 
-def _switch(server: LiveServer, model: str, token: str = TOKEN) -> httpx.Response:
+def _switch(server: LiveServer, model: str, token: str = TOKEN, drain_timeout: float = 5) -> httpx.Response:
     return httpx.post(
         f"{server.url}/v1/models/switch",
-        json={"model": model, "drain_timeout": 5},
+        json={"model": model, "drain_timeout": drain_timeout},
         headers={"Authorization": f"Bearer {token}"},
         timeout=300,
     )
@@ -206,3 +206,31 @@ def test_cli_switch_and_status_clients(server: LiveServer) -> None:
         text=True,
     )
     assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: LiveServer) -> None:
+    import threading
+
+    _activate(server, "plain")
+    _activate(server, "tools")
+    body = {"model": "tools", "messages": WEATHER, "max_tokens": 800, "ignore_eos": True, "stream": True}
+    events: list[str] = []
+    first_chunk = threading.Event()
+
+    def read_stream() -> None:
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    first_chunk.set()
+
+    reader = threading.Thread(target=read_stream)
+    reader.start()
+    assert first_chunk.wait(60), "the stream never started"
+    report = _switch(server, "plain", drain_timeout=0).json()
+    reader.join(60)
+    assert report["aborted_requests"] == 1 and report["current_model"] == "plain"
+    assert events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["code"] == "model_switched" and "switched from 'tools' to 'plain'" in error["message"]
+    assert not any('"finish_reason":"abort"' in event.replace(" ", "") for event in events)
