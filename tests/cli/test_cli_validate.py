@@ -175,7 +175,7 @@ def test_click_command_without_file_or_env_is_a_usage_error(monkeypatch: pytest.
 def test_click_command_reads_the_env_var(workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_profile(workspace, "models: {a: {model: ./nope}}")
     monkeypatch.setenv(CONFIG_ENV, str(path))
-    monkeypatch.setattr("server.cli.validate.cli_parser_registry", FakeParserRegistry)
+    monkeypatch.setattr("server.cli.validate.cli_parser_registry", lambda **_: FakeParserRegistry())
 
     result = CliRunner().invoke(main, ["validate"], env=env)
 
@@ -194,7 +194,7 @@ def test_registry_falls_back_to_vllms_source_when_the_adapter_cannot_import(
 ) -> None:
     monkeypatch.setitem(sys.modules, "server.frontend.vllm_adapter", None)  # makes the import fail
 
-    registry = cli_parser_registry()
+    registry = cli_parser_registry(import_vllm=True)
 
     assert registry is not None
     assert {"hermes", "llama3_json"} <= set(registry.tool_parsers())
@@ -213,7 +213,7 @@ def test_console_script_against_the_real_vllm_registry(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf")}
 
     done = subprocess.run(
-        [str(turnout), "validate", "--format", "json", str(example), str(bad)],
+        [str(turnout), "validate", "--import-vllm", "--format", "json", str(example), str(bad)],
         capture_output=True,
         text=True,
         env=env,
@@ -229,3 +229,23 @@ def test_console_script_against_the_real_vllm_registry(tmp_path: Path) -> None:
     assert error["line"] == 4
     assert "did you mean 'hermes'?" in error["message"]
     assert "llama3_json" in error["message"]
+
+
+def test_the_source_tables_list_exactly_vllms_registered_parsers() -> None:
+    # The fast default reads vLLM's registration tables; they must agree with the live registries.
+    from server.frontend.vllm_adapter import parser_registry
+
+    fast, live = cli_parser_registry(), parser_registry()
+    assert fast is not None
+    assert set(fast.tool_parsers()) == set(live.tool_parsers())
+    assert set(fast.reasoning_parsers()) == set(live.reasoning_parsers())
+
+
+def test_validate_is_fast_by_default_and_imports_no_vllm(tmp_path: Path) -> None:
+    code = (
+        "import sys; from click.testing import CliRunner; from server.cli.main import main; "
+        f"r = CliRunner().invoke(main, ['validate', {str(REPO / 'profiles' / 'demo.yaml')!r}]); "
+        "print(r.exit_code, 'vllm' in sys.modules, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["0", "False", "False"], done.stderr
