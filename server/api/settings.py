@@ -16,13 +16,9 @@ class ApiSettings:
         admin_token_env: The env var the token comes from (named in the 403 that says how to enable them).
         api_key: Key guarding ``/v1/*``; None leaves them open.
         dev_mode: Open the admin routes without a token (``--dev`` or ``VLLM_SERVER_DEV_MODE=1``).
-        admission_timeout: Most seconds a request waits for a switch to its model.
-        retry_after_s: ``Retry-After`` sent with 503s that have no better estimate.
     """
 
     admin_token: str | None = field(default=None, repr=False)
     admin_token_env: str = "TURNOUT_ADMIN_TOKEN"
     api_key: str | None = field(default=None, repr=False)
     dev_mode: bool = False
-    admission_timeout: float = 600.0
-    retry_after_s: int = 5

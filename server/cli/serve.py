@@ -102,7 +102,6 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         admin_token_env=admin_token_env,
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
-        admission_timeout=options.admission_timeout,
     )
     app = create_app(manager, settings, default_model=profile.default_model, loading_status=_loading_status)
     out_console.print(

@@ -244,13 +244,8 @@ class EngineManager(Generic[B]):
             raise ModelLoadFailed(model, slot.reason or "unknown error")
 
     async def _wait(self, changed: asyncio.Event, deadline: float, model: str | None, timeout: float) -> None:
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining <= 0:
+        if not await _wait_for(changed, deadline - asyncio.get_running_loop().time()):
             raise AdmissionTimeout(model, timeout)
-        try:
-            await asyncio.wait_for(changed.wait(), remaining)
-        except TimeoutError:
-            raise AdmissionTimeout(model, timeout) from None
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -321,11 +316,7 @@ class EngineManager(Generic[B]):
 
     async def _wait_change(self, timeout: float) -> bool:
         """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""
-        try:
-            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.0))
-        except TimeoutError:
-            return False
-        return True
+        return await _wait_for(self._changed, timeout)
 
     async def _bundle_for(self, slot: Slot) -> B:
         if slot.bundle is None or slot.bundle_engine is not slot.engine:
@@ -333,6 +324,17 @@ class EngineManager(Generic[B]):
             slot.bundle_engine = slot.engine
         bundle: B = slot.bundle
         return bundle
+
+
+async def _wait_for(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for ``event`` at most ``timeout`` seconds (none when it is not positive); False when it timed out."""
+    if timeout <= 0:
+        return event.is_set()
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:
