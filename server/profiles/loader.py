@@ -131,6 +131,7 @@ def _check_document(ctx: Context, tree: Any, absolute: str) -> Profile | None:
         if key not in _TOP_KEYS and not (isinstance(key, str) and key.startswith(_EXTENSION_PREFIX)):
             report.error(key_pos(tree, key), _unknown(f"top-level key {describe_value(key)}", key, _TOP_KEYS))
     switching = _check_section(ctx, tree, "switching", Switching)
+    _check_switching_bounds(ctx, tree, switching)
     server = _check_section(ctx, tree, "server", ServerSection)
     models, names = _check_models(ctx, tree)
     default = _check_default(ctx, tree, names)
@@ -174,6 +175,25 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
         else:
             values[key] = converted
     return struct(**values)
+
+
+#: Pairs of ``switching`` fields where the first is a lower bound of the second.
+_SWITCHING_BOUNDS: Final = (("min_residency_s", "max_residency_s"), ("failure_backoff_s", "max_failure_backoff_s"))
+
+
+def _check_switching_bounds(ctx: Context, tree: CommentedMap, switching: Switching) -> None:
+    """Bounds that msgspec cannot express: each lower bound is at most its upper bound."""
+    node = tree.get("switching")
+    if not isinstance(node, CommentedMap):
+        return
+    for low, high in _SWITCHING_BOUNDS:
+        low_value, high_value = getattr(switching, low), getattr(switching, high)
+        if low_value > high_value:
+            where = high if high in node else low
+            ctx.report.error(
+                value_pos(node, where),
+                f"switching.{high} ({high_value:g}) must be >= switching.{low} ({low_value:g})",
+            )
 
 
 def _check_models(ctx: Context, tree: CommentedMap) -> tuple[dict[str, ModelProfile] | None, list[str]]:

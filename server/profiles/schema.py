@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 NonNegativeFloat = Annotated[float, Meta(ge=0)]
+PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 SwitchMode = Literal["manual", "auto"]
 StrategyName = Literal["auto", "stop", "keep", "sleep", "stash"]
@@ -88,6 +89,17 @@ class Switching(Base, frozen=True, kw_only=True):
         sleep_level: vLLM sleep level for ``sleep``: 1 offloads weights to host RAM, 2 discards them.
         max_active: How many engines may be resident at once under ``keep`` (the active one included). Unset:
             no count limit; with ``strategy: auto`` on CPU, host RAM still bounds residency.
+        min_residency_s: Auto mode: the shortest time a model keeps the device once it is active, while it has
+            requests in flight and others wait. A model with nothing in flight gives the device up at once.
+        max_residency_s: Auto mode: the longest such time. In between, the time grows with the measured cost
+            of the pending switch (four times it), so a dear switch is made rarely.
+        max_wait_s: Auto mode: the longest a request waits for its model. Past it the request gets 503 with
+            ``Retry-After``; the active model also gives the device up early so that waiters make it in time.
+        max_queue: Auto mode: how many requests may wait for one model; the next one gets 503 at once.
+        failure_backoff_s: Auto mode: after a model fails to load it is not tried again for this long, doubled
+            after each further failure. Meanwhile its requests get 503 ``model_load_failed`` at once, and the
+            healthy model keeps serving. An admin switch retries at once.
+        max_failure_backoff_s: The cap of that doubling backoff.
     """
 
     mode: SwitchMode = "manual"
@@ -95,6 +107,12 @@ class Switching(Base, frozen=True, kw_only=True):
     strategy: StrategyName = "auto"
     sleep_level: SleepLevel = 1
     max_active: PositiveInt | None = None
+    min_residency_s: NonNegativeFloat = 2.0
+    max_residency_s: NonNegativeFloat = 60.0
+    max_wait_s: PositiveFloat = 120.0
+    max_queue: PositiveInt = 256
+    failure_backoff_s: NonNegativeFloat = 5.0
+    max_failure_backoff_s: NonNegativeFloat = 300.0
 
 
 class ServerSection(Base, frozen=True, kw_only=True):

@@ -83,6 +83,20 @@ def test_switching_and_server_default_when_absent(check: Check) -> None:
     assert (profile.switching.drain_timeout, profile.switching.mode) == (60.0, "manual")
 
 
+def test_auto_mode_scheduler_settings_load(check: Check) -> None:
+    text = (
+        "models: {a: {model: models/tiny}}\n"
+        "switching: {mode: auto, min_residency_s: 0.5, max_residency_s: 30, max_wait_s: 45, max_queue: 8,\n"
+        "  failure_backoff_s: 2, max_failure_backoff_s: 20}\n"
+    )
+    profile = check(text).profile
+
+    assert profile is not None
+    switching = profile.switching
+    assert (switching.min_residency_s, switching.max_residency_s, switching.max_wait_s) == (0.5, 30.0, 45.0)
+    assert (switching.max_queue, switching.failure_backoff_s, switching.max_failure_backoff_s) == (8, 2.0, 20.0)
+
+
 def test_default_model_comes_from_the_file_first(check: Check, env: dict[str, str]) -> None:
     text = "default_model: b\nmodels: {a: {model: models/tiny}, b: {model: models/tiny}}"
 

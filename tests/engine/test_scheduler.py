@@ -1,0 +1,267 @@
+"""The auto-mode scheduler against a fake clock and recorded effects (no asyncio, no engines)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from server.engine.scheduler import RESIDENCY_PER_SWITCH_COST, Refusal, SchedulerPolicy
+from server.profiles.schema import Switching
+from tests.fakes.scheduling import SchedulerRig
+
+
+def test_a_request_for_the_active_model_is_admitted_at_once() -> None:
+    rig = SchedulerRig()
+    rig.submit("a", "r1")
+    assert rig.effects.admitted_tickets() == ["r1"] and rig.effects.switches == []
+
+
+def test_a_request_for_another_model_waits_and_never_starts_a_switch_while_the_active_one_is_busy() -> None:
+    rig = SchedulerRig(min_residency_s=2.0)
+    rig.submit("a", "busy")
+    rig.submit("b", "w1")
+    rig.submit("b", "w2")
+    assert rig.effects.switches == [] and rig.scheduler.queue_depth("b") == 2
+    rig.advance(1.0)
+    assert rig.effects.switches == []
+
+
+def test_an_idle_active_model_gives_the_device_up_at_once() -> None:
+    rig = SchedulerRig(min_residency_s=30.0)
+    rig.submit("b", "w1")
+    assert rig.effects.switches == [("a", "b")]
+
+
+def test_once_published_the_target_admits_its_whole_queue_before_anything_else() -> None:
+    rig = SchedulerRig()
+    rig.submit("b", "b1")
+    rig.submit("b", "b2")
+    rig.submit("a", "a-during-switch")
+    rig.submit("b", "b3")
+    rig.end_switch(after=0.003)
+    assert rig.effects.admitted_tickets() == ["b1", "b2", "b3"]
+    # The request for 'a' that came during the switch waits: 'b' now has demand and its quantum.
+    assert rig.effects.switches == [("a", "b")] and rig.scheduler.queue_depth("a") == 1
+
+
+def test_the_busy_active_model_yields_after_its_quantum() -> None:
+    rig = SchedulerRig(min_residency_s=2.0, max_residency_s=60.0)
+    rig.submit("a", "busy")
+    rig.submit("b", "w1")
+    rig.advance(1.99)
+    assert rig.effects.switches == []
+    rig.advance(0.02)
+    assert rig.effects.switches == [("a", "b")]
+    # New requests for the model being left queue behind the switch; they are served when it comes back.
+    rig.submit("a", "late")
+    assert "late" not in rig.effects.admitted_tickets() and rig.scheduler.queue_depth("a") == 1
+
+
+def test_the_quantum_grows_with_the_measured_cost_of_the_switch_within_the_bounds() -> None:
+    rig = SchedulerRig(min_residency_s=2.0, max_residency_s=60.0)
+    assert rig.scheduler.quantum("a", "b") == 2.0  # nothing measured yet
+    rig.submit("b", "w")
+    rig.end_switch(after=10.0)  # a -> b took 10 s
+    assert rig.scheduler.cost_estimate("a", "b") == 10.0
+    assert rig.scheduler.quantum("a", "b") == pytest.approx(RESIDENCY_PER_SWITCH_COST * 10.0)
+    rig.finish("b")
+    rig.submit("a", "back")
+    rig.advance(2.0)  # idle 'b' lingers min(estimated cost, min_residency_s) before it yields
+    rig.end_switch(after=20.0)  # b -> a: 20 s, so a keeps the device up to the cap
+    assert rig.scheduler.quantum("a", "b") == pytest.approx(40.0)
+    assert rig.scheduler.quantum("b", "a") == 60.0
+    # The estimate is a running one: a cheap switch brings it down.
+    rig.finish("a")
+    rig.submit("b", "again")
+    rig.advance(2.0)
+    rig.end_switch(after=0.0)
+    assert rig.scheduler.cost_estimate("a", "b") == pytest.approx(5.0)
+
+
+def test_a_dear_switch_is_made_rarely() -> None:
+    rig = SchedulerRig(min_residency_s=1.0, max_residency_s=100.0, max_wait_s=1000.0)
+    rig.submit("b", "w")
+    rig.end_switch(after=17.0)  # measured: a -> b costs 17 s
+    rig.finish("b")
+    rig.submit("a", "x")
+    rig.advance(1.0)
+    rig.end_switch(after=17.0)
+    rig.submit("a", "busy")
+    rig.submit("b", "w2")
+    rig.advance(RESIDENCY_PER_SWITCH_COST * 17.0 - 1.0)
+    assert rig.effects.switches[-1] == ("b", "a")
+    rig.advance(1.5)
+    assert rig.effects.switches[-1] == ("a", "b")
+
+
+def test_an_idle_model_lingers_for_the_switch_cost_bounded_by_min_residency() -> None:
+    rig = SchedulerRig(min_residency_s=3.0, max_residency_s=100.0, max_wait_s=1000.0)
+    rig.submit("b", "w")
+    rig.end_switch(after=17.0)  # a -> b costs 17 s: b lingers min(17, 3) = 3 s when idle
+    rig.finish("b")
+    rig.submit("a", "x")
+    rig.advance(2.9)
+    assert rig.effects.switches == [("a", "b")]
+    rig.submit("b", "more")  # came in time: admitted at once, the linger starts over when it ends
+    assert "more" in rig.effects.admitted_tickets()
+    rig.advance(1.0)
+    rig.finish("b")
+    rig.advance(2.9)
+    assert rig.effects.switches == [("a", "b")]
+    rig.advance(0.2)
+    assert rig.effects.switches == [("a", "b"), ("b", "a")]
+
+
+def test_the_model_whose_oldest_waiter_is_oldest_goes_next() -> None:
+    rig = SchedulerRig(models=("a", "b", "c"), min_residency_s=5.0)
+    rig.submit("a", "busy")
+    rig.submit("c", "c1")
+    rig.advance(1.0)
+    rig.submit("b", "b1")
+    rig.submit("b", "b2")
+    rig.advance(5.0)
+    assert rig.effects.switches == [("a", "c")]
+
+
+def test_the_active_model_yields_early_so_that_no_waiter_misses_max_wait() -> None:
+    rig = SchedulerRig(min_residency_s=100.0, max_residency_s=100.0, max_wait_s=10.0)
+    rig.submit("a", "busy")
+    rig.submit("b", "w")
+    rig.advance(8.9)
+    assert rig.effects.switches == []
+    rig.advance(0.2)  # 90% of max_wait_s, less the (unknown, so 0) cost of the switch
+    assert rig.effects.switches == [("a", "b")]
+    rig.end_switch(after=0.5)
+    assert rig.effects.refused == [] and rig.effects.admitted_tickets() == ["busy", "w"]
+
+
+def test_a_waiter_past_max_wait_is_refused_with_a_retry_after() -> None:
+    rig = SchedulerRig(min_residency_s=1.0, max_wait_s=5.0)
+    rig.submit("b", "w")  # a is idle: the switch starts at once, and takes too long
+    assert rig.effects.switches == [("a", "b")]
+    rig.advance(5.0)
+    waiter, refusal = rig.effects.refused[0]
+    assert (waiter.ticket, refusal) == ("w", Refusal.WAIT_TIMEOUT) and waiter.retry_after_s >= 1
+    assert rig.scheduler.queue_depth("b") == 0
+
+
+def test_a_full_queue_refuses_at_once() -> None:
+    rig = SchedulerRig(max_queue=2)
+    rig.submit("a", "busy")
+    for ticket in ("w1", "w2", "w3"):
+        rig.submit("b", ticket)
+    assert rig.effects.refused_tickets() == {"w3": Refusal.QUEUE_FULL}
+    assert rig.effects.refused[0][0].retry_after_s >= 1
+
+
+def test_a_withdrawn_waiter_is_neither_admitted_nor_refused() -> None:
+    rig = SchedulerRig()
+    rig.submit("a", "busy")
+    waiter = rig.submit("b", "gone")
+    rig.scheduler.withdraw(waiter, rig.now)
+    rig.finish("a")
+    assert rig.effects.switches == [] and rig.effects.refused == []
+
+
+def test_a_failed_load_backs_off_exponentially_with_a_cap_and_the_healthy_model_keeps_serving() -> None:
+    rig = SchedulerRig(failure_backoff_s=5.0, max_failure_backoff_s=12.0)
+    rig.submit("b", "w1")
+    rig.submit("b", "w2")
+    rig.end_switch(ok=False, after=1.0, restored="a")
+    assert rig.effects.refused_tickets() == {"w1": Refusal.LOAD_FAILED, "w2": Refusal.LOAD_FAILED}
+    assert rig.scheduler.active == "a" and rig.scheduler.backoff_until("b", rig.now) == rig.now + 5.0
+    # During the backoff: refused at once, no switch, and 'a' is untouched.
+    switches = len(rig.effects.switches)
+    rig.advance(2.0)
+    rig.submit("b", "w3")
+    assert rig.effects.refused_tickets()["w3"] is Refusal.LOAD_FAILED
+    assert rig.effects.refused[-1][0].retry_after_s == 3
+    assert len(rig.effects.switches) == switches
+    rig.submit("a", "healthy")
+    assert "healthy" in rig.effects.admitted_tickets()
+    rig.finish("a")
+    # After it: one retry, which fails again and doubles the backoff (capped at 12).
+    rig.advance(3.0)
+    rig.submit("b", "w4")
+    assert rig.effects.switches[-1] == ("a", "b")
+    rig.end_switch(ok=False, after=1.0, restored="a")
+    assert rig.scheduler.backoff_until("b", rig.now) == rig.now + 10.0
+    rig.advance(10.0)
+    rig.submit("b", "w5")
+    rig.end_switch(ok=False, after=1.0, restored="a")
+    assert rig.scheduler.backoff_until("b", rig.now) == rig.now + 12.0
+
+
+def test_an_admin_switch_forces_a_retry_and_a_success_clears_the_backoff() -> None:
+    rig = SchedulerRig(failure_backoff_s=60.0)
+    rig.submit("b", "w1")
+    rig.end_switch(ok=False, restored="a")
+    assert rig.scheduler.backoff_until("b", rig.now) is not None
+    rig.scheduler.switch_started("a", "b", rig.now, forced=True)
+    rig.submit("b", "queued-behind-admin")
+    rig.end_switch(after=1.0)
+    assert rig.scheduler.backoff_until("b", rig.now) is None
+    assert "queued-behind-admin" in rig.effects.admitted_tickets()
+
+
+def test_a_failed_switch_admits_the_requests_that_queued_for_the_restored_model() -> None:
+    rig = SchedulerRig()
+    rig.submit("b", "w")
+    rig.submit("a", "a-during-switch")
+    rig.end_switch(ok=False, restored="a")
+    assert rig.effects.admitted_tickets() == ["a-during-switch"]
+
+
+def test_close_refuses_every_waiter() -> None:
+    rig = SchedulerRig()
+    rig.submit("a", "busy")
+    rig.submit("b", "w")
+    rig.scheduler.close()
+    rig.submit("a", "after")
+    assert rig.effects.refused_tickets() == {"w": Refusal.CLOSED, "after": Refusal.CLOSED}
+
+
+def test_policy_comes_from_the_profile() -> None:
+    switching = Switching(min_residency_s=1.0, max_residency_s=9.0, max_wait_s=30.0, max_queue=4)
+    policy = SchedulerPolicy.from_switching(switching)
+    assert (policy.min_residency_s, policy.max_residency_s, policy.max_wait_s, policy.max_queue) == (1, 9, 30, 4)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_traffic_keeps_the_invariants(seed: int) -> None:
+    """Random arrivals, completions, clock steps and switch outcomes, three models."""
+    rng = random.Random(seed)
+    max_wait = 8.0
+    rig = SchedulerRig(models=("a", "b", "c"), min_residency_s=0.5, max_wait_s=max_wait, max_queue=6)
+    wanted_at_start: list[int] = []
+    rig.effects.on_switch = lambda target: wanted_at_start.append(rig.scheduler.queue_depth(target))
+    in_flight: list[str] = []
+    seen = 0
+    submitted = 0
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.45:
+            submitted += 1
+            rig.submit(rng.choice("abc"), f"r{step}")
+        elif roll < 0.75 and in_flight:
+            rig.finish(in_flight.pop(rng.randrange(len(in_flight))))
+        elif roll < 0.85 and rig.scheduler.switching is not None:
+            rig.end_switch(ok=rng.random() < 0.85, after=rng.random(), restored=rig.scheduler.active)
+        else:
+            rig.advance(rng.random())
+        in_flight += [waiter.model for waiter in rig.effects.admitted[seen:]]
+        seen = len(rig.effects.admitted)
+        active = rig.scheduler.active
+        if rig.scheduler.switching is None and active is not None:
+            assert rig.scheduler.queue_depth(active) == 0
+    admitted = {w.ticket for w in rig.effects.admitted}
+    refused = {w.ticket for w, _ in rig.effects.refused}
+    waiting = sum(rig.scheduler.queue_depth(m) for m in "abc")
+    # Every request ends exactly once (or still waits within its bound).
+    assert not admitted & refused and len(admitted) + len(refused) + waiting == submitted
+    # No request was admitted after waiting longer than max_wait.
+    waits = [t - w.enqueued_at for w, t in zip(rig.effects.admitted, rig.effects.admit_times, strict=True)]
+    assert max(waits) <= max_wait
+    # No switch is made for nobody: every switch had waiters for its target when it started.
+    assert all(depth > 0 for depth in wanted_at_start)
