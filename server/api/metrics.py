@@ -1,21 +1,33 @@
-"""Prometheus metrics, read from the manager's snapshot at scrape time (nothing to keep in sync)."""
+"""Prometheus metrics on ``/metrics``: the manager's state, its events, and vLLM's own engine metrics.
+
+State (slot states, in-flight requests, queue depths, the last switch) is read from the manager's snapshot at
+scrape time, so nothing has to be kept in sync. Events (switch attempts, queue waits, aborted requests) come from
+the manager as an observer and feed histograms and counters. vLLM registers its engine metrics (``vllm:*``) in
+prometheus_client's process-wide registry; the app's registry forwards that one, so one scrape gets both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from server.engine import EngineManager, SlotState
+from server.engine.report import SwitchAttempt
 
-__all__ = ["ManagerCollector", "metrics_registry"]
+__all__ = ["ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
+
+#: Switches take milliseconds (keep) to minutes (stop on a large model).
+SWITCH_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+#: Queue waits are bounded by switching.max_wait_s (120 s by default).
+WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 
 
 class ManagerCollector(Collector):
-    """Slot states, in-flight requests and the last switch, per scrape."""
+    """Slot states, in-flight and queued requests, and the last switch, per scrape."""
 
     def __init__(self, manager: EngineManager[Any]) -> None:
         self._manager = manager
@@ -26,12 +38,17 @@ class ManagerCollector(Collector):
             "turnout_model_state", "1 for the state each model's slot is in", labels=["model", "state"]
         )
         in_flight = GaugeMetricFamily("turnout_in_flight_requests", "Admitted requests per model", labels=["model"])
+        queued = GaugeMetricFamily(
+            "turnout_queue_depth", "Auto mode: requests waiting for each model", labels=["model"]
+        )
         for slot in snapshot.slots:
             for candidate in SlotState:
                 state.add_metric([slot.name, candidate.value], 1.0 if slot.state == candidate.value else 0.0)
             in_flight.add_metric([slot.name], float(slot.in_flight))
+            queued.add_metric([slot.name], float(slot.queued))
         yield state
         yield in_flight
+        yield queued
         yield GaugeMetricFamily(
             "turnout_switch_in_progress", "1 while a switch runs", value=float(bool(snapshot.switching_to))
         )
@@ -54,8 +71,58 @@ class ManagerCollector(Collector):
             )
 
 
+class ManagerMetrics:
+    """The manager's events as histograms and counters (a :class:`server.engine.ManagerObserver`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.switch_duration = Histogram(
+            "turnout_switch_duration_seconds",
+            "Wall time of each switch attempt, drain included",
+            ["from", "to", "strategy", "outcome"],
+            buckets=SWITCH_BUCKETS,
+            registry=registry,
+        )
+        self.switches = Counter("turnout_switches", "Switch attempts by outcome", ["outcome"], registry=registry)
+        self.aborted = Counter(
+            "turnout_aborted_requests",
+            "Requests aborted because a switch's drain timeout ran out",
+            ["model"],
+            registry=registry,
+        )
+        self.queue_wait = Histogram(
+            "turnout_queue_wait_seconds",
+            "Auto mode: how long requests waited for their model, by model and outcome (admitted or refused)",
+            ["model", "outcome"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+
+    def switch_attempted(self, attempt: SwitchAttempt) -> None:
+        labels = (attempt.source or "none", attempt.target, attempt.strategy, attempt.outcome)
+        self.switch_duration.labels(*labels).observe(attempt.duration_ms / 1000)
+        self.switches.labels(attempt.outcome).inc()
+
+    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
+        self.queue_wait.labels(model, "admitted" if admitted else "refused").observe(seconds)
+
+    def request_aborted(self, model: str) -> None:
+        self.aborted.labels(model).inc()
+
+
+class ProcessRegistryCollector(Collector):
+    """Forwards prometheus_client's process-wide registry, where vLLM's engines register ``vllm:*`` metrics."""
+
+    def __init__(self, source: CollectorRegistry = REGISTRY) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._source.collect()
+
+
 def metrics_registry(manager: EngineManager[Any]) -> CollectorRegistry:
-    """A registry of the app's own (not the process-global one, so apps and tests never collide)."""
+    """A registry of the app's own (so apps and tests never collide), with vLLM's metrics forwarded into it."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ManagerCollector(manager))
+    manager.add_observer(ManagerMetrics(registry))
+    registry.register(ProcessRegistryCollector())
     return registry

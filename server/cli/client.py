@@ -70,12 +70,26 @@ def status(url: str, token_env: str, as_json: bool) -> None:
     if as_json:
         out_console.print_json(data=snapshot)
         return
-    table = Table("model", "state", "in flight", "path", "reason")
+    table = Table("model", "state", "in flight", "queued", "path", "reason")
     for slot in snapshot["slots"]:
         marker = " *" if slot["name"] == snapshot["active_model"] else ""
-        table.add_row(slot["name"] + marker, slot["state"], str(slot["in_flight"]), slot["model"], slot["reason"] or "")
+        reason = slot["reason"] or ""
+        if slot.get("retry_in_s") is not None:
+            reason = f"{reason} (retried in {slot['retry_in_s']:.0f} s)".strip()
+        queued = str(slot.get("queued", 0))
+        table.add_row(slot["name"] + marker, slot["state"], str(slot["in_flight"]), queued, slot["model"], reason)
     out_console.print(table)
     out_console.print(
         f"active: {snapshot['active_model']}  switching to: {snapshot['switching_to'] or '-'}  "
-        f"strategy: {snapshot['strategy']}  mode: {snapshot['mode']}"
+        f"strategy: {snapshot['strategy']}  mode: {snapshot['mode']}",
+        markup=False,
     )
+    attempt = snapshot.get("last_attempt")
+    if attempt:
+        line = (
+            f"last switch attempt: {attempt['source'] or '-'} -> {attempt['target']} ({attempt['trigger']}): "
+            f"{attempt['outcome']} in {attempt['duration_ms']:.0f} ms"
+        )
+        if attempt["error"]:
+            line += f": {attempt['error']}"
+        out_console.print(line, markup=False)

@@ -17,6 +17,7 @@ __all__ = [
     "ModelNotFound",
     "ModelSwitching",
     "NoActiveModel",
+    "QueueFull",
     "RequestAbortedBySwitch",
     "SwitchConflict",
     "SwitchFailed",
@@ -69,29 +70,50 @@ class ModelNotActive(EngineError):
 
 
 class ModelSwitching(EngineError):
-    """The requested model is being switched away from; its gate is closed."""
+    """Manual mode: a switch is under way, and the requested model is not its target."""
 
     status_code = 503
     code = "model_switching"
     retry_after = 5
 
-    def __init__(self, model: str, target: str) -> None:
-        super().__init__(f"The server is switching from '{model}' to '{target}'; '{model}' takes no new requests.")
+    def __init__(self, model: str, source: str | None, target: str) -> None:
+        under_way = f"from '{source}' to '{target}'" if source else f"to '{target}'"
+        if model == source:
+            tail = f"'{model}' takes no new requests."
+        else:
+            tail = f"'{model}' is not active; retry when the switch has ended."
+        super().__init__(f"The server is switching {under_way}; {tail}")
         self.model = model
+        self.source = source
         self.target = target
 
 
 class AdmissionTimeout(EngineError):
-    """A request waited for a switch longer than its bound."""
+    """A request waited for its model longer than its bound."""
 
     status_code = 503
     code = "switch_in_progress"
     retry_after = 5
 
-    def __init__(self, model: str | None, waited_s: float) -> None:
+    def __init__(self, model: str | None, waited_s: float, retry_after: int | None = None) -> None:
         what = f"model '{model}'" if model else "the active model"
         super().__init__(f"Timed out after {waited_s:.1f}s waiting for {what} to become active.")
         self.model = model
+        if retry_after is not None:
+            self.retry_after = retry_after
+
+
+class QueueFull(EngineError):
+    """Auto mode: too many requests already wait for this model."""
+
+    status_code = 503
+    code = "queue_full"
+    retry_after = 5
+
+    def __init__(self, model: str, limit: int, retry_after: int) -> None:
+        super().__init__(f"{limit} requests already wait for the model '{model}'; retry later.")
+        self.model = model
+        self.retry_after = retry_after
 
 
 class NoActiveModel(EngineError):
@@ -114,14 +136,19 @@ class ManagerClosed(EngineError):
 
 
 class ModelLoadFailed(EngineError):
-    """A model this request waited for failed to load."""
+    """A model failed to load. Clients get a generic message; the reason goes to the log and ``/admin/status``."""
 
     status_code = 503
     code = "model_load_failed"
     retry_after = 30
 
-    def __init__(self, model: str, reason: str) -> None:
-        super().__init__(f"The model '{model}' failed to load: {reason}")
+    def __init__(self, model: str, reason: str, retry_after: int | None = None) -> None:
+        if retry_after is not None:
+            self.retry_after = retry_after
+        super().__init__(
+            f"The model '{model}' failed to load; it is not tried again for {self.retry_after} s. "
+            "Administrators find the reason in the server log and GET /admin/status."
+        )
         self.model = model
         self.reason = reason
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.scheduler import SchedulerPolicy
 from server.engine.strategies import EngineLoader, select_strategy
 from server.engine.vllm_loader import (
     VllmEngineLoader,
@@ -42,4 +43,5 @@ def build_manager(
         mode=profile.switching.mode,
         drain_timeout=profile.switching.drain_timeout,
         admission_timeout=admission_timeout,
+        scheduling=SchedulerPolicy.from_switching(profile.switching),
     )

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from server.engine.auto_admission import AutoAdmission
 from server.engine.errors import (
     AdmissionTimeout,
     ManagerClosed,
@@ -28,10 +30,13 @@ from server.engine.errors import (
     ModelSwitching,
     NoActiveModel,
     SwitchConflict,
+    SwitchFailed,
 )
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
-from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchReport
+from server.engine.observer import ManagerObserver
+from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchAttempt, SwitchReport
+from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition
 from server.engine.strategies.base import SwitchStrategy
 from server.engine.switch import SwitchRun
@@ -48,6 +53,7 @@ BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
 
 @dataclass(frozen=True)
 class _InFlightSwitch:
+    source: str | None
     target: str
     task: asyncio.Task[SwitchReport]
 
@@ -59,11 +65,13 @@ class EngineManager(Generic[B]):
         models: Model name to profile, in profile order.
         strategy: What happens to the model being left.
         build_bundle: Builds a model's frontend bundle once its engine is up.
-        mode: ``manual``: requests for another model get 409; ``auto``: they trigger a switch.
+        mode: ``manual``: requests for another model get 409; ``auto``: they wait in the scheduler's queues and
+            the scheduler decides when to switch (``server/engine/scheduler.py``).
         drain_timeout: Default seconds a switch waits for in-flight requests.
         admission_timeout: Most seconds a request waits for a switch before a 503.
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
         memory_probe: Reads memory in MB for the switch report.
+        scheduling: Auto mode's residency, wait, queue and backoff bounds.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class EngineManager(Generic[B]):
         admission_timeout: float = 600.0,
         abort_grace: float = 10.0,
         memory_probe: Callable[[], float] = memory_in_use_mb,
+        scheduling: SchedulerPolicy | None = None,
     ) -> None:
         if not models:
             raise ValueError("the manager needs at least one model")
@@ -94,6 +103,20 @@ class EngineManager(Generic[B]):
         self._changed = asyncio.Event()
         self._closed = False
         self._last_report: SwitchReport | None = None
+        self._last_attempt: SwitchAttempt | None = None
+        self._observers: list[ManagerObserver] = []
+        self._auto: AutoAdmission[B] | None = None
+        if mode == "auto":
+            self._auto = AutoAdmission(
+                models,
+                scheduling or SchedulerPolicy(),
+                published=lambda: self._published,
+                start_switch=self._start_auto_switch,
+                track=lambda lease: self._inflight[lease.model].add(lease),
+                release=self.release,
+                observers=self._observers,
+                load_failure=lambda model: self._slots[model].reason or "unknown error",
+            )
 
     # -- read-only views ------------------------------------------------------------------------------------
 
@@ -122,6 +145,10 @@ class EngineManager(Generic[B]):
         """The strategy in use."""
         return self._strategy.name
 
+    def add_observer(self, observer: ManagerObserver) -> None:
+        """Tell ``observer`` about switch attempts, queue waits and aborted requests from now on."""
+        self._observers.append(observer)
+
     def slot_state(self, model: str) -> SlotState:
         """The state of ``model``'s slot."""
         return self._slots[model].state
@@ -142,21 +169,26 @@ class EngineManager(Generic[B]):
                     reason=slot.reason,
                     in_flight=len(self._inflight[slot.name]),
                     max_model_len=getattr(slot.bundle, "max_model_len", None),
+                    queued=self._auto.scheduler.queue_depth(slot.name) if self._auto else 0,
+                    retry_in_s=self._auto.retry_in(slot.name) if self._auto else None,
                 )
                 for slot in self._slots.values()
             ],
             last_switch=self._last_report,
+            last_attempt=self._last_attempt,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     async def initialize(self, default: str) -> SwitchReport:
         """Load ``default`` and publish its bundle; raises :class:`SwitchFailed` when it cannot load."""
-        return await self.switch(default)
+        return await self._switch_to(default, None, "startup")
 
     async def shutdown(self) -> None:
         """Refuse new requests, stop a running switch and release every engine."""
         self._closed = True
+        if self._auto is not None:
+            self._auto.close()
         self._notify()
         if self._switch is not None:
             self._switch.task.cancel()
@@ -202,12 +234,22 @@ class EngineManager(Generic[B]):
 
     def release(self, lease: Lease[B]) -> None:
         """End ``lease``: the request no longer counts as in flight. Idempotent."""
-        self._inflight[lease.model].discard(lease)
+        leases = self._inflight[lease.model]
+        if lease not in leases:
+            return
+        leases.discard(lease)
+        if lease.aborted_by is not None:
+            self._tell("request_aborted", lease.model)
+        if self._auto is not None:
+            self._auto.finished(lease.model)
         self._notify()
 
     async def _acquire(self, model: str | None, timeout: float) -> Lease[B]:
         if model is not None and model not in self._slots:
             raise ModelNotFound(model, self._slots)
+        if self._auto is not None:
+            return await self._acquire_auto(self._auto, model, timeout)
+        # Manual mode: only the admin route switches; a request waits only for a switch to its own model.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         waited_for: asyncio.Task[SwitchReport] | None = None
@@ -226,17 +268,27 @@ class EngineManager(Generic[B]):
                 if published is None and model is None:
                     raise NoActiveModel("No model is active; switch to one with POST /v1/models/switch.")
                 assert model is not None
-                if self._mode == "manual":
-                    if published is None:
-                        raise NoActiveModel(f"No model is active; '{model}' can be switched to.")
-                    raise ModelNotActive(model, published.model)
-                switch = self._begin_switch(model, self._drain_timeout)
-                changed = self._changed
-            if model is not None and model != switch.target and self._mode == "manual":
-                raise ModelSwitching(model, switch.target)
+                if published is None:
+                    raise NoActiveModel(f"No model is active; '{model}' can be switched to.")
+                raise ModelNotActive(model, published.model)
+            if model is not None and model != switch.target:
+                raise ModelSwitching(model, switch.source, switch.target)
             if model in (None, switch.target):
                 waited_for = switch.task
             await self._wait(changed, deadline, model, timeout)
+
+    async def _acquire_auto(self, auto: AutoAdmission[B], model: str | None, timeout: float) -> Lease[B]:
+        """Auto mode: the scheduler queues, admits or refuses; no request starts a switch by itself."""
+        if self._closed:
+            raise ManagerClosed()
+        if model is None:  # the active model, or the one the device is moving to
+            if self._switch is not None:
+                model = self._switch.target
+            elif self._published is not None:
+                model = self._published.model
+            else:
+                raise NoActiveModel("No model is active; switch to one with POST /v1/models/switch.")
+        return await auto.wait(model, timeout)
 
     def _raise_if_failed(self, model: str) -> None:
         slot = self._slots[model]
@@ -258,11 +310,16 @@ class EngineManager(Generic[B]):
 
         A second call for the same target joins the switch under way; one for another target is refused.
 
+        In auto mode this also ends a backoff of ``target`` after a failed load: the admin retries at once.
+
         Raises:
             ModelNotFound: ``target`` is not configured.
             SwitchConflict: a switch to another target is under way.
             SwitchFailed: ``target`` could not be activated (the previous model was restored if possible).
         """
+        return await self._switch_to(target, drain_timeout, "admin")
+
+    async def _switch_to(self, target: str, drain_timeout: float | None, trigger: str) -> SwitchReport:
         if target not in self._slots:
             raise ModelNotFound(target, self._slots)
         if self._closed:
@@ -280,9 +337,16 @@ class EngineManager(Generic[B]):
                 strategy=self._strategy.name,
             )
         timeout = self._drain_timeout if drain_timeout is None else drain_timeout
-        return await asyncio.shield(self._begin_switch(target, timeout).task)
+        if self._auto is not None:
+            self._auto.switch_started(self.active_model, target)
+        return await asyncio.shield(self._begin_switch(target, timeout, trigger).task)
 
-    def _begin_switch(self, target: str, drain_timeout: float) -> _InFlightSwitch:
+    def _start_auto_switch(self, source: str | None, target: str) -> None:
+        """The scheduler's decision: ``source`` (published now) gives the device to ``target``."""
+        assert source == self.active_model, (source, self.active_model)
+        self._begin_switch(target, self._drain_timeout, "auto")
+
+    def _begin_switch(self, target: str, drain_timeout: float, trigger: str) -> _InFlightSwitch:
         run = SwitchRun(
             slots=self._slots,
             strategy=self._strategy,
@@ -294,25 +358,56 @@ class EngineManager(Generic[B]):
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
         )
-        task = asyncio.get_running_loop().create_task(self._run_switch(run, drain_timeout))
+        task = asyncio.get_running_loop().create_task(self._run_switch(run, drain_timeout, trigger))
         task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
-        self._switch = _InFlightSwitch(target, task)
+        self._switch = _InFlightSwitch(self.active_model, target, task)
         self._notify()
         return self._switch
 
-    async def _run_switch(self, run: SwitchRun[B], drain_timeout: float) -> SwitchReport:
+    async def _run_switch(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
+        started_at, started = time.time(), time.perf_counter()
+        error: str | None = "cancelled (the server is shutting down)"
         try:
             outcome = await run.execute(drain_timeout)
             self._published = outcome.published
             if outcome.report is not None:
                 self._last_report = outcome.report
+            error = _failure_reason(outcome.error)
             if outcome.error is not None:
                 raise outcome.error
             assert outcome.report is not None
             return outcome.report
         finally:
             self._switch = None
+            self._record_attempt(
+                SwitchAttempt(
+                    source=run.previous.model if run.previous else None,
+                    target=run.target.name,
+                    trigger=trigger,
+                    strategy=self._strategy.name,
+                    outcome="ok" if error is None else "failed",
+                    error=error,
+                    restored=self.active_model if error is not None else None,
+                    started_at=round(started_at, 3),
+                    duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
+                )
+            )
+            if self._auto is not None and not self._closed:
+                # May start the next switch at once (the scheduler decides), so it comes after ``_switch`` is cleared.
+                self._auto.switch_ended(self.active_model, ok=error is None)
             self._notify()
+
+    def _record_attempt(self, attempt: SwitchAttempt) -> None:
+        self._last_attempt = attempt
+        self._tell("switch_attempted", attempt)
+
+    def _tell(self, event: str, *args: object) -> None:
+        """Call ``event`` on every observer; an observer's failure never reaches a request or a switch."""
+        for observer in self._observers:
+            try:
+                getattr(observer, event)(*args)
+            except Exception:
+                logger.exception("observer %r failed on %s", observer, event)
 
     async def _wait_change(self, timeout: float) -> bool:
         """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""
@@ -335,6 +430,13 @@ async def _wait_for(event: asyncio.Event, timeout: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def _failure_reason(error: Exception | None) -> str | None:
+    """The reason a switch failed, for the admin status and the log (never for other clients)."""
+    if error is None:
+        return None
+    return error.reason if isinstance(error, SwitchFailed) else str(error)
 
 
 def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["ActivationMetrics", "ManagerSnapshot", "SlotSnapshot", "SwitchReport"]
+__all__ = ["ActivationMetrics", "ManagerSnapshot", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]
 
 
 class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,8 +50,39 @@ class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
     stash_memory_after_mb: float | None = None
 
 
+class SwitchAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    """One switch attempt, failed or not, as the admin status shows it (never sent to other clients).
+
+    Attributes:
+        source: The model active when it began (None at start-up).
+        target: The model it was to activate.
+        trigger: ``startup``, ``admin`` (the switch route) or ``auto`` (the scheduler).
+        strategy: The strategy in use.
+        outcome: ``ok`` or ``failed``.
+        error: Why it failed (None when it did not).
+        restored: After a failure, the model serving again (None: nothing serves).
+        started_at: Unix time it began.
+        duration_ms: Wall time it took.
+    """
+
+    source: str | None
+    target: str
+    trigger: str
+    strategy: str
+    outcome: str
+    error: str | None = None
+    restored: str | None = None
+    started_at: float
+    duration_ms: float
+
+
 class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """One slot as the status route shows it."""
+    """One slot as the status route shows it.
+
+    Attributes:
+        queued: Auto mode: requests waiting for this model.
+        retry_in_s: Auto mode: seconds until a model that failed to load is tried again (None: not backing off).
+    """
 
     name: str
     model: str
@@ -59,6 +90,8 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | None
     in_flight: int
     max_model_len: int | None = None
+    queued: int = 0
+    retry_in_s: float | None = None
 
 
 class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,3 +104,4 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     in_flight: int
     slots: list[SlotSnapshot]
     last_switch: SwitchReport | None
+    last_attempt: SwitchAttempt | None = None
