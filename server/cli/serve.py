@@ -124,7 +124,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
 @click.option(
-    "--admission-timeout", default=600.0, show_default=True, help="Most seconds a request waits for a switch."
+    "--admission-timeout",
+    default=600.0,
+    show_default=True,
+    help="Most seconds a request waits for a switch (auto mode refuses earlier, at switching.max_wait_s).",
 )
 @click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
 @click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")

@@ -2,14 +2,16 @@
 
 Each waiting request is a future the scheduler's effects resolve: ``admit`` creates the request's lease on the
 model published now (synchronously, so a later switch's drain sees it), ``refuse`` fails it with the typed error.
-One loop timer wakes the scheduler for its next deadline. The manager owns one of these in auto mode and reports
-switch starts, ends and request ends to it.
+One loop timer wakes the scheduler for its next deadline. The scheduler's clock is ``time.monotonic()``, so
+status snapshots work outside the loop too. The manager owns one of these in auto mode and reports switch starts,
+switch ends and request ends to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
@@ -67,9 +69,8 @@ class AutoAdmission(Generic[B]):
 
     async def wait(self, model: str, timeout: float) -> Lease[B]:
         """Queue a request for ``model``; return its lease once admitted, or raise the refusal's error."""
-        loop = asyncio.get_running_loop()
-        ticket: Ticket[B] = loop.create_future()
-        waiter = self.scheduler.submit(model, ticket, loop.time())
+        ticket: Ticket[B] = asyncio.get_running_loop().create_future()
+        waiter = self.scheduler.submit(model, ticket, time.monotonic())
         self._rearm()
         try:
             # The scheduler bounds the wait by max_wait_s; ``timeout`` is the caller's own (usually longer) bound.
@@ -83,21 +84,21 @@ class AutoAdmission(Generic[B]):
 
     def finished(self, model: str) -> None:
         """A lease of ``model`` ended."""
-        self.scheduler.finished(model, asyncio.get_running_loop().time())
+        self.scheduler.finished(model, time.monotonic())
         self._rearm()
 
     def switch_started(self, source: str | None, target: str) -> None:
         """A switch the scheduler did not ask for began (start-up or the admin route: a forced retry)."""
-        self.scheduler.switch_started(source, target, asyncio.get_running_loop().time(), forced=True)
+        self.scheduler.switch_started(source, target, time.monotonic(), forced=True)
 
     def switch_ended(self, active: str | None, *, ok: bool) -> None:
         """The switch under way ended; ``active`` is published now."""
-        self.scheduler.switch_ended(active, asyncio.get_running_loop().time(), ok=ok)
+        self.scheduler.switch_ended(active, time.monotonic(), ok=ok)
         self._rearm()
 
     def retry_in(self, model: str) -> float | None:
         """Seconds until ``model`` is tried again after a failed load, or None."""
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()
         until = self.scheduler.backoff_until(model, now)
         return None if until is None else round(until - now, 1)
 
@@ -149,11 +150,11 @@ class AutoAdmission(Generic[B]):
             self._release(ticket.result())
         else:
             ticket.cancel()
-            self.scheduler.withdraw(waiter, asyncio.get_running_loop().time())
+            self.scheduler.withdraw(waiter, time.monotonic())
             self._rearm()
 
     def _observe_wait(self, waiter: Waiter[Ticket[B]], *, admitted: bool) -> None:
-        waited = asyncio.get_running_loop().time() - waiter.enqueued_at
+        waited = time.monotonic() - waiter.enqueued_at
         for observer in self._observers:
             try:
                 observer.request_waited(waiter.model, waited, admitted=admitted)
@@ -168,9 +169,12 @@ class AutoAdmission(Generic[B]):
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = wake
-        self._timer = None if wake is None else asyncio.get_running_loop().call_at(wake, self._tick)
+        if wake is not None:
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, wake - time.monotonic()), self._tick)
+        else:
+            self._timer = None
 
     def _tick(self) -> None:
         self._timer = self._timer_at = None  # a timer that fires early re-arms itself for the same time
-        self.scheduler.tick(asyncio.get_running_loop().time())
+        self.scheduler.tick(time.monotonic())
         self._rearm()

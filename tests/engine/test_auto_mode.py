@@ -13,8 +13,10 @@ from server.engine import EngineManager, ModelLoadFailed, ModelSwitching, Switch
 from server.engine.errors import AdmissionTimeout, QueueFull
 from server.engine.report import SwitchAttempt
 from server.engine.scheduler import SchedulerPolicy
+from server.engine.strategies import KeepStrategy
+from server.profiles.schema import ModelProfile
 from tests.engine.conftest import MakeManager
-from tests.fakes.engines import FakeLoader
+from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 
 
 @dataclass
@@ -75,9 +77,9 @@ async def test_interleaved_traffic_is_served_without_thrashing(make_manager: Mak
 
 
 async def test_a_waiter_never_starts_a_switch_while_the_active_model_is_busy(make_manager: MakeManager) -> None:
-    manager, observer = _auto(make_manager, min_residency_s=0.3, max_residency_s=0.3)
+    manager, observer = _auto(make_manager, min_residency_s=1.5, max_residency_s=1.5)
     await manager.initialize("a")
-    busy = asyncio.create_task(_serve(manager, "a", hold_s=1.0))
+    busy = asyncio.create_task(_serve(manager, "a", hold_s=3.0))
     await asyncio.sleep(0.01)
     waiting = asyncio.create_task(_serve(manager, "b"))
     await asyncio.sleep(0.2)
@@ -181,3 +183,12 @@ async def test_manual_mode_names_the_switch_under_way_to_a_third_model(
         await _serve(manager, "a")
     assert "switching from 'a' to 'b'; 'a' takes no new requests" in left.value.message
     await switching
+
+
+def test_a_snapshot_needs_no_running_loop() -> None:
+    """The CLI builds the app (and its metrics registry, which reads a snapshot) before the loop runs."""
+    manager: EngineManager[Any] = EngineManager(
+        {"a": ModelProfile(model="/m/a")}, KeepStrategy(FakeLoader()), FakeBundleBuilder(), mode="auto"
+    )
+    snapshot = manager.snapshot()
+    assert snapshot.slots[0].queued == 0 and snapshot.slots[0].retry_in_s is None
