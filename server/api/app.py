@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
+from pathlib import Path
 
 from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.template.config import TemplateConfig
 
 from server import __version__
 from server.api.admission import ServingBundle
@@ -19,15 +23,22 @@ from server.api.controllers import (
     AdminController,
     OpenAIController,
     OpsController,
+    ReloadController,
+    StatusPageController,
     SwitchController,
     TokenizeController,
 )
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.metrics import metrics_registry
+from server.api.reloader import Reloader
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
-__all__ = ["create_app"]
+__all__ = ["BackgroundTask", "create_app"]
+
+#: Runs while the server serves (after the default model loaded); cancelled at shutdown. ``serve --watch`` uses it.
+BackgroundTask = Callable[[], Awaitable[None]]
+_TEMPLATES = Path(__file__).parent / "templates"
 
 logger = logging.getLogger("turnout.api")
 
@@ -42,6 +53,8 @@ def create_app(
     *,
     default_model: str | None = None,
     loading_status: Callable[[str], AbstractContextManager[None]] | None = None,
+    reloader: Reloader | None = None,
+    background: Sequence[BackgroundTask] = (),
 ) -> Litestar:
     """Build the app around ``manager``.
 
@@ -51,6 +64,8 @@ def create_app(
         default_model: Loaded at start-up (lifespan) and the engines are shut down at exit; None when the caller
             manages the manager's life itself.
         loading_status: Shows progress while the default model loads (the CLI's rich spinner).
+        reloader: Applies changed profiles (``POST /admin/reload``); None when the server has no profile file.
+        background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
     """
 
     @asynccontextmanager
@@ -58,9 +73,14 @@ def create_app(
         if default_model is not None:
             with (loading_status or _no_status)(default_model):
                 await manager.initialize(default_model)
+        tasks = [asyncio.create_task(_logged(run)) for run in background]
         try:
             yield
         finally:
+            for task in tasks:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
             if default_model is not None:
                 await manager.shutdown()
 
@@ -68,13 +88,20 @@ def create_app(
     openai_routes = Router(
         path="/", route_handlers=[OpenAIController, TokenizeController], guards=[ApiKeyGuard(settings)]
     )
-    admin_routes = Router(path="/", route_handlers=[SwitchController, AdminController], guards=[AdminGuard(settings)])
+    admin_routes = Router(
+        path="/",
+        route_handlers=[SwitchController, AdminController, ReloadController],
+        guards=[AdminGuard(settings)],
+    )
     return Litestar(
-        route_handlers=[openai_routes, admin_routes, OpsController],
+        route_handlers=[openai_routes, admin_routes, OpsController, StatusPageController],
         dependencies={
             "manager": Provide(lambda: manager, sync_to_thread=False),
             "metrics_registry": Provide(lambda: registry, sync_to_thread=False),
+            "reloader": Provide(lambda: reloader, sync_to_thread=False),
+            "api_settings": Provide(lambda: settings, sync_to_thread=False),
         },
+        template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
         state=State({"manager": manager}),
@@ -86,3 +113,12 @@ def create_app(
         ),
         debug=False,
     )
+
+
+async def _logged(run: BackgroundTask) -> None:
+    try:
+        await run()
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # a background task failing must not take the server down, but it must be seen
+        logger.exception("background task %s failed", getattr(run, "__name__", run))

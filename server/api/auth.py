@@ -14,7 +14,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from server.api.settings import ApiSettings
 
-__all__ = ["AdminGuard", "ApiKeyGuard"]
+__all__ = ["AdminGuard", "ApiKeyGuard", "is_admin"]
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -25,6 +25,13 @@ def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
 
 def _matches(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def is_admin(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> bool:
+    """Whether the connection may see admin details: a valid admin token, or dev mode without a token."""
+    if settings.admin_token is None:
+        return settings.dev_mode
+    return _matches(_bearer(connection), settings.admin_token)
 
 
 class AdminGuard:

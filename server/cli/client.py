@@ -1,4 +1,4 @@
-"""``turnout switch`` and ``turnout status``: small clients of a running server's admin routes."""
+"""``turnout switch``, ``status`` and ``reload``: small clients of a running server's admin routes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.table import Table
 
 from server.cli._output import err_console, out_console
 
-__all__ = ["status", "switch"]
+__all__ = ["reload", "status", "switch"]
 
 _URL = click.option(
     "--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL."
@@ -93,3 +93,35 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         if attempt["error"]:
             line += f": {attempt['error']}"
         out_console.print(line, markup=False)
+
+
+@click.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Validate and show what would change, without applying it.")
+@_URL
+@_TOKEN
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON answer.")
+def reload(profile: str | None, dry_run: bool, url: str, token_env: str, as_json: bool) -> None:
+    """Apply PROFILE (default: the file the server runs) to the server at --url.
+
+    The server reads the file itself, so PROFILE is a path on the server's machine. Every error is printed at
+    file:line:col and nothing changes; exit 1.
+    """
+    payload: dict[str, Any] = {"dry_run": dry_run}
+    if profile is not None:
+        payload["path"] = os.path.abspath(profile)
+    report = _call("POST", f"{url.rstrip('/')}/admin/reload", token_env, timeout=600.0, json=payload)
+    if as_json:
+        out_console.print_json(data=report)
+        return
+    for warning in report["warnings"]:
+        click.echo(f"{warning} (warning)", err=True)
+    if not report["changed"]:
+        out_console.print(f"{report['profile']}: nothing changed.", markup=False)
+        return
+    verb = "applied" if report["applied"] else "not applied (dry run)"
+    out_console.print(f"{report['profile']}: {verb}", markup=False)
+    for model in report["models"]:
+        out_console.print(f"  {model['note']}", markup=False)
+    for setting in report["restart_only"]:
+        out_console.print(f"  {setting} changed: applies only when the server restarts", markup=False)

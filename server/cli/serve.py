@@ -6,7 +6,7 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from server.cli._output import err_console, out_console, print_issues
-from server.profiles import CONFIG_ENV, Profile, ProfileInvalid
+from server.profiles import CONFIG_ENV, Profile, ValidationResult
 
-__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve"]
+__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve", "serving_validation"]
 
 logger = logging.getLogger("turnout.cli")
 
@@ -36,20 +36,30 @@ class ServeOptions:
     chat_template: str | None = None
     reasoning_parser: str | None = None
     generate_admin_token: bool = False
+    watch: bool = False
+
+
+def serving_validation(default_tool_call_parser: str | None = None) -> Callable[[str | None], ValidationResult]:
+    """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries."""
+    from server.frontend.vllm_adapter import parser_registry
+    from server.profiles import validate_profile
+
+    def validate(path: str | None) -> ValidationResult:
+        return validate_profile(path, parsers=parser_registry(), default_tool_call_parser=default_tool_call_parser)
+
+    return validate
 
 
 def load_serving_profile(path: str | None, default_tool_call_parser: str | None = None) -> Profile:
     """The profile, validated like ``turnout validate`` does; exits 1 printing every error."""
-    from server.frontend.vllm_adapter import parser_registry
-    from server.profiles import load_profile
-
-    try:
-        profile = load_profile(path, parsers=parser_registry(), default_tool_call_parser=default_tool_call_parser)
-    except ProfileInvalid as invalid:
-        print_issues([*invalid.errors, *invalid.warnings])
-        err_console.print(f"[bold red]The profile has {len(invalid.errors)} error(s); not starting.[/]")
-        raise SystemExit(1) from None
-    return profile
+    result = serving_validation(default_tool_call_parser)(path)
+    if result.profile is None:
+        print_issues([*result.errors, *result.warnings])
+        err_console.print(f"[bold red]The profile has {len(result.errors)} error(s); not starting.[/]")
+        raise SystemExit(1)
+    for warning in result.warnings:
+        logger.warning("%s", warning)
+    return result.profile
 
 
 @contextmanager
@@ -69,6 +79,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import ApiSettings, create_app
+    from server.api.profile_watch import watch_profile
+    from server.api.reloader import Reloader
     from server.engine.factory import build_manager
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
@@ -103,7 +115,19 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
     )
-    app = create_app(manager, settings, default_model=profile.default_model, loading_status=_loading_status)
+    reloader = Reloader(manager, profile, serving_validation(options.tool_call_parser))
+
+    async def watch() -> None:
+        await watch_profile(reloader)
+
+    app = create_app(
+        manager,
+        settings,
+        default_model=profile.default_model,
+        loading_status=_loading_status,
+        reloader=reloader,
+        background=[watch] if options.watch else [],
+    )
     out_console.print(
         f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
@@ -133,6 +157,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 @click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
 @click.option("--chat-template", default=None, help="Default chat template for models whose profile sets none.")
 @click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
+@click.option(
+    "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
+)
 def serve(profile: str | None, **kwargs: Any) -> None:
     """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server."""
     if profile is None and not os.environ.get(CONFIG_ENV):

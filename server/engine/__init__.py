@@ -12,13 +12,15 @@ from server.engine.errors import (
     ModelNotFound,
     ModelSwitching,
     NoActiveModel,
+    ReloadFailed,
+    ReloadRefused,
     RequestAbortedBySwitch,
     SwitchConflict,
     SwitchFailed,
 )
 from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
-from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchReport
+from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.states import Slot, SlotState
 
 __all__ = [
@@ -33,12 +35,16 @@ __all__ = [
     "ModelNotActive",
     "ModelNotFound",
     "ModelSwitching",
+    "ModelsReplaced",
     "NoActiveModel",
     "Published",
+    "ReloadFailed",
+    "ReloadRefused",
     "RequestAbortedBySwitch",
     "Slot",
     "SlotSnapshot",
     "SlotState",
+    "SwitchAttempt",
     "SwitchConflict",
     "SwitchFailed",
     "SwitchReport",

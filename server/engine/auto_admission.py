@@ -15,7 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from server.engine.errors import AdmissionTimeout, EngineError, ManagerClosed, ModelLoadFailed, QueueFull
+from server.engine.errors import (
+    AdmissionTimeout,
+    EngineError,
+    ManagerClosed,
+    ModelLoadFailed,
+    ModelNotFound,
+    QueueFull,
+)
 from server.engine.lease import Lease, Published
 from server.engine.observer import ManagerObserver
 from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, Waiter
@@ -102,6 +109,11 @@ class AutoAdmission(Generic[B]):
         until = self.scheduler.backoff_until(model, now)
         return None if until is None else round(until - now, 1)
 
+    def set_models(self, models: Iterable[str]) -> None:
+        """A reload changed the configured models (see :meth:`Scheduler.set_models`)."""
+        self.scheduler.set_models(models)
+        self._rearm()
+
     def close(self) -> None:
         """Refuse every waiter and stop the timer."""
         self.scheduler.close()
@@ -141,6 +153,8 @@ class AutoAdmission(Generic[B]):
             return QueueFull(model, self._policy.max_queue, retry_after)
         if refusal is Refusal.WAIT_TIMEOUT:
             return AdmissionTimeout(model, self._policy.max_wait_s, retry_after)
+        if refusal is Refusal.REMOVED:
+            return ModelNotFound(model, self.scheduler.models)
         return ManagerClosed()
 
     def _give_up(self, waiter: Waiter[Ticket[B]]) -> None:

@@ -18,6 +18,8 @@ __all__ = [
     "ModelSwitching",
     "NoActiveModel",
     "QueueFull",
+    "ReloadFailed",
+    "ReloadRefused",
     "RequestAbortedBySwitch",
     "SwitchConflict",
     "SwitchFailed",
@@ -195,3 +197,24 @@ class RequestAbortedBySwitch(EngineError):
         )
         self.model = model
         self.target = target
+
+
+class ReloadRefused(EngineError):
+    """A reload cannot be applied in the manager's current state; nothing changed."""
+
+    status_code = 409
+    code = "reload_refused"
+
+
+class ReloadFailed(EngineError):
+    """The active model's new frontend could not be built over its engine; nothing changed."""
+
+    status_code = 422
+    code = "reload_failed"
+
+    def __init__(self, model: str, reason: str) -> None:
+        super().__init__(
+            f"The new frontend of the active model '{model}' could not be built: {reason}. Nothing changed."
+        )
+        self.model = model
+        self.reason = reason

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -29,17 +30,19 @@ from server.engine.errors import (
     ModelNotFound,
     ModelSwitching,
     NoActiveModel,
+    ReloadFailed,
+    ReloadRefused,
     SwitchConflict,
     SwitchFailed,
 )
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.observer import ManagerObserver
-from server.engine.report import ManagerSnapshot, SlotSnapshot, SwitchAttempt, SwitchReport
+from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition
 from server.engine.strategies.base import SwitchStrategy
-from server.engine.switch import SwitchRun
+from server.engine.switch import SwitchRun, describe_error
 from server.profiles.schema import ModelProfile, SwitchMode
 
 __all__ = ["BundleBuilder", "EngineManager"]
@@ -49,6 +52,9 @@ logger = logging.getLogger("turnout.engine")
 B = TypeVar("B")
 #: Builds one model's frontend bundle: ``(name, profile, engine) -> bundle``. Supplied by the frontend layer.
 BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
+#: How many switch attempts the manager remembers for the status page.
+SWITCH_HISTORY = 20
+_PARKED = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,9 @@ class EngineManager(Generic[B]):
                 observers=self._observers,
                 load_failure=lambda model: self._slots[model].reason or "unknown error",
             )
+        self._history: deque[SwitchAttempt] = deque(maxlen=SWITCH_HISTORY)
+        # Models whose engine runs with settings a reload has since changed: unloaded once a switch parks them.
+        self._stale_engines: set[str] = set()
 
     # -- read-only views ------------------------------------------------------------------------------------
 
@@ -176,6 +185,7 @@ class EngineManager(Generic[B]):
             ],
             last_switch=self._last_report,
             last_attempt=self._last_attempt,
+            recent_switches=list(self._history),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -373,6 +383,7 @@ class EngineManager(Generic[B]):
             if outcome.report is not None:
                 self._last_report = outcome.report
             error = _failure_reason(outcome.error)
+            await self._unload_stale_engines()
             if outcome.error is not None:
                 raise outcome.error
             assert outcome.report is not None
@@ -399,6 +410,7 @@ class EngineManager(Generic[B]):
 
     def _record_attempt(self, attempt: SwitchAttempt) -> None:
         self._last_attempt = attempt
+        self._history.append(attempt)
         self._tell("switch_attempted", attempt)
 
     def _tell(self, event: str, *args: object) -> None:
@@ -419,6 +431,119 @@ class EngineManager(Generic[B]):
             slot.bundle_engine = slot.engine
         bundle: B = slot.bundle
         return bundle
+
+    # -- reload -------------------------------------------------------------------------------------------------
+
+    async def replace_models(
+        self,
+        models: Mapping[str, ModelProfile],
+        *,
+        new_frontend: Collection[str] = (),
+        new_engine: Collection[str] = (),
+    ) -> ModelsReplaced:
+        """Replace the configured models live (``turnout reload``): build the new state aside, then swap it in.
+
+        When the active model's frontend changed, its new bundle is built over its running engine first. Only when
+        that worked, and no switch started meanwhile, is everything swapped in without an await in between: the
+        profiles, the slots of added and removed models, and the active model's new published snapshot. Requests
+        in flight keep the snapshot they were admitted to, so they finish on the old bundle. Then the parked
+        engines of removed models, and of models whose engine settings changed, are released. The active model's
+        engine settings apply at its next load: a switch that parks it unloads it, whatever the strategy.
+
+        Args:
+            models: The new models, in profile order; must include the active model.
+            new_frontend: Models whose frontend settings changed (their bundle is rebuilt).
+            new_engine: Models whose engine settings changed.
+
+        Raises:
+            ReloadRefused: A switch is under way, the server is closing, or ``models`` lacks the active model.
+            ReloadFailed: The active model's new bundle could not be built; nothing changed.
+        """
+        published = self._check_reloadable(models)
+        bundle: B | None = None
+        if published is not None and published.model in new_frontend:
+            try:
+                bundle = await self._build_bundle(published.model, models[published.model], published.engine)
+            except Exception as exc:
+                raise ReloadFailed(published.model, describe_error(exc)) from exc
+            if self._check_reloadable(models) is not published:
+                raise ReloadRefused("The active model changed while its new frontend was built; nothing changed.")
+        released = self._swap_models(models, new_frontend, new_engine)
+        if published is not None and bundle is not None:
+            slot = self._slots[published.model]
+            slot.bundle, slot.bundle_engine = bundle, published.engine
+            self._published = Published(published.model, published.engine, bundle)
+            logger.info("reload: published a new frontend bundle for %s", published.model)
+        if published is not None and published.model in new_engine:
+            self._stale_engines.add(published.model)
+        self._notify()
+        for slot in released:
+            await self._release_slot(slot)
+        return ModelsReplaced(
+            republished=bundle is not None,
+            unloaded=[slot.name for slot in released],
+            engine_pending=sorted(self._stale_engines & set(self._slots)),
+        )
+
+    def _check_reloadable(self, models: Mapping[str, ModelProfile]) -> Published[B] | None:
+        if self._closed:
+            raise ManagerClosed()
+        if self._switch is not None:
+            raise ReloadRefused(f"A switch to '{self._switch.target}' is under way; reload when it ends.")
+        if self._published is not None and self._published.model not in models:
+            raise ReloadRefused(
+                f"The profile removes the active model '{self._published.model}'; switch to another model first."
+            )
+        return self._published
+
+    def _swap_models(
+        self, models: Mapping[str, ModelProfile], new_frontend: Collection[str], new_engine: Collection[str]
+    ) -> list[Slot]:
+        """Install the new slots in one step; return the detached slots whose engines must be released."""
+        released: list[Slot] = []
+        slots: dict[str, Slot] = {}
+        for name, profile in models.items():
+            slot = self._slots.get(name)
+            if slot is None:
+                slot = Slot(name=name, profile=profile)
+                self._inflight[name] = set()
+            elif name in new_engine and slot.state in _PARKED and slot.engine is not None:
+                # A fresh slot loads with the new settings; the old one is released off the books.
+                released.append(slot)
+                slot = Slot(name=name, profile=profile)
+            else:
+                slot.profile = profile
+                if name in new_frontend:
+                    slot.bundle = slot.bundle_engine = None  # the next activation builds it anew
+            slots[name] = slot
+        for name, slot in self._slots.items():
+            if name not in models:
+                del self._inflight[name]  # never the active model's: it cannot be removed, others have no leases
+                self._stale_engines.discard(name)
+                if slot.engine is not None:
+                    released.append(slot)
+        self._slots.clear()
+        self._slots.update(slots)
+        return released
+
+    async def _release_slot(self, slot: Slot) -> None:
+        try:
+            await self._strategy.release(slot)
+        except Exception as exc:
+            logger.error("reload: releasing %s failed: %s", slot.name, describe_error(exc))
+        slot.bundle = slot.bundle_engine = None
+        transition(slot, SlotState.STOPPED)
+
+    async def _unload_stale_engines(self) -> None:
+        """Unload parked engines whose settings a reload changed while they were active (see replace_models)."""
+        for name in sorted(self._stale_engines):
+            slot = self._slots.get(name)
+            if slot is None or slot.engine is None:
+                self._stale_engines.discard(name)
+            elif slot.state in _PARKED:
+                logger.info("unloading %s: a reload changed its engine settings", name)
+                await self._release_slot(slot)
+                self._stale_engines.discard(name)
 
 
 async def _wait_for(event: asyncio.Event, timeout: float) -> bool:

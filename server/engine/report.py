@@ -6,9 +6,11 @@ working, and adds Turnout's extras (``drain_ms``, ``aborted_requests``, ``strate
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
-__all__ = ["ActivationMetrics", "ManagerSnapshot", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]
+__all__ = ["ActivationMetrics", "ManagerSnapshot", "ModelsReplaced", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]
 
 
 class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +78,21 @@ class SwitchAttempt(msgspec.Struct, frozen=True, kw_only=True):
     duration_ms: float
 
 
+class ModelsReplaced(msgspec.Struct, frozen=True, kw_only=True):
+    """What the manager did when a reload replaced its models.
+
+    Attributes:
+        republished: The active model got a new frontend bundle, published at once.
+        unloaded: Models whose parked engine was released (removed, or their engine settings changed).
+        engine_pending: Models still running an engine with their old engine settings (the active one); it is
+            unloaded when a switch leaves it, so its next load applies them.
+    """
+
+    republished: bool
+    unloaded: list[str]
+    engine_pending: list[str]
+
+
 class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """One slot as the status route shows it.
 
@@ -105,3 +122,4 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     slots: list[SlotSnapshot]
     last_switch: SwitchReport | None
     last_attempt: SwitchAttempt | None = None
+    recent_switches: list[SwitchAttempt] = msgspec.field(default_factory=list)

@@ -93,6 +93,7 @@ class Refusal(enum.StrEnum):
     WAIT_TIMEOUT = "wait_timeout"
     LOAD_FAILED = "load_failed"
     CLOSED = "closed"
+    REMOVED = "removed"
 
 
 @dataclass(eq=False)
@@ -282,6 +283,25 @@ class Scheduler(Generic[T]):
         if active is not None:
             self._admit_queue(active, now)
         self._decide(now)
+
+    @property
+    def models(self) -> list[str]:
+        """Every model the scheduler knows, in profile order."""
+        return list(self._models)
+
+    def set_models(self, models: Iterable[str]) -> None:
+        """Follow a profile reload: added models start with empty queues; a removed model's waiters are refused.
+
+        The manager never removes the active model or reloads during a switch, so neither names a removed model.
+        """
+        names = list(models)
+        for name in names:
+            self._models.setdefault(name, _Model())
+        for name in [name for name in self._models if name not in names]:
+            state = self._models.pop(name)
+            while state.queue:
+                self._refuse(state.queue.popleft(), Refusal.REMOVED, 1)
+        self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in self._models}
 
     def close(self) -> None:
         """Refuse every waiter; refuse everything from now on."""

@@ -1,0 +1,120 @@
+"""``GET /status``: the server at a glance, as a self-refreshing HTML page (jinja2, no JavaScript).
+
+Everyone may see model names, states, request counts and the switch timeline. Model paths and error details
+are shown only to a caller with the admin token (or in dev mode without one): they may name files and internals.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from litestar import Controller, MediaType, Request, get
+from litestar.di import NamedDependency
+from litestar.response import Template
+
+from server.api.admission import ServingBundle
+from server.api.auth import is_admin
+from server.api.settings import ApiSettings
+from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
+
+__all__ = ["REFRESH_SECONDS", "StatusPageController"]
+
+#: How often the page reloads itself.
+REFRESH_SECONDS = 2
+
+
+@dataclass(frozen=True)
+class _ModelRow:
+    name: str
+    state: str
+    active: bool
+    in_flight: int
+    queued: int | None
+    path: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class _SwitchRow:
+    started: str
+    from_model: str
+    to_model: str
+    seconds: str
+    outcome: str
+    bar_percent: float
+    error: str | None
+
+
+def _queue_depth(slot: SlotSnapshot) -> int | None:
+    """Requests waiting for ``slot``'s model, when the manager keeps per-model queues.
+
+    Hook: auto mode's scheduler (issue #9) adds per-model queues; until its snapshot field exists the page
+    shows in-flight counts only and this returns None.
+    """
+    queued = getattr(slot, "queued", None)
+    return queued if isinstance(queued, int) else None
+
+
+def _model_rows(slots: list[SlotSnapshot], active: str | None, admin: bool) -> list[_ModelRow]:
+    return [
+        _ModelRow(
+            name=slot.name,
+            state=slot.state,
+            active=slot.name == active,
+            in_flight=slot.in_flight,
+            queued=_queue_depth(slot),
+            path=slot.model if admin else None,
+            reason=slot.reason if admin else None,
+        )
+        for slot in slots
+    ]
+
+
+def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]:
+    longest = max((attempt.duration_ms for attempt in attempts), default=0.0) or 1.0
+    return [
+        _SwitchRow(
+            started=time.strftime("%H:%M:%S", time.gmtime(attempt.started_at)),
+            from_model=attempt.from_model or "(start-up)",
+            to_model=attempt.to_model,
+            seconds=f"{attempt.duration_ms / 1000:.2f}",
+            outcome=attempt.outcome,
+            # At least a sliver, so a 3 ms switch still shows on the timeline.
+            bar_percent=round(max(attempt.duration_ms / longest * 100, 1.0), 1),
+            error=attempt.error if admin else None,
+        )
+        for attempt in reversed(attempts)
+    ]
+
+
+class StatusPageController(Controller):
+    """``/status``."""
+
+    path = "/status"
+    tags = ["Ops"]
+
+    @get(media_type=MediaType.HTML)
+    async def status_page(
+        self,
+        request: Request[Any, Any, Any],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        api_settings: NamedDependency[ApiSettings],
+    ) -> Template:
+        """An HTML overview that refreshes itself; admin details only with the admin token."""
+        admin = is_admin(request, api_settings)
+        snapshot = manager.snapshot()
+        context = {
+            "refresh_seconds": REFRESH_SECONDS,
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "admin": admin,
+            "active_model": snapshot.active_model,
+            "switching_to": snapshot.switching_to,
+            "mode": snapshot.mode,
+            "strategy": snapshot.strategy,
+            "in_flight": snapshot.in_flight,
+            "models": _model_rows(snapshot.slots, snapshot.active_model, admin),
+            "switches": _switch_rows(snapshot.recent_switches, admin),
+        }
+        return Template(template_name="status.html.jinja", context=context)

@@ -1,0 +1,184 @@
+"""Applying a changed profile to a running server (``POST /admin/reload``, ``turnout reload``, ``serve --watch``).
+
+As llama-swap reloads its config: everything is validated first, with the same checks ``turnout serve`` runs, and
+any error leaves the server as it was. The manager builds the new state off to the side and swaps it in, or keeps
+the old one on failure. Reloads run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from server.engine import EngineManager, ModelsReplaced
+from server.profiles import Profile, ProfileIssue, ValidationResult
+from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
+
+__all__ = ["ModelReload", "ProfileRejected", "ReloadReport", "Reloader", "Validate"]
+
+logger = logging.getLogger("turnout.api")
+
+#: Validates a profile file the way ``turnout serve`` does (live parser registries, the CLI's defaults).
+Validate = Callable[[str], ValidationResult]
+
+Effect = Literal["now", "next_activation", "next_load"]
+
+
+class ProfileRejected(Exception):
+    """The profile has errors; nothing was changed. Carries every error and warning, positioned."""
+
+    def __init__(self, errors: list[ProfileIssue], warnings: list[ProfileIssue]) -> None:
+        super().__init__(f"the profile has {len(errors)} error(s)")
+        self.errors = errors
+        self.warnings = warnings
+
+
+class ModelReload(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reload did to one model.
+
+    Attributes:
+        name: The model.
+        change: ``added``, ``removed`` or ``changed``.
+        frontend: Frontend settings that changed.
+        frontend_effect: ``now`` (the active model got a new bundle) or ``next_activation``.
+        engine: Engine settings that changed (the model path, ``quant_config``, engine arguments).
+        engine_effect: ``next_load``: the engine running now keeps its settings until the model is next loaded.
+        note: The same, in a sentence.
+    """
+
+    name: str
+    change: Literal["added", "removed", "changed"]
+    frontend: list[str] = msgspec.field(default_factory=list)
+    frontend_effect: Effect | None = None
+    engine: list[str] = msgspec.field(default_factory=list)
+    engine_effect: Effect | None = None
+    note: str = ""
+
+
+class ReloadReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to a reload.
+
+    Attributes:
+        profile: The profile file that was read.
+        applied: Whether the changes were applied (False for a dry run or when nothing changed).
+        changed: Whether anything differs from what the server runs.
+        models: One entry per added, removed or changed model.
+        restart_only: Settings that changed but apply only when the server restarts (``switching.*``,
+            ``server.*``, ``default_model``); the server keeps its current values.
+        warnings: The profile's warnings, each as ``file:line:col: message``.
+    """
+
+    profile: str
+    applied: bool
+    changed: bool
+    models: list[ModelReload]
+    restart_only: list[str]
+    warnings: list[str]
+
+
+class Reloader:
+    """Holds the profile a server runs and applies new versions of it to the manager.
+
+    Args:
+        manager: The running manager.
+        profile: The profile the server started with.
+        validate: The server's own validation.
+    """
+
+    def __init__(self, manager: EngineManager[Any], profile: Profile, validate: Validate) -> None:
+        self._manager = manager
+        self._profile = profile
+        self._digests = file_digests(profile)
+        self._validate = validate
+        self._lock = asyncio.Lock()
+
+    @property
+    def profile(self) -> Profile:
+        """The profile as applied: its models are what the server runs (restart-only settings stay as started)."""
+        return self._profile
+
+    async def reload(self, path: str | None = None, *, dry_run: bool = False) -> ReloadReport:
+        """Validate ``path`` (default: the applied profile's file) and apply what changed.
+
+        Raises:
+            ProfileRejected: The profile has errors; nothing changed.
+            ReloadRefused: It removes the active model, or a switch is under way; nothing changed.
+            ReloadFailed: The active model's new frontend could not be built; nothing changed.
+        """
+        async with self._lock:
+            source = path or self._profile.path
+            # Validation reads files and renders templates: keep it off the event loop.
+            result = await asyncio.to_thread(self._validate, source)
+            if result.profile is None:
+                raise ProfileRejected(result.errors, result.warnings)
+            new, digests = result.profile, await asyncio.to_thread(file_digests, result.profile)
+            changes = diff_profiles(self._profile, self._digests, new, digests)
+            warnings = [str(warning) for warning in result.warnings]
+            if dry_run or not changes.models:
+                return self._report(new.path, changes, None, applied=False, warnings=warnings)
+            replaced = await self._manager.replace_models(
+                new.models,
+                new_frontend=[change.name for change in changes.models if change.frontend],
+                new_engine=[change.name for change in changes.models if change.engine],
+            )
+            # Restart-only settings keep their running values, so a later reload reports them again.
+            self._profile = msgspec.structs.replace(self._profile, path=new.path, models=new.models)
+            self._digests = digests
+            report = self._report(new.path, changes, replaced, applied=True, warnings=warnings)
+            logger.info("reload of %s applied: %s", new.path, "; ".join(model.note for model in report.models))
+            return report
+
+    def _report(
+        self,
+        path: str,
+        changes: ProfileChanges,
+        replaced: ModelsReplaced | None,
+        *,
+        applied: bool,
+        warnings: list[str],
+    ) -> ReloadReport:
+        active = self._manager.active_model
+        return ReloadReport(
+            profile=path,
+            applied=applied,
+            changed=not changes.empty,
+            models=[self._describe(change, active, replaced) for change in changes.models],
+            restart_only=changes.restart_only,
+            warnings=warnings,
+        )
+
+    def _describe(self, change: ModelChange, active: str | None, replaced: ModelsReplaced | None) -> ModelReload:
+        name = change.name
+        if change.kind != "changed":
+            note = f"'{name}' is {change.kind}" if replaced else f"'{name}' would be {change.kind}"
+            if change.kind == "removed" and replaced and name in replaced.unloaded:
+                note += "; its parked engine was unloaded"
+            return ModelReload(name=name, change=change.kind, note=note)
+        frontend_effect: Effect | None = None
+        engine_effect: Effect | None = "next_load" if change.engine else None
+        parts = []
+        if change.frontend:
+            frontend_effect = "now" if name == active else "next_activation"
+            when = "now" if frontend_effect == "now" else "when it is next activated"
+            parts.append(f"frontend ({', '.join(change.frontend)}) applies {when}")
+        if change.engine:
+            text = f"engine settings ({', '.join(change.engine)}) apply at its next load"
+            if replaced and name in replaced.unloaded:
+                text += "; its parked engine was unloaded"
+            elif name == active:
+                text += "; the running engine keeps the old ones until a switch leaves it"
+            parts.append(text)
+        prefix = f"'{name}': " if replaced else f"'{name}' (not applied): "
+        return ModelReload(
+            name=name,
+            change="changed",
+            frontend=change.frontend,
+            frontend_effect=frontend_effect,
+            engine=change.engine,
+            engine_effect=engine_effect,
+            note=prefix + "; ".join(parts),
+        )

@@ -1,0 +1,192 @@
+"""``POST /admin/reload`` and ``serve --watch`` in process: real profile files and validation, fake engines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from server.api import ApiSettings, create_app
+from server.api.profile_watch import watch_profile
+from server.api.reloader import Reloader
+from server.engine import EngineManager
+from server.engine.strategies import KeepStrategy
+from server.profiles import ValidationResult, validate_profile
+from tests.api.conftest import ADMIN_TOKEN, admin
+from tests.fakes.bundles import build_fake_serving_bundle
+from tests.fakes.engines import FakeLoader
+from tests.fakes.parsers import FakeParserRegistry
+from tests.fakes.profile_files import isolated_env, make_workspace
+
+PROFILE = """\
+models:
+  tools:
+    model: models/tiny
+    chat_template: templates/tools.jinja
+    enable_auto_tool_choice: true
+    tool_call_parser: hermes
+  plain:
+    model: models/tiny
+    max_model_len: 128
+switching:
+  strategy: keep
+"""
+
+
+@dataclass
+class Served:
+    client: httpx.AsyncClient
+    manager: EngineManager[Any]
+    reloader: Reloader
+    profile: Path
+    workspace: Path
+
+    def write(self, text: str) -> None:
+        self.profile.write_text(text)
+
+    async def reload(self, **body: Any) -> httpx.Response:
+        return await self.client.post("/admin/reload", json=body, headers=admin())
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    workspace = make_workspace(tmp_path)
+    profile_path = workspace / "profile.yaml"
+    profile_path.write_text(PROFILE)
+    env = isolated_env(workspace)
+
+    def validate(path: str | None) -> ValidationResult:
+        return validate_profile(path, env=env, parsers=FakeParserRegistry())
+
+    profile = validate(str(profile_path)).profile
+    assert profile is not None
+    manager: EngineManager[Any] = EngineManager(
+        profile.models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.1, memory_probe=lambda: 1.0
+    )
+    await manager.initialize(profile.default_model)
+    reloader = Reloader(manager, profile, validate)
+    app = create_app(manager, ApiSettings(admin_token=ADMIN_TOKEN), reloader=reloader)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
+    yield Served(client, manager, reloader, profile_path, workspace)
+    await client.aclose()
+    await manager.shutdown()
+
+
+async def test_a_template_edited_in_place_gets_a_new_bundle_at_once(served: Served) -> None:
+    before = served.manager.published
+    assert before is not None
+    template = served.workspace / "templates" / "tools.jinja"
+    template.write_text(template.read_text() + "{# v2 #}\n")
+    response = await served.reload()
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["applied"] and report["changed"]
+    assert [(m["name"], m["frontend"], m["frontend_effect"], m["engine"]) for m in report["models"]] == [
+        ("tools", ["chat_template"], "now", [])
+    ]
+    after = served.manager.published
+    assert after is not None and after.bundle is not before.bundle and after.engine is before.engine
+    # Saved again without edits: nothing to do.
+    assert (await served.reload()).json()["changed"] is False
+
+
+async def test_a_frontend_change_is_served_at_once(served: Served) -> None:
+    chat = {"model": "tools", "messages": [], "tool_choice": "auto", "max_tokens": 1}
+    assert (await served.client.post("/v1/chat/completions", json=chat)).status_code == 200
+    served.write(PROFILE.replace("enable_auto_tool_choice: true", "enable_auto_tool_choice: false"))
+    assert (await served.reload()).status_code == 200
+    response = await served.client.post("/v1/chat/completions", json=chat)
+    assert response.status_code == 400 and "auto" in response.json()["error"]["message"]
+
+
+async def test_an_invalid_profile_is_refused_with_every_error_and_nothing_changes(served: Served) -> None:
+    before = served.manager.published
+    served.write(
+        PROFILE.replace("tool_call_parser: hermes", "tool_call_parser: hermez")
+        .replace("max_model_len: 128", "max_model_len: lots")
+        .replace("strategy: keep", "strategy: bogus")
+    )
+    response = await served.reload()
+    assert response.status_code == 422
+    body = response.json()
+    assert set(body["error"]) == {"message", "type", "param", "code"} and body["error"]["code"] == "invalid_profile"
+    shown = str(served.profile)
+    positions = [(i["line"], i["col"]) for i in body["issues"] if i["severity"] == "error"]
+    assert positions == [(6, 23), (9, 20), (11, 13)]
+    for line, col in positions:
+        assert f"{shown}:{line}:{col}: " in body["error"]["message"]
+    assert "3 error(s); nothing changed" in body["error"]["message"]
+    assert served.manager.published is before and list(served.manager.models) == ["tools", "plain"]
+    assert served.manager.models["tools"].tool_call_parser == "hermes"
+
+
+async def test_removing_the_active_model_is_refused(served: Served) -> None:
+    served.write(PROFILE.replace("  tools:", "  other:"))
+    response = await served.reload()
+    assert response.status_code == 409 and response.json()["error"]["code"] == "reload_refused"
+    assert "'tools'" in response.json()["error"]["message"]
+    assert list(served.manager.models) == ["tools", "plain"]
+
+
+async def test_models_are_added_and_engine_changes_are_reported_per_model(served: Served) -> None:
+    served.write(
+        PROFILE.replace("max_model_len: 128", "max_model_len: 256")
+        .replace("    tool_call_parser: hermes\n", "    tool_call_parser: hermes\n    max_model_len: 64\n")
+        .replace("switching:\n  strategy: keep", "  third:\n    model: models/tiny\nswitching:\n  strategy: stop")
+    )
+    dry = (await served.reload(dry_run=True)).json()
+    assert dry["applied"] is False and list(served.manager.models) == ["tools", "plain"]
+    report = (await served.reload()).json()
+    models = {m["name"]: m for m in report["models"]}
+    assert models["tools"]["engine"] == ["max_model_len"] and models["tools"]["engine_effect"] == "next_load"
+    assert "keeps the old ones until a switch leaves it" in models["tools"]["note"]
+    assert models["plain"]["engine_effect"] == "next_load" and models["third"]["change"] == "added"
+    assert report["restart_only"] == ["switching.strategy"]
+    ids = [m["id"] for m in (await served.client.get("/v1/models")).json()["data"]]
+    assert ids == ["tools", "plain", "third"]
+
+
+async def test_reload_is_admin_only_and_takes_a_path(served: Served) -> None:
+    assert (await served.client.post("/admin/reload", json={})).status_code == 401
+    other = served.workspace / "other.yaml"
+    other.write_text(PROFILE.replace("  plain:", "  plain2:"))
+    response = await served.reload(path=str(other))
+    assert response.status_code == 200 and response.json()["profile"] == str(other)
+    assert served.reloader.profile.path == str(other)
+    missing = await served.reload(path=str(served.workspace / "nope.yaml"))
+    assert missing.status_code == 422 and "nope.yaml:1:1" in missing.json()["error"]["message"]
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_watch_applies_saved_files_and_refuses_broken_ones(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="turnout.api")
+    watcher = asyncio.create_task(watch_profile(served.reloader, debounce_ms=50))
+    try:
+        await _until(lambda: "watching" in caplog.text)
+        await asyncio.sleep(0.3)  # the watch is set up once awatch runs
+        before = served.manager.published
+        template = served.workspace / "templates" / "tools.jinja"
+        template.write_text(template.read_text() + "{# watched #}\n")
+        await _until(lambda: served.manager.published is not before)
+        served.write(PROFILE.replace("strategy: keep", "strategy: bogus"))
+        await _until(lambda: "nothing changed" in caplog.text)
+        assert f"{served.profile}:11:13: " in caplog.text
+        assert list(served.manager.models) == ["tools", "plain"]
+    finally:
+        watcher.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watcher

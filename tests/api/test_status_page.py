@@ -1,0 +1,47 @@
+"""``GET /status`` in process: the HTML page, its refresh, the timeline, and what only the admin sees."""
+
+from __future__ import annotations
+
+import re
+
+from tests.api.conftest import MakeClient, admin
+from tests.fakes.engines import FakeLoader
+
+
+def _active(html: str) -> str:
+    match = re.search(r'id="active-model"><span>active model</span><b>([^<]*)</b>', html)
+    assert match, html
+    return match.group(1)
+
+
+async def test_the_page_shows_the_models_and_the_active_one_and_refreshes(make_client: MakeClient) -> None:
+    client, _ = await make_client()
+    response = await client.get("/status")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    html = response.text
+    assert '<meta http-equiv="refresh" content="2">' in html and "<script" not in html
+    assert _active(html) == "tools"
+    assert 'data-model="tools" data-state="active"' in html and 'data-model="plain" data-state="stopped"' in html
+    assert html.count('data-outcome="ok"') == 1  # start-up
+
+
+async def test_the_page_changes_after_a_switch(make_client: MakeClient) -> None:
+    client, _ = await make_client()
+    assert (await client.post("/v1/models/switch", json={"model": "plain"}, headers=admin())).status_code == 200
+    html = (await client.get("/status")).text
+    assert _active(html) == "plain"
+    assert 'data-model="tools" data-state="resident"' in html
+    assert "tools → plain" in html and html.count('data-outcome="ok"') == 2
+    assert html.index("tools → plain") < html.index("(start-up) → tools")  # newest first
+
+
+async def test_details_only_with_the_admin_token(make_client: MakeClient) -> None:
+    client, _ = await make_client(loader=FakeLoader(fail_load={"plain"}))
+    response = await client.post("/v1/models/switch", json={"model": "plain"}, headers=admin())
+    assert response.status_code == 500
+    public = (await client.get("/status")).text
+    assert 'data-outcome="failed"' in public and "tools → plain" in public
+    assert "injected load failure" not in public and "/m/tools" not in public and "admin-secret" not in public
+    private = (await client.get("/status", headers=admin())).text
+    assert "injected load failure for plain" in private and "/m/tools" in private
+    assert (await client.get("/status", headers=admin("wrong"))).text.count("injected") == 0

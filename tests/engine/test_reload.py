@@ -1,0 +1,159 @@
+"""The manager's live model replacement (``turnout reload``), on fake engines: build aside, swap in, or keep."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import pytest
+
+from server.engine import EngineManager, ReloadFailed, ReloadRefused, SlotState
+from server.engine.strategies import KeepStrategy, StopStrategy
+from server.profiles.schema import ModelProfile
+from tests.fakes.engines import FakeEngine, FakeLoader, InjectedFailure, fake_models
+
+
+@dataclass(frozen=True)
+class TemplateBundle:
+    """A bundle that remembers the chat template it was built with."""
+
+    name: str
+    template: str | None
+    engine: FakeEngine
+
+
+@dataclass
+class TemplateBuilder:
+    fail_for: set[str] = field(default_factory=set)
+    built: list[tuple[str, str | None]] = field(default_factory=list)
+
+    async def __call__(self, name: str, profile: ModelProfile, engine: FakeEngine) -> TemplateBundle:
+        await asyncio.sleep(0)
+        if name in self.fail_for:
+            raise InjectedFailure(f"injected bundle failure for {name}")
+        self.built.append((name, profile.chat_template))
+        return TemplateBundle(name, profile.chat_template, engine)
+
+
+def _with(models: dict[str, ModelProfile], name: str, **changes: Any) -> dict[str, ModelProfile]:
+    return {**models, name: msgspec.structs.replace(models[name], **changes)}
+
+
+async def _manager(strategy: str = "keep") -> tuple[EngineManager[Any], FakeLoader, TemplateBuilder]:
+    loader, builder = FakeLoader(), TemplateBuilder()
+    chosen = KeepStrategy(loader) if strategy == "keep" else StopStrategy(loader)
+    manager: EngineManager[Any] = EngineManager(
+        fake_models("a", "b"), chosen, builder, abort_grace=0.1, memory_probe=lambda: 1.0
+    )
+    await manager.initialize("a")
+    return manager, loader, builder
+
+
+async def test_a_frontend_change_republishes_while_requests_in_flight_keep_the_old_bundle() -> None:
+    manager, loader, _ = await _manager()
+    async with manager.admit("a") as old_lease:
+        result = await manager.replace_models(
+            _with(dict(manager.models), "a", chat_template="/t/new.jinja"), new_frontend=["a"]
+        )
+        assert result.republished and result.unloaded == []
+        assert old_lease.bundle.template is None  # the request in flight finishes on the bundle it started with
+        async with manager.admit("a") as new_lease:
+            assert new_lease.bundle.template == "/t/new.jinja"
+            assert new_lease.engine is old_lease.engine  # same engine: no reload of the weights
+    assert loader.loads == ["a"]
+    await manager.shutdown()
+
+
+async def test_removing_the_active_model_is_refused_and_changes_nothing() -> None:
+    manager, _, builder = await _manager()
+    before = manager.published
+    with pytest.raises(ReloadRefused, match="active model 'a'"):
+        await manager.replace_models({"b": ModelProfile(model="/models/b2")}, new_engine=["b"])
+    assert list(manager.models) == ["a", "b"] and manager.models["b"].model == "/models/b"
+    assert manager.published is before and builder.built == [("a", None)]
+    await manager.shutdown()
+
+
+async def test_a_failed_bundle_build_changes_nothing() -> None:
+    manager, _, builder = await _manager()
+    before = manager.published
+    builder.fail_for.add("a")
+    new = _with(dict(manager.models), "a", chat_template="/t/broken.jinja")
+    with pytest.raises(ReloadFailed, match="injected bundle failure"):
+        await manager.replace_models({**new, "c": ModelProfile(model="/models/c")}, new_frontend=["a"])
+    assert manager.published is before and list(manager.models) == ["a", "b"]
+    assert manager.models["a"].chat_template is None
+    await manager.shutdown()
+
+
+async def test_a_reload_during_a_switch_is_refused() -> None:
+    manager, loader, _ = await _manager()
+    loader.delay_s = 0.2
+    switching = asyncio.create_task(manager.switch("b"))
+    await asyncio.sleep(0.05)
+    with pytest.raises(ReloadRefused, match="switch to 'b' is under way"):
+        await manager.replace_models(dict(manager.models))
+    await switching
+    await manager.shutdown()
+
+
+async def test_models_are_added_and_removed_and_a_removed_parked_engine_is_released() -> None:
+    manager, loader, _ = await _manager()
+    await manager.switch("b")
+    await manager.switch("a")  # b is resident now (keep)
+    assert manager.slot_state("b") is SlotState.RESIDENT
+    result = await manager.replace_models({"a": manager.models["a"], "c": ModelProfile(model="/models/c")})
+    assert result.unloaded == ["b"] and loader.unloads == ["b"]
+    assert list(manager.models) == ["a", "c"] and manager.slot_state("c") is SlotState.STOPPED
+    report = await manager.switch("c")
+    assert report.current_model == "c"
+    await manager.shutdown()
+
+
+async def test_engine_changes_apply_at_the_next_load_even_under_keep() -> None:
+    manager, loader, _ = await _manager()
+    await manager.switch("b")
+    await manager.switch("a")
+    models = _with(_with(dict(manager.models), "a", engine_args={"max_model_len": 64}), "b", engine_args={"x": 1})
+    result = await manager.replace_models(models, new_engine=["a", "b"])
+    # b was parked with the old settings: released now; a is active: it keeps serving until a switch leaves it.
+    assert result.unloaded == ["b"] and result.engine_pending == ["a"]
+    assert manager.active_model == "a" and loader.unloads == ["b"]
+    await manager.switch("b")
+    assert loader.unloads == ["b", "a"] and manager.slot_state("a") is SlotState.STOPPED
+    await manager.switch("a")
+    assert loader.loads == ["a", "b", "b", "a"]  # both were loaded again, with the new settings
+    await manager.shutdown()
+
+
+async def test_a_frontend_change_of_a_parked_model_builds_its_bundle_at_the_next_activation() -> None:
+    manager, _, builder = await _manager()
+    await manager.switch("b")
+    await manager.switch("a")
+    await manager.replace_models(_with(dict(manager.models), "b", chat_template="/t/b.jinja"), new_frontend=["b"])
+    await manager.switch("b")
+    async with manager.admit("b") as lease:
+        assert lease.bundle.template == "/t/b.jinja"
+    assert builder.built[-1] == ("b", "/t/b.jinja")
+    await manager.shutdown()
+
+
+async def test_the_switch_history_keeps_outcomes_and_is_bounded() -> None:
+    manager, loader, _ = await _manager(strategy="stop")
+    loader.fail_load.add("b")
+    with pytest.raises(Exception, match="injected load failure"):
+        await manager.switch("b")
+    history = manager.snapshot().recent_switches
+    assert [(h.from_model, h.to_model, h.outcome, h.active_after) for h in history] == [
+        (None, "a", "ok", "a"),
+        ("a", "b", "failed", "a"),
+    ]
+    assert history[1].error is not None and "injected load failure" in history[1].error
+    assert all(h.duration_ms >= 0 and h.started_at > 0 for h in history)
+    for _ in range(15):
+        await manager.switch("b")
+        await manager.switch("a")
+    assert len(manager.snapshot().recent_switches) == 20
+    await manager.shutdown()
