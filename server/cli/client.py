@@ -38,7 +38,8 @@ def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = 
         body = {"error": {"message": response.text[:200]}}
     if response.status_code >= 400:
         message = body.get("error", {}).get("message", response.reason_phrase)
-        err_console.print(f"error: {response.status_code}: {message}", markup=False)
+        # Plain echo, not rich: each file:line:col issue of a refused reload stays one greppable line.
+        click.echo(f"error: {response.status_code}: {message}", err=True)
         raise SystemExit(1)
     return body
 

@@ -38,6 +38,7 @@ from server.engine.errors import (
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.observer import ManagerObserver
+from server.engine.model_set import PARKED, release_slot, swap_models
 from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition
@@ -54,7 +55,6 @@ B = TypeVar("B")
 BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
 #: How many switch attempts the manager remembers for the status page.
 SWITCH_HISTORY = 20
-_PARKED = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
 
 
 @dataclass(frozen=True)
@@ -468,7 +468,10 @@ class EngineManager(Generic[B]):
                 raise ReloadFailed(published.model, describe_error(exc)) from exc
             if self._check_reloadable(models) is not published:
                 raise ReloadRefused("The active model changed while its new frontend was built; nothing changed.")
-        released = self._swap_models(models, new_frontend, new_engine)
+        released = swap_models(self._slots, self._inflight, models, new_frontend, new_engine)
+        self._stale_engines &= set(self._slots)
+        if self._auto is not None:
+            self._auto.set_models(self._slots)
         if published is not None and bundle is not None:
             slot = self._slots[published.model]
             slot.bundle, slot.bundle_engine = bundle, published.engine
@@ -478,7 +481,7 @@ class EngineManager(Generic[B]):
             self._stale_engines.add(published.model)
         self._notify()
         for slot in released:
-            await self._release_slot(slot)
+            await release_slot(slot, self._strategy)
         return ModelsReplaced(
             republished=bundle is not None,
             unloaded=[slot.name for slot in released],
@@ -496,53 +499,15 @@ class EngineManager(Generic[B]):
             )
         return self._published
 
-    def _swap_models(
-        self, models: Mapping[str, ModelProfile], new_frontend: Collection[str], new_engine: Collection[str]
-    ) -> list[Slot]:
-        """Install the new slots in one step; return the detached slots whose engines must be released."""
-        released: list[Slot] = []
-        slots: dict[str, Slot] = {}
-        for name, profile in models.items():
-            slot = self._slots.get(name)
-            if slot is None:
-                slot = Slot(name=name, profile=profile)
-                self._inflight[name] = set()
-            elif name in new_engine and slot.state in _PARKED and slot.engine is not None:
-                # A fresh slot loads with the new settings; the old one is released off the books.
-                released.append(slot)
-                slot = Slot(name=name, profile=profile)
-            else:
-                slot.profile = profile
-                if name in new_frontend:
-                    slot.bundle = slot.bundle_engine = None  # the next activation builds it anew
-            slots[name] = slot
-        for name, slot in self._slots.items():
-            if name not in models:
-                del self._inflight[name]  # never the active model's: it cannot be removed, others have no leases
-                self._stale_engines.discard(name)
-                if slot.engine is not None:
-                    released.append(slot)
-        self._slots.clear()
-        self._slots.update(slots)
-        return released
-
-    async def _release_slot(self, slot: Slot) -> None:
-        try:
-            await self._strategy.release(slot)
-        except Exception as exc:
-            logger.error("reload: releasing %s failed: %s", slot.name, describe_error(exc))
-        slot.bundle = slot.bundle_engine = None
-        transition(slot, SlotState.STOPPED)
-
     async def _unload_stale_engines(self) -> None:
         """Unload parked engines whose settings a reload changed while they were active (see replace_models)."""
         for name in sorted(self._stale_engines):
             slot = self._slots.get(name)
             if slot is None or slot.engine is None:
                 self._stale_engines.discard(name)
-            elif slot.state in _PARKED:
+            elif slot.state in PARKED:
                 logger.info("unloading %s: a reload changed its engine settings", name)
-                await self._release_slot(slot)
+                await release_slot(slot, self._strategy)
                 self._stale_engines.discard(name)
 
 
