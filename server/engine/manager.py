@@ -37,8 +37,8 @@ from server.engine.errors import (
 )
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
-from server.engine.observer import ManagerObserver
 from server.engine.model_set import PARKED, release_slot, swap_models
+from server.engine.observer import ManagerObserver
 from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition

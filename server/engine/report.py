@@ -6,8 +6,6 @@ working, and adds Turnout's extras (``drain_ms``, ``aborted_requests``, ``strate
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
 
 __all__ = ["ActivationMetrics", "ManagerSnapshot", "ModelsReplaced", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from server.engine import EngineManager, ReloadFailed, ReloadRefused, SlotState
+from server.engine import EngineManager, ModelNotFound, ReloadFailed, ReloadRefused, SlotState
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine, FakeLoader, InjectedFailure, fake_models
@@ -146,8 +146,8 @@ async def test_the_switch_history_keeps_outcomes_and_is_bounded() -> None:
     with pytest.raises(Exception, match="injected load failure"):
         await manager.switch("b")
     history = manager.snapshot().recent_switches
-    assert [(h.from_model, h.to_model, h.outcome, h.active_after) for h in history] == [
-        (None, "a", "ok", "a"),
+    assert [(h.source, h.target, h.outcome, h.restored) for h in history] == [
+        (None, "a", "ok", None),
         ("a", "b", "failed", "a"),
     ]
     assert history[1].error is not None and "injected load failure" in history[1].error
@@ -156,4 +156,26 @@ async def test_the_switch_history_keeps_outcomes_and_is_bounded() -> None:
         await manager.switch("b")
         await manager.switch("a")
     assert len(manager.snapshot().recent_switches) == 20
+    await manager.shutdown()
+
+
+async def test_auto_mode_queues_follow_added_and_removed_models() -> None:
+    loader, builder = FakeLoader(), TemplateBuilder()
+    manager: EngineManager[Any] = EngineManager(
+        fake_models("a", "b"), KeepStrategy(loader), builder, mode="auto", abort_grace=0.1, memory_probe=lambda: 1.0
+    )
+    await manager.initialize("a")
+    await manager.replace_models({**manager.models, "c": ModelProfile(model="/models/c")})
+    async with manager.admit("c", wait_timeout=10) as lease:  # a model added by reload is scheduled like any
+        assert lease.model == "c" and manager.active_model == "c"
+    loader.delay_s = 0.3
+    async with manager.admit("c") as pinned:
+        # A request waits for b while c serves; removing b answers it with 404 instead of leaving it queued.
+        waiting = asyncio.create_task(manager.acquire("b", wait_timeout=10))
+        await asyncio.sleep(0.05)
+        assert manager.snapshot().slots[1].queued == 1
+        await manager.replace_models({"a": manager.models["a"], "c": manager.models["c"]})
+        with pytest.raises(ModelNotFound):
+            await waiting
+        assert pinned.model == "c"
     await manager.shutdown()

@@ -32,6 +32,7 @@ class _ModelRow:
     active: bool
     in_flight: int
     queued: int | None
+    retry_in_s: float | None
     path: str | None
     reason: str | None
 
@@ -39,32 +40,24 @@ class _ModelRow:
 @dataclass(frozen=True)
 class _SwitchRow:
     started: str
-    from_model: str
-    to_model: str
+    source: str
+    target: str
+    trigger: str
     seconds: str
     outcome: str
     bar_percent: float
     error: str | None
 
 
-def _queue_depth(slot: SlotSnapshot) -> int | None:
-    """Requests waiting for ``slot``'s model, when the manager keeps per-model queues.
-
-    Hook: auto mode's scheduler (issue #9) adds per-model queues; until its snapshot field exists the page
-    shows in-flight counts only and this returns None.
-    """
-    queued = getattr(slot, "queued", None)
-    return queued if isinstance(queued, int) else None
-
-
-def _model_rows(slots: list[SlotSnapshot], active: str | None, admin: bool) -> list[_ModelRow]:
+def _model_rows(slots: list[SlotSnapshot], active: str | None, admin: bool, auto: bool) -> list[_ModelRow]:
     return [
         _ModelRow(
             name=slot.name,
             state=slot.state,
             active=slot.name == active,
             in_flight=slot.in_flight,
-            queued=_queue_depth(slot),
+            queued=slot.queued if auto else None,  # only auto mode queues requests
+            retry_in_s=slot.retry_in_s,
             path=slot.model if admin else None,
             reason=slot.reason if admin else None,
         )
@@ -77,8 +70,9 @@ def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]
     return [
         _SwitchRow(
             started=time.strftime("%H:%M:%S", time.gmtime(attempt.started_at)),
-            from_model=attempt.from_model or "(start-up)",
-            to_model=attempt.to_model,
+            source=attempt.source or "(start-up)",
+            target=attempt.target,
+            trigger=attempt.trigger,
             seconds=f"{attempt.duration_ms / 1000:.2f}",
             outcome=attempt.outcome,
             # At least a sliver, so a 3 ms switch still shows on the timeline.
@@ -114,7 +108,7 @@ class StatusPageController(Controller):
             "mode": snapshot.mode,
             "strategy": snapshot.strategy,
             "in_flight": snapshot.in_flight,
-            "models": _model_rows(snapshot.slots, snapshot.active_model, admin),
+            "models": _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto"),
             "switches": _switch_rows(snapshot.recent_switches, admin),
         }
         return Template(template_name="status.html.jinja", context=context)
