@@ -10,7 +10,7 @@ command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-# pip, not uv/poetry: only pip reads this machine's local torch wheel folder (see DEVELOPERS.md).
+# pip, not uv/poetry: only pip reads this machine's local torch wheel folder.
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[cpu,test]'
 # PyPI's torchvision/torchaudio/torchcodec builds break `import transformers` beside the CPU torch; text models

@@ -7,44 +7,19 @@
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from typing import Any
 
+import msgspec
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
 from server.engine import EngineError
+from server.frontend.openai_errors import error_body
 
-__all__ = ["EXCEPTION_HANDLERS", "error_body", "error_response", "sse_error_event"]
+__all__ = ["EXCEPTION_HANDLERS", "error_response", "sse_error_event"]
 
 logger = logging.getLogger("turnout.api")
-
-_TYPES = {
-    400: "BadRequestError",
-    401: "AuthenticationError",
-    403: "PermissionDeniedError",
-    404: "NotFoundError",
-    405: "MethodNotAllowedError",
-    409: "ConflictError",
-    413: "RequestTooLargeError",
-    422: "UnprocessableEntityError",
-    429: "RateLimitError",
-    500: "InternalServerError",
-    503: "ServiceUnavailableError",
-}
-
-
-def error_body(status: int, message: str, *, code: str | int | None = None, param: str | None = None) -> dict[str, Any]:
-    """The OpenAI error object."""
-    return {
-        "error": {
-            "message": message,
-            "type": _TYPES.get(status, HTTPStatus(status).phrase.replace(" ", "") + "Error"),
-            "param": param,
-            "code": code if code is not None else status,
-        }
-    }
 
 
 def error_response(
@@ -70,8 +45,6 @@ def error_response(
 
 def sse_error_event(error: EngineError) -> str:
     """The SSE event that ends a stream with a typed error (as vLLM ends streams that fail mid-way)."""
-    import msgspec
-
     payload = error_body(error.status_code, error.message, code=error.code)
     return f"data: {msgspec.json.encode(payload).decode()}\n\n"
 

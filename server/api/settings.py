@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
+
 __all__ = ["ApiSettings"]
 
 
@@ -19,6 +21,6 @@ class ApiSettings:
     """
 
     admin_token: str | None = field(default=None, repr=False)
-    admin_token_env: str = "TURNOUT_ADMIN_TOKEN"
+    admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
     api_key: str | None = field(default=None, repr=False)
     dev_mode: bool = False

@@ -1,3 +1,6 @@
-"""The ``turnout`` command line: a click group with one module per subcommand."""
+"""The ``turnout`` command line: a click group with one module per subcommand.
+
+The top layer (see ``server/__init__.py``): it wires the engine manager, the frontend's bundle builder and the app.
+"""
 
 __all__: list[str] = []

@@ -10,6 +10,7 @@ import httpx
 from rich.table import Table
 
 from server.cli._output import err_console, out_console
+from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
 
 __all__ = ["reload", "status", "switch"]
 
@@ -18,7 +19,7 @@ _URL = click.option(
 )
 _TOKEN = click.option(
     "--token-env",
-    default="TURNOUT_ADMIN_TOKEN",
+    default=DEFAULT_ADMIN_TOKEN_ENV,
     show_default=True,
     help="Env var that holds the admin token (never pass secrets on the command line).",
 )

@@ -39,20 +39,31 @@ class ServeOptions:
     watch: bool = False
 
 
-def serving_validation(default_tool_call_parser: str | None = None) -> Callable[[str | None], ValidationResult]:
-    """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries."""
+def serving_validation(
+    default_tool_call_parser: str | None = None, default_enable_auto_tool_choice: bool = False
+) -> Callable[[str | None], ValidationResult]:
+    """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries and
+    the CLI's frontend defaults."""
     from server.frontend.vllm_adapter import parser_registry
     from server.profiles import validate_profile
 
     def validate(path: str | None) -> ValidationResult:
-        return validate_profile(path, parsers=parser_registry(), default_tool_call_parser=default_tool_call_parser)
+        return validate_profile(
+            path,
+            parsers=parser_registry(),
+            default_tool_call_parser=default_tool_call_parser,
+            default_enable_auto_tool_choice=default_enable_auto_tool_choice,
+        )
 
     return validate
 
 
-def load_serving_profile(path: str | None, default_tool_call_parser: str | None = None) -> Profile:
-    """The profile, validated like ``turnout validate`` does; exits 1 printing every error."""
-    result = serving_validation(default_tool_call_parser)(path)
+def load_serving_profile(
+    path: str | None, default_tool_call_parser: str | None = None, default_enable_auto_tool_choice: bool = False
+) -> Profile:
+    """The profile, validated like ``turnout validate`` does, with the CLI's frontend defaults; exits 1 printing
+    every error."""
+    result = serving_validation(default_tool_call_parser, default_enable_auto_tool_choice)(path)
     if result.profile is None:
         print_issues([*result.errors, *result.warnings])
         err_console.print(f"[bold red]The profile has {len(result.errors)} error(s); not starting.[/]")
@@ -115,7 +126,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
     )
-    reloader = Reloader(manager, profile, serving_validation(options.tool_call_parser))
+    reloader = Reloader(manager, profile, serving_validation(options.tool_call_parser, options.enable_auto_tool_choice))
 
     async def watch() -> None:
         await watch_profile(reloader)
@@ -166,9 +177,11 @@ def serve(profile: str | None, **kwargs: Any) -> None:
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     options = ServeOptions(**kwargs)
-    if options.enable_auto_tool_choice and not options.tool_call_parser:
-        raise click.UsageError("--enable-auto-tool-choice needs --tool-call-parser.")
-    run_server(load_serving_profile(profile, options.tool_call_parser), options)
+    # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
+    run_server(
+        load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),
+        options,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover - vLLM spawns processes: entry points must be guarded

@@ -8,20 +8,17 @@ has an error, 1 when one has, 2 for a usage error. No input makes it print a tra
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Literal, TextIO
 
 import click
 import msgspec
 
 from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
-from server.profiles.engine_args import vllm_package_dir
-from server.profiles.registry import NameRegistry
+from server.profiles.vllm_source import source_parser_registry
 
 __all__ = [
     "FileReport",
@@ -169,7 +166,7 @@ def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
         The registry, or ``None`` when vLLM is not installed at all.
     """
     if not import_vllm:
-        static = _static_registry()
+        static = source_parser_registry()
         if static is not None:
             return static
     try:
@@ -179,7 +176,7 @@ def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
 
             return parser_registry()
     except Exception as exc:  # importing vLLM runs a lot of code; none of its failures may escape
-        registry = _static_registry()
+        registry = source_parser_registry()
         if registry is not None:
             click.echo(
                 f"turnout validate: vLLM's frontend did not import ({type(exc).__name__}: {exc}); "
@@ -187,31 +184,6 @@ def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
                 err=True,
             )
         return registry
-
-
-def _static_registry() -> ParserRegistry | None:
-    """Read the lazy-registration tables of vLLM's parser packages with ``ast``, importing nothing."""
-    root = vllm_package_dir()
-    if root is None:
-        return None
-    tools = _table_keys(root / "tool_parsers" / "__init__.py", "_TOOL_PARSERS_TO_REGISTER")
-    reasoning = _table_keys(root / "reasoning" / "__init__.py", "_REASONING_PARSERS_TO_REGISTER")
-    return NameRegistry(tools, reasoning) if tools and reasoning else None
-
-
-def _table_keys(path: Path, name: str) -> list[str]:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    for node in tree.body:
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Dict):
-            continue
-        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        if isinstance(target, ast.Name) and target.id == name:
-            keys = [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
-            return [key for key in keys if isinstance(key, str)]
-    return []
 
 
 @click.command("validate")

@@ -1,6 +1,7 @@
 """The engine manager: owns vLLM engines, gates requests and switches the active model.
 
-Imports run one way (``api -> frontend -> engine -> profiles``): nothing here imports Litestar or the frontend.
+A layer above ``profiles`` and beside ``frontend`` (see ``server/__init__.py``): it imports neither the frontend nor
+Litestar, and knows a model's bundle only as the opaque value its :data:`BundleBuilder` returns.
 """
 
 from server.engine.errors import (

@@ -212,9 +212,7 @@ class EngineManager(Generic[B]):
                 logger.exception("releasing %s failed during shutdown", slot.name)
             if slot.state is not SlotState.STOPPED:
                 transition(slot, SlotState.STOPPED)
-        close = getattr(self._strategy, "close", None)
-        if close is not None:
-            await close()
+        await self._strategy.close()
 
     # -- admission ------------------------------------------------------------------------------------------
 

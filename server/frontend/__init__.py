@@ -4,14 +4,18 @@
 embedding and tokenization handlers. Only `server.frontend.vllm_adapter` imports vLLM's frontend; the settings
 and result types here are plain, so importing this package is cheap until `FrontendBundle` or `build_bundle`
 is first used.
+
+A layer above ``profiles`` and beside ``engine`` (see ``server/__init__.py``): it imports neither the engine nor
+a web framework.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server.frontend.resolve import build_bundle_for_profile, settings_for_model
-from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult, error_payload
+from server.frontend.openai_errors import error_body
+from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
+from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
 from server.frontend.settings import ChatTemplateContentFormat, FrontendConfigError, FrontendSettings
 
 if TYPE_CHECKING:
@@ -28,7 +32,7 @@ __all__ = [
     "StreamResult",
     "build_bundle",
     "build_bundle_for_profile",
-    "error_payload",
+    "error_body",
     "settings_for_model",
 ]
 

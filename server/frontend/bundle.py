@@ -19,7 +19,9 @@ from typing import Any, cast
 
 from vllm.engine.protocol import EngineClient
 
-from server.frontend._inflight import InflightRegistry, RecordingEngineClient, ReleasingStream
+from server.frontend.inflight_registry import InflightRegistry
+from server.frontend.recording_client import RecordingEngineClient
+from server.frontend.releasing_stream import ReleasingStream
 from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter import VllmFrontend

@@ -9,14 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-__all__ = ["BundleRequestError", "BundleResult", "JsonResult", "StreamResult", "error_payload"]
-
-
-def error_payload(
-    message: str, *, status_code: int = 400, err_type: str = "BadRequestError", param: str | None = None
-) -> dict[str, Any]:
-    """Build the OpenAI error body vLLM uses: `{"error": {"message", "type", "param", "code"}}`."""
-    return {"error": {"message": message, "type": err_type, "param": param, "code": status_code}}
+__all__ = ["BundleRequestError", "BundleResult", "JsonResult", "StreamResult"]
 
 
 @dataclass(frozen=True, slots=True)

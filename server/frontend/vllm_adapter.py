@@ -51,7 +51,8 @@ from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
 
-from server.frontend.results import BundleResult, JsonResult, StreamResult, error_payload
+from server.frontend.openai_errors import error_body
+from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
 
 __all__ = [
@@ -169,8 +170,8 @@ class VllmFrontend:
         """Check `settings` against this vLLM and build the serving objects.
 
         Raises:
-            FrontendConfigError: An unknown parser, a tool parser missing for auto tool choice, or an
-                unreadable chat template.
+            FrontendConfigError: An unknown parser or an unreadable chat template. (Auto tool choice without a
+                tool parser is refused by profile validation, before any bundle is built.)
         """
         _check_parsers(settings)
         if settings.tool_call_parser is not None:
@@ -281,8 +282,6 @@ class VllmFrontend:
 
 def _check_parsers(settings: FrontendSettings) -> None:
     registry = parser_registry()
-    if settings.enable_auto_tool_choice and settings.tool_call_parser is None:
-        raise FrontendConfigError("enable_auto_tool_choice needs a tool_call_parser")
     tool_parsers = registry.tool_parsers()
     if settings.tool_call_parser is not None and settings.tool_call_parser not in tool_parsers:
         raise FrontendConfigError(
@@ -344,7 +343,7 @@ def _exception_result(exc: Exception) -> JsonResult:
 
 
 def _bad_request(message: str, *, param: str | None = None) -> JsonResult:
-    return JsonResult(400, error_payload(message, param=param))
+    return JsonResult(400, error_body(400, message, param=param))
 
 
 def _unsupported(api: str) -> JsonResult:

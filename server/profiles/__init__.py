@@ -1,7 +1,8 @@
 """Profiles: which models a Turnout server offers, how it switches between them, and their validation.
 
-The public API is re-exported here; the rest of the package is internal. ``profiles`` imports neither
-Litestar nor vLLM (only vLLM's source text, read with ``ast``), so ``turnout validate`` starts fast.
+The public API is re-exported here; the rest of the package is internal. The lowest layer (see
+``server/__init__.py``): it imports nothing else of ours, and neither Litestar nor vLLM (only vLLM's source text,
+read with ``ast`` in ``vllm_source.py``), so ``turnout validate`` starts fast.
 """
 
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult

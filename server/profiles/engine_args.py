@@ -1,78 +1,19 @@
-"""The field names of vLLM's ``AsyncEngineArgs``, read from vLLM's source without importing it.
+"""Checking engine-argument values against ``AsyncEngineArgs``' annotations, and spelling hints for keys.
 
-Importing ``vllm.engine.arg_utils`` pulls in torch (seconds); ``turnout validate`` must start fast. The
-dataclass fields are plain annotated assignments, so ``ast`` reads them in milliseconds.
+The field annotations come from vLLM's source (``vllm_source.engine_arg_fields``), never from importing vLLM.
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
-import importlib.util
 import re
-from collections.abc import Collection, Mapping
-from pathlib import Path
+from collections.abc import Collection
 from typing import Any, Final
 
-__all__ = ["check_engine_arg", "did_you_mean", "engine_arg_fields", "suggest", "vllm_package_dir"]
+__all__ = ["check_engine_arg", "did_you_mean", "suggest"]
 
-_ROOT_CLASS: Final = "AsyncEngineArgs"
 _INT_TEXT: Final = re.compile(r"\s*[+-]?\d+\s*")
 _BOOL_TEXT: Final = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"})
-
-
-@functools.cache
-def engine_arg_fields() -> Mapping[str, str] | None:
-    """Map every ``AsyncEngineArgs`` field (inherited ones included) to its annotation's source text.
-
-    Returns:
-        The fields, or ``None`` when vLLM is not installed or its source no longer has that shape.
-    """
-    source = _arg_utils_path()
-    if source is None:
-        return None
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    fields: dict[str, str] = {}
-    _collect(_ROOT_CLASS, classes, fields, set())
-    return fields or None
-
-
-def vllm_package_dir() -> Path | None:
-    """vLLM's installed package folder, found without importing vLLM (None when it is not installed)."""
-    try:
-        # find_spec of the top-level package does not import it; find_spec of a submodule would.
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _arg_utils_path() -> Path | None:
-    root = vllm_package_dir()
-    path = root / "engine" / "arg_utils.py" if root else None
-    return path if path is not None and path.is_file() else None
-
-
-def _collect(name: str, classes: dict[str, ast.ClassDef], fields: dict[str, str], seen: set[str]) -> None:
-    cls = classes.get(name)
-    if cls is None or name in seen:
-        return
-    seen.add(name)
-    for base in cls.bases:  # base fields first, as dataclasses order them
-        if isinstance(base, ast.Name):
-            _collect(base.id, classes, fields, seen)
-    for statement in cls.body:
-        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-            annotation = ast.unparse(statement.annotation)
-            if "ClassVar" not in annotation:
-                fields[statement.target.id] = annotation
 
 
 def suggest(name: str, candidates: Collection[str]) -> list[str]:

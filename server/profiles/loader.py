@@ -16,15 +16,16 @@ from typing import Any, Final, TypeVar
 import msgspec
 from ruamel.yaml.comments import CommentedMap
 
-from server.profiles._fields import check_value, describe_value, field_types
-from server.profiles._models import check_model
-from server.profiles._plain import plain_text, quiet_plain, reject_tag, to_plain
-from server.profiles._report import Collector, Context
-from server.profiles._source import UNREADABLE, key_pos, load_tree, node_pos, value_pos
-from server.profiles.engine_args import did_you_mean, engine_arg_fields
+from server.profiles.check_context import Collector, Context
+from server.profiles.engine_args import did_you_mean
+from server.profiles.field_checks import check_value, describe_value, field_types
 from server.profiles.issues import ProfileInvalid, ProfileIssue, ValidationResult
+from server.profiles.model_checks import check_model
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import ModelProfile, Profile, ServerSection, Switching
+from server.profiles.vllm_source import engine_arg_fields
+from server.profiles.yaml_tree import UNREADABLE, key_pos, load_tree, node_pos, value_pos
+from server.profiles.yaml_values import plain_text, quiet_plain, reject_tag, to_plain
 
 __all__ = ["CONFIG_ENV", "MODEL_ENV", "load_profile", "validate_profile"]
 
@@ -47,6 +48,7 @@ def validate_profile(
     env: Mapping[str, str] | None = None,
     parsers: ParserRegistry | None = None,
     default_tool_call_parser: str | None = None,
+    default_enable_auto_tool_choice: bool = False,
 ) -> ValidationResult:
     """Check a profile and report every problem with its position; never raises for a bad profile.
 
@@ -58,6 +60,8 @@ def validate_profile(
             checks (everything else still runs); the CLI and the server always pass one.
         default_tool_call_parser: The server's ``--tool-call-parser``, which a model without its own parser
             gets (so ``enable_auto_tool_choice`` without a parser in the profile is fine when it is set).
+        default_enable_auto_tool_choice: The server's ``--enable-auto-tool-choice``, which a model that does
+            not set ``enable_auto_tool_choice`` gets (it then needs a tool parser too).
 
     Returns:
         The resolved profile when there is no error, and every error and warning.
@@ -84,6 +88,7 @@ def validate_profile(
         tool_parser_names=frozenset(parsers.tool_parsers()) if parsers else frozenset(),
         reasoning_parser_names=frozenset(parsers.reasoning_parsers()) if parsers else frozenset(),
         default_tool_call_parser=default_tool_call_parser,
+        default_enable_auto_tool_choice=default_enable_auto_tool_choice,
     )
     return report.result(_check_document(ctx, tree, os.path.abspath(shown)))
 
@@ -94,6 +99,7 @@ def load_profile(
     env: Mapping[str, str] | None = None,
     parsers: ParserRegistry | None = None,
     default_tool_call_parser: str | None = None,
+    default_enable_auto_tool_choice: bool = False,
 ) -> Profile:
     """Load a profile, or fail with all of its errors.
 
@@ -102,6 +108,7 @@ def load_profile(
         env: As for ``validate_profile``.
         parsers: As for ``validate_profile``.
         default_tool_call_parser: As for ``validate_profile``.
+        default_enable_auto_tool_choice: As for ``validate_profile``.
 
     Returns:
         The resolved profile. Its warnings are logged.
@@ -109,7 +116,13 @@ def load_profile(
     Raises:
         ProfileInvalid: The profile has at least one error; ``.errors`` holds them all.
     """
-    result = validate_profile(path, env=env, parsers=parsers, default_tool_call_parser=default_tool_call_parser)
+    result = validate_profile(
+        path,
+        env=env,
+        parsers=parsers,
+        default_tool_call_parser=default_tool_call_parser,
+        default_enable_auto_tool_choice=default_enable_auto_tool_choice,
+    )
     if result.profile is None:
         raise ProfileInvalid(result.errors, result.warnings)
     for warning in result.warnings:

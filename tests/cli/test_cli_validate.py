@@ -56,7 +56,7 @@ def test_invalid_profile_exits_1_with_every_error(workspace: Path, env: dict[str
     assert len(lines) == 3
     assert all(ISSUE_LINE.match(line) for line in lines)
     assert lines[0].startswith(f"{path}:2:14: error: model 'a': model path './nope' does not exist")
-    assert lines[2] == f"{path}:3:19: error: switching.mode must be one of 'manual', 'auto', got 'x'"
+    assert lines[2] == f"{path}:3:19: error: switching.mode must be one of 'auto', 'manual', got 'x'"
 
 
 def test_warnings_do_not_fail(workspace: Path, env: dict[str, str]) -> None:
@@ -138,7 +138,7 @@ def test_the_shipped_gaudi_example_explains_what_this_machine_lacks(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr("server.profiles._quant.inc_installed", lambda: False)
+    monkeypatch.setattr("server.profiles.quant_checks.inc_installed", lambda: False)
 
     code, output = run(["profiles/gaudi-example.yaml"], env)
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from server.frontend.results import JsonResult, StreamResult, error_payload
+from server.frontend.openai_errors import error_body
+from server.frontend.results import JsonResult, StreamResult
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine
 
@@ -31,7 +32,7 @@ class FakeServingBundle:
 
     async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         if body.get("tool_choice") == "auto" and not self.auto_tools:
-            return JsonResult(400, error_payload('"auto" tool choice requires --enable-auto-tool-choice'))
+            return JsonResult(400, error_body(400, '"auto" tool choice requires --enable-auto-tool-choice'))
         if body.get("fail"):
             raise RuntimeError("secret internal detail")
         engine_id = f"chatcmpl-{request_id}"
@@ -61,7 +62,7 @@ class FakeServingBundle:
         return await self.chat(body, request_id)
 
     async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        return JsonResult(400, error_payload("The model does not support the Embeddings API"))
+        return JsonResult(400, error_body(400, "The model does not support the Embeddings API"))
 
     async def tokenize(self, body: dict[str, Any]) -> JsonResult:
         return JsonResult(200, {"tokens": [1, 2], "count": 2, "model": self.name})

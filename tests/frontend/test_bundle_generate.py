@@ -347,7 +347,6 @@ async def test_a_stream_dropped_unread_frees_its_request_id(plain: FrontendBundl
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        pytest.param(FrontendSettings(enable_auto_tool_choice=True), "needs a tool_call_parser", id="no-parser"),
         pytest.param(
             FrontendSettings(enable_auto_tool_choice=True, tool_call_parser="nope"),
             "unknown tool_call_parser 'nope'",

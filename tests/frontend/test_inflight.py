@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from server.frontend._inflight import InflightRegistry, RecordingEngineClient, ReleasingStream
+from server.frontend.inflight_registry import InflightRegistry
+from server.frontend.recording_client import RecordingEngineClient
+from server.frontend.releasing_stream import ReleasingStream
 from server.frontend.results import StreamResult
 
 

@@ -19,7 +19,7 @@ Check = Callable[..., ValidationResult]
 def _inc_present(monkeypatch: pytest.MonkeyPatch) -> None:
     # Whether Intel Neural Compressor is installed depends on the machine; tests must not. Tests that
     # check the "INC missing" warning patch it back.
-    monkeypatch.setattr("server.profiles._quant.inc_installed", lambda: True)
+    monkeypatch.setattr("server.profiles.quant_checks.inc_installed", lambda: True)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from server.profiles.engine_args import check_engine_arg, did_you_mean, engine_arg_fields
+from server.profiles.engine_args import check_engine_arg, did_you_mean
+from server.profiles.vllm_source import engine_arg_fields
 
 
 def test_fields_include_inherited_and_own_fields() -> None:
@@ -22,12 +23,12 @@ def test_fields_include_inherited_and_own_fields() -> None:
 
 
 def test_importing_profiles_and_reading_fields_pulls_in_neither_vllm_nor_torch_nor_litestar() -> None:
-    # The import direction (api -> frontend -> engine -> profiles) and a fast `turnout validate` depend on it.
+    # A fast `turnout validate` depends on it (tests/test_layers.py holds the import direction).
     code = (
         "import sys\n"
         "from server.profiles import validate_profile\n"
-        "from server.profiles.engine_args import engine_arg_fields\n"
-        "assert engine_arg_fields()\n"
+        "from server.profiles.vllm_source import engine_arg_fields, source_parser_registry\n"
+        "assert engine_arg_fields() and source_parser_registry()\n"
         "loaded = {name.split('.')[0] for name in sys.modules}\n"
         "print(sorted(loaded & {'vllm', 'torch', 'litestar', 'transformers'}))\n"
     )

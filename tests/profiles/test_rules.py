@@ -71,9 +71,9 @@ def test_wrong_types_and_out_of_range_values(check: Check) -> None:
         "4:30: model 'a': enable_auto_tool_choice must be true or false, got 'maybe'",
         "5:20: model 'a': engine argument max_model_len must be an integer, got a list "
         "(vLLM's AsyncEngineArgs.max_model_len is int)",
-        "7:9: switching.mode must be one of 'manual', 'auto', got 'fast'",
+        "7:9: switching.mode must be one of 'auto', 'manual', got 'fast'",
         "8:18: switching.drain_timeout must be a number >= 0, got -1",
-        "9:13: switching.strategy must be one of 'auto', 'stop', 'keep', 'sleep', 'stash', got 3",
+        "9:13: switching.strategy must be one of 'auto', 'keep', 'sleep', 'stash', 'stop', got 3",
         "10:16: switching.sleep_level must be one of 1, 2, got 3",
         "11:15: switching.max_active must be an integer >= 1, got 0",
         "13:16: server.api_key_env must be an environment variable name, got 'not a name'",
@@ -154,7 +154,7 @@ def test_duplicate_keys_are_all_reported_and_checking_goes_on(check: Check) -> N
     assert where(result) == [
         "4:5: duplicate key 'model' (first defined on line 3)",
         "6:3: duplicate key 'a' (first defined on line 2)",
-        "7:19: switching.mode must be one of 'manual', 'auto', got 'fast'",
+        "7:19: switching.mode must be one of 'auto', 'manual', got 'fast'",
     ]
 
 
@@ -192,6 +192,21 @@ def test_the_servers_default_tool_parser_satisfies_auto_tool_choice(check: Check
     text = "models:\n  a:\n    model: models/tiny\n    enable_auto_tool_choice: true\n"
 
     assert where(check(text, default_tool_call_parser="hermes")) == []
+
+
+def test_the_servers_default_auto_tool_choice_needs_a_parser_for_each_model_that_gets_it(check: Check) -> None:
+    text = (
+        "models:\n"
+        "  a:\n    model: models/tiny\n"
+        "  b:\n    model: models/tiny\n    tool_call_parser: hermes\n"
+        "  c:\n    model: models/tiny\n    enable_auto_tool_choice: false\n"
+    )
+
+    assert where(check(text, default_enable_auto_tool_choice=True)) == [
+        "3:5: model 'a': the server's --enable-auto-tool-choice applies but no tool_call_parser is set; add the "
+        "tool parser that matches the model's chat template (for example hermes), or pass --tool-call-parser"
+    ]
+    assert where(check(text, default_enable_auto_tool_choice=True, default_tool_call_parser="hermes")) == []
 
 
 def test_tool_parser_must_be_registered_and_valid_names_are_listed(check: Check) -> None:

@@ -111,7 +111,7 @@ def test_quant_config_must_be_an_object(check: Check, workspace: Path) -> None:
 def test_quant_config_warns_about_what_this_machine_lacks(
     check: Check, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("server.profiles._quant.inc_installed", lambda: False)
+    monkeypatch.setattr("server.profiles.quant_checks.inc_installed", lambda: False)
     monkeypatch.chdir(workspace)
     (workspace / "quant" / "q.json").write_text('{"mode": "QUANTIZE", "dump_stats_path": "./stats/measure"}')
 

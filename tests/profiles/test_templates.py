@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.profiles._templates import SAMPLE_TOOLS, check_chat_template, sandbox
+from server.profiles.template_checks import SAMPLE_TOOLS, check_chat_template, sandbox
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 SHIPPED = ["qwen3-hermes-tools.jinja", "llama31-json-tools.jinja"]

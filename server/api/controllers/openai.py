@@ -10,7 +10,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, ServingBundle, provide_admitted
-from server.api.respond import respond
+from server.api.responses import respond
 from server.engine import EngineManager
 
 __all__ = ["OpenAIController", "TokenizeController"]

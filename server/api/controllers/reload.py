@@ -9,8 +9,9 @@ from litestar import Controller, Request, Response, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
-from server.api.errors import error_body, error_response
+from server.api.errors import error_response
 from server.api.reloader import ProfileRejected, Reloader, ReloadReport
+from server.frontend.openai_errors import error_body
 
 __all__ = ["ReloadController", "ReloadRequest"]
 

@@ -53,7 +53,8 @@ class SwitchStrategy(Protocol):
     """What happens to the model being left, and how the target is brought up.
 
     ``activate`` must leave ``slot.engine`` live and ready to generate. ``deactivate`` returns the state the
-    slot is parked in. ``release`` frees whatever the slot still holds (eviction, failure, shutdown).
+    slot is parked in. ``release`` frees whatever the slot still holds (eviction, failure, shutdown). ``close``
+    frees what the strategy itself holds, once, after every slot is released at shutdown.
     """
 
     name: str
@@ -66,6 +67,9 @@ class SwitchStrategy(Protocol):
 
     async def release(self, slot: Slot) -> None:
         """Free everything ``slot`` holds."""
+
+    async def close(self) -> None:
+        """Free what the strategy holds besides the slots' engines (manager shutdown)."""
 
 
 async def unload_slot(slot: Slot, loader: EngineLoader) -> None:

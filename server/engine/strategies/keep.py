@@ -54,6 +54,9 @@ class KeepStrategy:
     async def release(self, slot: Slot) -> None:
         await unload_slot(slot, self._loader)
 
+    async def close(self) -> None:
+        pass  # every engine belongs to a slot, and the slots are released first
+
     async def _evict_for_one_more(self, incoming: Slot, slots: Sequence[Slot]) -> None:
         residents = sorted(
             (s for s in slots if s is not incoming and s.state is SlotState.RESIDENT and s.engine is not None),

@@ -41,6 +41,9 @@ class SleepStrategy:
     async def release(self, slot: Slot) -> None:
         await unload_slot(slot, self._loader)
 
+    async def close(self) -> None:
+        pass  # every engine belongs to a slot, and the slots are released first
+
     async def _wake(self, engine: SleepableEngine) -> None:
         if self._level == 1:
             await engine.wake_up()

@@ -30,3 +30,6 @@ class StopStrategy:
 
     async def release(self, slot: Slot) -> None:
         await unload_slot(slot, self._loader)
+
+    async def close(self) -> None:
+        pass  # every engine belongs to a slot, and the slots are released first

@@ -19,7 +19,7 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from server.profiles._report import Finding
+from server.profiles.check_context import Finding
 
 __all__ = ["SAMPLE_TOOLS", "check_chat_template", "sandbox"]
 

@@ -7,16 +7,23 @@ type (constraints included) still comes from the Struct, which stays the single 
 from __future__ import annotations
 
 import datetime
-import types
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Final
 
 import msgspec
+import msgspec.inspect
 
 __all__ = ["check_value", "describe_type", "describe_value", "field_types"]
 
-_BASE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_BASE_NAMES: Final[dict[type[msgspec.inspect.Type], str]] = {
+    msgspec.inspect.BoolType: "true or false",
+    msgspec.inspect.IntType: "an integer",
+    msgspec.inspect.FloatType: "a number",
+    msgspec.inspect.StrType: "a string",
+    msgspec.inspect.DictType: "dict",
+    msgspec.inspect.ListType: "list",
+}
 
 
 def field_types(struct: type[msgspec.Struct]) -> dict[str, Any]:
@@ -37,23 +44,24 @@ def check_value(value: Any, typ: Any) -> tuple[Any, str | None]:
 
 
 def describe_type(typ: Any) -> str:
-    """Say in words what ``typ`` accepts: ``an integer >= 1``, ``one of 'manual', 'auto'``."""
-    origin = get_origin(typ)
-    if origin is Annotated:
-        base, *metas = get_args(typ)
-        text = describe_type(base)
-        for meta in metas:
-            if isinstance(meta, msgspec.Meta):
-                for op, bound in ((">", meta.gt), (">=", meta.ge), ("<", meta.lt), ("<=", meta.le)):
-                    if bound is not None:
-                        text += f" {op} {bound}"
-        return text
-    if origin is Literal:
-        return "one of " + ", ".join(describe_value(choice) for choice in get_args(typ))
-    if origin in (Union, types.UnionType):
+    """Say in words what ``typ`` accepts: ``an integer >= 1``, ``one of 'auto', 'manual'`` (msgspec sorts literals)."""
+    return _describe(msgspec.inspect.type_info(typ))
+
+
+def _describe(info: msgspec.inspect.Type) -> str:
+    if isinstance(info, msgspec.inspect.UnionType):
         # None is always allowed where a field is optional; saying so on every message is noise.
-        return " or ".join(describe_type(arg) for arg in get_args(typ) if arg is not type(None))
-    return _BASE_NAMES.get(typ, getattr(typ, "__name__", str(typ)))
+        return " or ".join(_describe(arg) for arg in info.types if not isinstance(arg, msgspec.inspect.NoneType))
+    if isinstance(info, msgspec.inspect.LiteralType):
+        return "one of " + ", ".join(describe_value(choice) for choice in info.values)
+    if isinstance(info, msgspec.inspect.StructType):
+        return info.cls.__name__
+    text = _BASE_NAMES.get(type(info), type(info).__name__.removesuffix("Type").lower())
+    for op, attr in ((">", "gt"), (">=", "ge"), ("<", "lt"), ("<=", "le")):
+        bound = getattr(info, attr, None)
+        if bound is not None:
+            text += f" {op} {bound}"
+    return text
 
 
 def describe_value(value: Any) -> str:

@@ -15,8 +15,8 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from ruamel.yaml.scalarfloat import ScalarFloat
 from ruamel.yaml.scalarint import ScalarInt
 
-from server.profiles._report import Collector, Pos
-from server.profiles._source import item_pos, key_pos, value_pos
+from server.profiles.check_context import Collector, Pos
+from server.profiles.yaml_tree import item_pos, key_pos, value_pos
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "plain_text", "quiet_plain", "reject_tag", "to_plain"]
 

@@ -17,7 +17,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
-from server.profiles._report import Collector, Pos
+from server.profiles.check_context import Collector, Pos
 
 __all__ = [
     "MAX_BYTES",
@@ -101,7 +101,7 @@ def pos_of_offset(data: bytes | str, offset: int) -> Pos:
 
 def _new_yaml(*, allow_duplicates: bool = False) -> YAML:
     yaml = YAML(typ="rt")
-    # Quoting is kept so that only *plain* scalars get YAML 1.1 booleans (see _plain.py).
+    # Quoting is kept so that only *plain* scalars get YAML 1.1 booleans (see yaml_values.py).
     yaml.preserve_quotes = True
     yaml.allow_duplicate_keys = allow_duplicates
     return yaml

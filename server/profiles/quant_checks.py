@@ -8,7 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from server.profiles._report import Finding
+from server.profiles.check_context import Finding
 
 __all__ = ["check_quant_config", "inc_installed"]
 

@@ -10,15 +10,15 @@ from typing import Any, Final
 
 from ruamel.yaml.comments import CommentedMap
 
-from server.profiles._fields import check_value, describe_value, field_types
-from server.profiles._model_path import resolve_model
-from server.profiles._plain import quiet_plain, reject_tag, to_plain
-from server.profiles._quant import check_quant_config
-from server.profiles._report import Context, Finding
-from server.profiles._source import key_pos, value_pos
-from server.profiles._templates import check_chat_template
+from server.profiles.check_context import Context, Finding
 from server.profiles.engine_args import check_engine_arg, did_you_mean
+from server.profiles.field_checks import check_value, describe_value, field_types
+from server.profiles.model_path import resolve_model
+from server.profiles.quant_checks import check_quant_config
 from server.profiles.schema import ModelProfile
+from server.profiles.template_checks import check_chat_template
+from server.profiles.yaml_tree import key_pos, node_pos, value_pos
+from server.profiles.yaml_values import quiet_plain, reject_tag, to_plain
 
 __all__ = ["MODEL_KEYS", "check_model"]
 
@@ -110,13 +110,20 @@ def _unknown_key(label: str, key: str, fields: Collection[str]) -> str:
 
 def _check_tools(ctx: Context, entry: CommentedMap, values: dict[str, Any], label: str) -> None:
     """Auto tool choice needs a parser; parser names must be registered in vLLM."""
+    # The one place this rule lives: the frontend and the CLI rely on it (the CLI passes its defaults here).
     tool_parser = values.get("tool_call_parser")
     no_parser = entry.get("tool_call_parser") in (None, "") and not ctx.default_tool_call_parser
+    hint = "add the tool parser that matches the model's chat template (for example hermes)"
     if values.get("enable_auto_tool_choice") and no_parser:
         ctx.report.error(
             key_pos(entry, "enable_auto_tool_choice"),
-            f"{label}: enable_auto_tool_choice is true but no tool_call_parser is set; "
-            "add the tool parser that matches the model's chat template (for example hermes)",
+            f"{label}: enable_auto_tool_choice is true but no tool_call_parser is set; {hint}",
+        )
+    elif values.get("enable_auto_tool_choice") is None and ctx.default_enable_auto_tool_choice and no_parser:
+        ctx.report.error(
+            node_pos(entry),
+            f"{label}: the server's --enable-auto-tool-choice applies but no tool_call_parser is set; {hint}, "
+            "or pass --tool-call-parser",
         )
     if ctx.parsers is None:
         return

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from server.profiles._report import Finding
+from server.profiles.check_context import Finding
 
 __all__ = ["hf_cache_dir", "resolve_model"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.frontend.resolve import settings_for_model
+from server.frontend.profile_settings import settings_for_model
 from server.frontend.settings import FrontendSettings
 from server.profiles.schema import ModelProfile
 

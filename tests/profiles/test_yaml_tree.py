@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from server.profiles import validate_profile
-from server.profiles._plain import MAX_DEPTH, MAX_VALUES
-from server.profiles._source import MAX_BYTES, MAX_FLOW_DEPTH
+from server.profiles.yaml_tree import MAX_BYTES, MAX_FLOW_DEPTH
+from server.profiles.yaml_values import MAX_DEPTH, MAX_VALUES
 from tests.profiles.conftest import Check, where
 
 

@@ -74,6 +74,7 @@ class Context:
         tool_parser_names: ``parsers``' tool parser names, read once.
         reasoning_parser_names: ``parsers``' reasoning parser names, read once.
         default_tool_call_parser: The server's default tool parser (its ``--tool-call-parser``), if any.
+        default_enable_auto_tool_choice: The server's default auto tool choice (``--enable-auto-tool-choice``).
     """
 
     report: Collector
@@ -85,3 +86,4 @@ class Context:
     tool_parser_names: Collection[str] = field(default=())
     reasoning_parser_names: Collection[str] = field(default=())
     default_tool_call_parser: str | None = None
+    default_enable_auto_tool_choice: bool = False

@@ -1,0 +1,88 @@
+"""The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cli``.
+
+Every ``import server...`` counts, including imports inside functions and under ``TYPE_CHECKING``: a lazy import
+is still a dependency. ``tinymodels`` (the test models' builder) stands apart and imports nothing else of ours.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SERVER = Path(__file__).resolve().parents[1] / "server"
+ROOT = ""  # server/__init__.py: the version, nothing else
+
+#: Which layers (top-level subpackages of ``server``) each layer may import besides itself.
+ALLOWED: dict[str, frozenset[str]] = {
+    "profiles": frozenset(),
+    "engine": frozenset({"profiles", ROOT}),
+    "frontend": frozenset({"profiles", ROOT}),
+    "api": frozenset({"engine", "frontend", "profiles", ROOT}),
+    "cli": frozenset({"api", "engine", "frontend", "profiles", "tinymodels", ROOT}),
+    "tinymodels": frozenset(),
+}
+
+
+def layer_of_file(path: Path) -> str:
+    parts = path.relative_to(SERVER).parts
+    return parts[0] if len(parts) > 1 else ROOT
+
+
+def layer_of_module(module: str) -> str | None:
+    """The layer of ``server.x.y`` (``x``), ROOT for ``server`` itself, None for a module not of ours."""
+    parts = module.split(".")
+    if parts[0] != "server":
+        return None
+    return parts[1] if len(parts) > 1 and (SERVER / parts[1]).is_dir() else ROOT
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: use absolute imports, so that this test sees them"
+            if node.module:
+                modules.add(node.module)
+                # `from server import engine` reaches the engine layer.
+                modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return modules
+
+
+def layer_imports() -> list[tuple[str, str, str]]:
+    """Every (file, importing layer, imported layer) of the package, the layer's own imports left out."""
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        layer = layer_of_file(path)
+        for module in sorted(imported_modules(path)):
+            target = layer_of_module(module)
+            if target is not None and target != layer:
+                found.append((str(path.relative_to(SERVER.parent)), layer, target))
+    return found
+
+
+def test_every_layer_is_known() -> None:
+    layers = {path.name for path in SERVER.iterdir() if (path / "__init__.py").is_file()}
+    assert layers == set(ALLOWED) - {ROOT}
+
+
+def test_the_scan_sees_imports_across_layers() -> None:
+    # The test must be able to fail: the imports it checks are there to be seen.
+    seen = {(layer, target) for _, layer, target in layer_imports()}
+    assert {("api", "engine"), ("api", "frontend"), ("engine", "profiles"), ("cli", "api")} <= seen
+    assert layer_of_module("server.api.errors.x") == "api"
+    assert layer_of_module("server") == ROOT
+    assert layer_of_module("msgspec") is None
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_imports_run_down_the_layers(layer: str) -> None:
+    broken = [
+        f"{file}: {importer} imports {target or 'server'}"
+        for file, importer, target in layer_imports()
+        if importer == layer and target not in ALLOWED[layer]
+    ]
+    assert broken == []
