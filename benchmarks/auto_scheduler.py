@@ -261,13 +261,25 @@ class Simulation:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """The traffic and the device, the same for every policy and strategy."""
+
+    requests: int
+    clients: int
+    rate: float
+    service_s: float
+    capacity: int
+    seed: int
+
+
 def simulate(
     policy: str,
     strategy: str,
     cost_s: float,
     n_models: int,
     traffic: str,
-    args: argparse.Namespace,
+    load: Workload,
     scheduler_policy: SchedulerPolicy,
 ) -> Result:
     """One run; the same seed gives FIFO and the scheduler the same request stream."""
@@ -281,16 +293,16 @@ def simulate(
     sim = Simulation(
         models=models,
         switch_cost_s=cost_s,
-        service_s=args.service_s,
-        capacity=args.capacity,
-        requests=args.requests,
-        rng=random.Random(args.seed),
-        clients=args.clients if traffic == "closed" else None,
-        rate=args.rate,
+        service_s=load.service_s,
+        capacity=load.capacity,
+        requests=load.requests,
+        rng=random.Random(load.seed),
+        clients=load.clients if traffic == "closed" else None,
+        rate=load.rate,
         make_policy=make,
     )
     sim.run()
-    label = f"{args.clients} clients" if traffic == "closed" else f"poisson {args.rate:g}/s"
+    label = f"{load.clients} clients" if traffic == "closed" else f"poisson {load.rate:g}/s"
     return sim.result(policy, strategy, label)
 
 
@@ -347,10 +359,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results: list[Result] = []
     comparisons: list[dict[str, Any]] = []
+    load = Workload(
+        requests=args.requests,
+        clients=args.clients,
+        rate=args.rate,
+        service_s=args.service_s,
+        capacity=args.capacity,
+        seed=args.seed,
+    )
     traffics = ["closed", "poisson"] if args.traffic == "both" else [args.traffic]
     for traffic, (strategy, cost), n_models in itertools.product(traffics, costs.items(), (2, 3)):
-        fifo = simulate("fifo", strategy, cost, n_models, traffic, args, scheduler_policy)
-        ours = simulate("scheduler", strategy, cost, n_models, traffic, args, scheduler_policy)
+        fifo = simulate("fifo", strategy, cost, n_models, traffic, load, scheduler_policy)
+        ours = simulate("scheduler", strategy, cost, n_models, traffic, load, scheduler_policy)
         results += [fifo, ours]
         comparisons.append(
             {

@@ -45,7 +45,7 @@ class AutoAdmission(Generic[B]):
         start_switch: Starts a switch ``(source, target)`` as a task and returns at once.
         track: Counts a new lease as in flight.
         release: Ends a lease (one that was admitted the instant its caller gave up).
-        observers: Told how long each queued request waited.
+        observer: Told how long each queued request waited.
         load_failure: The reason a model last failed to load (for the log, never for the client).
     """
 
@@ -58,7 +58,7 @@ class AutoAdmission(Generic[B]):
         start_switch: Callable[[str | None, str], None],
         track: Callable[[Lease[B]], None],
         release: Callable[[Lease[B]], None],
-        observers: list[ManagerObserver],
+        observer: ManagerObserver,
         load_failure: Callable[[str], str],
     ) -> None:
         self.scheduler: Scheduler[Ticket[B]] = Scheduler(models, policy, self)
@@ -67,7 +67,7 @@ class AutoAdmission(Generic[B]):
         self._start_switch = start_switch
         self._track = track
         self._release = release
-        self._observers = observers
+        self._observer = observer
         self._load_failure = load_failure
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
@@ -168,12 +168,7 @@ class AutoAdmission(Generic[B]):
             self._rearm()
 
     def _observe_wait(self, waiter: Waiter[Ticket[B]], *, admitted: bool) -> None:
-        waited = time.monotonic() - waiter.enqueued_at
-        for observer in self._observers:
-            try:
-                observer.request_waited(waiter.model, waited, admitted=admitted)
-            except Exception:
-                logger.exception("an observer failed")
+        self._observer.request_waited(waiter.model, time.monotonic() - waiter.enqueued_at, admitted=admitted)
 
     def _rearm(self) -> None:
         """Keep one loop timer at the scheduler's next deadline."""

@@ -38,7 +38,7 @@ from server.engine.errors import (
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.model_set import PARKED, release_slot, swap_models
-from server.engine.observer import ManagerObserver
+from server.engine.observer import ManagerObserver, Observers
 from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition
@@ -110,7 +110,7 @@ class EngineManager(Generic[B]):
         self._closed = False
         self._last_report: SwitchReport | None = None
         self._last_attempt: SwitchAttempt | None = None
-        self._observers: list[ManagerObserver] = []
+        self._observers = Observers()
         self._auto: AutoAdmission[B] | None = None
         if mode == "auto":
             self._auto = AutoAdmission(
@@ -120,7 +120,7 @@ class EngineManager(Generic[B]):
                 start_switch=self._start_auto_switch,
                 track=lambda lease: self._inflight[lease.model].add(lease),
                 release=self.release,
-                observers=self._observers,
+                observer=self._observers,
                 load_failure=lambda model: self._slots[model].reason or "unknown error",
             )
         self._history: deque[SwitchAttempt] = deque(maxlen=SWITCH_HISTORY)
@@ -156,7 +156,7 @@ class EngineManager(Generic[B]):
 
     def add_observer(self, observer: ManagerObserver) -> None:
         """Tell ``observer`` about switch attempts, queue waits and aborted requests from now on."""
-        self._observers.append(observer)
+        self._observers.add(observer)
 
     def slot_state(self, model: str) -> SlotState:
         """The state of ``model``'s slot."""
@@ -247,7 +247,7 @@ class EngineManager(Generic[B]):
             return
         leases.discard(lease)
         if lease.aborted_by is not None:
-            self._tell("request_aborted", lease.model)
+            self._observers.request_aborted(lease.model)
         if self._auto is not None:
             self._auto.finished(lease.model)
         self._notify()
@@ -409,15 +409,7 @@ class EngineManager(Generic[B]):
     def _record_attempt(self, attempt: SwitchAttempt) -> None:
         self._last_attempt = attempt
         self._history.append(attempt)
-        self._tell("switch_attempted", attempt)
-
-    def _tell(self, event: str, *args: object) -> None:
-        """Call ``event`` on every observer; an observer's failure never reaches a request or a switch."""
-        for observer in self._observers:
-            try:
-                getattr(observer, event)(*args)
-            except Exception:
-                logger.exception("observer %r failed on %s", observer, event)
+        self._observers.switch_attempted(attempt)
 
     async def _wait_change(self, timeout: float) -> bool:
         """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""

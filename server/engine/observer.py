@@ -5,15 +5,19 @@ The engine layer never imports the API layer or prometheus_client: it calls obse
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from server.engine.report import SwitchAttempt
 
-__all__ = ["ManagerObserver"]
+__all__ = ["ManagerObserver", "Observers"]
+
+logger = logging.getLogger("turnout.engine")
 
 
 class ManagerObserver(Protocol):
-    """Receives the manager's events. Calls are synchronous and must not raise (errors are logged and dropped)."""
+    """Receives the manager's events. Calls are synchronous; an observer that raises is logged and skipped."""
 
     def switch_attempted(self, attempt: SwitchAttempt) -> None:
         """A switch ended, failed or not."""
@@ -23,3 +27,30 @@ class ManagerObserver(Protocol):
 
     def request_aborted(self, model: str) -> None:
         """A switch aborted a request of ``model`` when its drain timeout ran out."""
+
+
+class Observers:
+    """Every registered observer behind one :class:`ManagerObserver`; a failing one never reaches a request."""
+
+    def __init__(self) -> None:
+        self._observers: list[ManagerObserver] = []
+
+    def add(self, observer: ManagerObserver) -> None:
+        """Tell ``observer`` about events from now on."""
+        self._observers.append(observer)
+
+    def switch_attempted(self, attempt: SwitchAttempt) -> None:
+        self._call(lambda observer: observer.switch_attempted(attempt))
+
+    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
+        self._call(lambda observer: observer.request_waited(model, seconds, admitted=admitted))
+
+    def request_aborted(self, model: str) -> None:
+        self._call(lambda observer: observer.request_aborted(model))
+
+    def _call(self, event: Callable[[ManagerObserver], None]) -> None:
+        for observer in self._observers:
+            try:
+                event(observer)
+            except Exception:
+                logger.exception("observer %r failed", observer)

@@ -192,3 +192,18 @@ def test_a_snapshot_needs_no_running_loop() -> None:
     )
     snapshot = manager.snapshot()
     assert snapshot.slots[0].queued == 0 and snapshot.slots[0].retry_in_s is None
+
+
+async def test_a_failing_observer_never_breaks_a_switch_or_a_request(make_manager: MakeManager) -> None:
+    class Broken(RecordingObserver):
+        def switch_attempted(self, attempt: SwitchAttempt) -> None:
+            raise RuntimeError("observer bug")
+
+        def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
+            raise RuntimeError("observer bug")
+
+    manager, observer = _auto(make_manager)
+    manager.add_observer(Broken())
+    await manager.initialize("a")
+    assert await _serve(manager, "b") == "b"
+    assert [a.outcome for a in observer.attempts] == ["ok", "ok"]
