@@ -47,6 +47,7 @@ class AutoAdmission(Generic[B]):
         release: Ends a lease (one that was admitted the instant its caller gave up).
         observer: Told how long each queued request waited.
         load_failure: The reason a model last failed to load (for the log, never for the client).
+        warm: Whether a model is parked with its engine (its switch costs are estimated apart from cold starts).
     """
 
     def __init__(
@@ -60,8 +61,9 @@ class AutoAdmission(Generic[B]):
         release: Callable[[Lease[B]], None],
         observer: ManagerObserver,
         load_failure: Callable[[str], str],
+        warm: Callable[[str], bool],
     ) -> None:
-        self.scheduler: Scheduler[Ticket[B]] = Scheduler(models, policy, self)
+        self.scheduler: Scheduler[Ticket[B]] = Scheduler(models, policy, self, warm=warm)
         self._policy = policy
         self._published = published
         self._start_switch = start_switch

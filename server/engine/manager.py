@@ -57,6 +57,10 @@ BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
 SWITCH_HISTORY = 20
 
 
+#: States whose model comes back without an engine start.
+_WARM = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
+
+
 @dataclass(frozen=True)
 class _InFlightSwitch:
     source: str | None
@@ -122,6 +126,7 @@ class EngineManager(Generic[B]):
                 release=self.release,
                 observer=self._observers,
                 load_failure=lambda model: self._slots[model].reason or "unknown error",
+                warm=lambda model: self._slots[model].state in _WARM,
             )
         self._history: deque[SwitchAttempt] = deque(maxlen=SWITCH_HISTORY)
         # Models whose engine runs with settings a reload has since changed: unloaded once a switch parks them.

@@ -34,7 +34,7 @@ import enum
 import logging
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -147,9 +147,18 @@ class Scheduler(Generic[T]):
         models: Every configured model.
         policy: Residency, wait and backoff bounds.
         effects: Carries out the decisions.
+        warm: Whether a model is parked warm (resident, asleep, stashed) rather than stopped. Switches to warm
+            and to cold targets are estimated apart, so one engine start does not make later swaps look dear.
     """
 
-    def __init__(self, models: Iterable[str], policy: SchedulerPolicy, effects: SchedulerEffects[T]) -> None:
+    def __init__(
+        self,
+        models: Iterable[str],
+        policy: SchedulerPolicy,
+        effects: SchedulerEffects[T],
+        *,
+        warm: Callable[[str], bool] = lambda model: True,
+    ) -> None:
         self._models: dict[str, _Model[T]] = {name: _Model() for name in models}
         self._policy = policy
         self._effects = effects
@@ -157,7 +166,9 @@ class Scheduler(Generic[T]):
         self._active_since = 0.0
         self._switching: tuple[str | None, str] | None = None
         self._switch_started_at = 0.0
-        self._costs: dict[tuple[str | None, str], float] = {}
+        self._switch_warm = True
+        self._warm = warm
+        self._costs: dict[tuple[str | None, str, bool], float] = {}
         self._closed = False
 
     # -- views ----------------------------------------------------------------------------------------------
@@ -188,13 +199,14 @@ class Scheduler(Generic[T]):
     def cost_estimate(self, source: str | None, target: str) -> float:
         """The running estimate of a switch's seconds.
 
-        Unmeasured pairs borrow the reverse pair's estimate, else the mean into ``target``, else 0 (no evidence
-        yet that switches are dear).
+        Kept per (source, target) and per whether ``target`` is warm now. Unmeasured pairs borrow the reverse
+        pair's estimate, else the mean into ``target``, else 0 (no evidence yet that switches are dear).
         """
-        for pair in ((source, target), (target, source)):
-            if pair in self._costs:
-                return self._costs[pair]
-        to_target = [cost for (_, to), cost in self._costs.items() if to == target]
+        warm = self._warm(target)
+        for key in ((source, target, warm), (target, source, warm)):
+            if key in self._costs:
+                return self._costs[key]
+        to_target = [cost for (_, to, was_warm), cost in self._costs.items() if to == target and was_warm == warm]
         return sum(to_target) / len(to_target) if to_target else 0.0
 
     def quantum(self, source: str, target: str) -> float:
@@ -258,8 +270,7 @@ class Scheduler(Generic[T]):
         """A switch the scheduler did not start began (start-up, or the admin route; ``forced`` ends a backoff)."""
         if forced:
             self._models[target].backoff.retry_at = now
-        self._switching = (source, target)
-        self._switch_started_at = now
+        self._begin(source, target, now)
 
     def switch_ended(self, active: str | None, now: float, *, ok: bool) -> None:
         """The switch under way ended; ``active`` is the model published now (None: nothing serves)."""
@@ -273,10 +284,9 @@ class Scheduler(Generic[T]):
         state = self._models[target]
         if ok:
             measured = now - self._switch_started_at
-            known = self._costs.get((source, target))
-            self._costs[(source, target)] = (
-                measured if known is None else COST_SMOOTHING * measured + (1 - COST_SMOOTHING) * known
-            )
+            key = (source, target, self._switch_warm)
+            known = self._costs.get(key)
+            self._costs[key] = measured if known is None else COST_SMOOTHING * measured + (1 - COST_SMOOTHING) * known
             state.backoff = _Backoff()
         else:
             self._back_off(target, now)
@@ -331,9 +341,13 @@ class Scheduler(Generic[T]):
         logger.info(
             "scheduler: switching %s -> %s (%s; %d waiting)", active, candidate, why, self.queue_depth(candidate)
         )
-        self._switching = (active, candidate)
-        self._switch_started_at = now
+        self._begin(active, candidate, now)
         self._effects.start_switch(active, candidate)
+
+    def _begin(self, source: str | None, target: str, now: float) -> None:
+        self._switching = (source, target)
+        self._switch_started_at = now
+        self._switch_warm = self._warm(target)
 
     def _next_model(self) -> str | None:
         """The model, other than the active one, whose oldest waiter is oldest."""

@@ -79,6 +79,21 @@ def test_the_quantum_grows_with_the_measured_cost_of_the_switch_within_the_bound
     assert rig.scheduler.cost_estimate("a", "b") == pytest.approx(5.0)
 
 
+def test_a_cold_start_does_not_make_later_warm_swaps_look_dear() -> None:
+    warm: set[str] = {"a"}
+    rig = SchedulerRig(min_residency_s=1.0, max_residency_s=100.0, warm=lambda model: model in warm)
+    rig.submit("b", "w")
+    rig.end_switch(after=20.0)  # b was stopped: an engine start
+    warm.add("b")  # kept resident from now on
+    assert rig.scheduler.cost_estimate("a", "b") == 0.0  # nothing measured for a warm swap yet
+    rig.finish("b")
+    rig.submit("a", "x")
+    rig.end_switch(after=0.003)
+    assert rig.scheduler.cost_estimate("a", "b") == pytest.approx(0.003)  # the reverse warm swap
+    warm.discard("b")  # evicted: the next visit is a cold start again
+    assert rig.scheduler.cost_estimate("a", "b") == 20.0
+
+
 def test_a_dear_switch_is_made_rarely() -> None:
     rig = SchedulerRig(min_residency_s=1.0, max_residency_s=100.0, max_wait_s=1000.0)
     rig.submit("b", "w")

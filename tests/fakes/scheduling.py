@@ -42,10 +42,16 @@ class RecordingEffects:
 class SchedulerRig:
     """A scheduler, its recorded effects and a fake clock, with a model already active."""
 
-    def __init__(self, models: tuple[str, ...] = ("a", "b"), active: str | None = "a", **policy: float) -> None:
+    def __init__(
+        self,
+        models: tuple[str, ...] = ("a", "b"),
+        active: str | None = "a",
+        warm: Callable[[str], bool] = lambda model: True,
+        **policy: float,
+    ) -> None:
         self.now = 0.0
         self.effects = RecordingEffects(clock=lambda: self.now)
-        self.scheduler: Scheduler[str] = Scheduler(models, SchedulerPolicy(**policy), self.effects)
+        self.scheduler: Scheduler[str] = Scheduler(models, SchedulerPolicy(**policy), self.effects, warm=warm)
         if active is not None:
             self.scheduler.switch_started(None, active, self.now)
             self.scheduler.switch_ended(active, self.now, ok=True)
