@@ -11,7 +11,8 @@ Policy (the README's "Auto mode" section says the same for users):
     3. A switch that publishes a model admits that model's whole queue first, in order.
     4. The active model keeps the device while it has requests in flight, up to its quantum:
        ``clamp(RESIDENCY_PER_SWITCH_COST x estimated cost of the pending switch, min_residency_s,
-       max_residency_s)``. The cost is a running estimate per (from, to) pair of measured switch times. The
+       max_residency_s)``. The cost is a running estimate per (from, to) pair of measured switch times, kept
+       apart for warm targets (parked with their engine) and cold ones (an engine start). The
        model yields earlier when the oldest waiter would otherwise miss ``max_wait_s`` (at 90% of it, less the
        switch's estimated cost). With nothing in flight
        it lingers for ``min(estimated cost, min_residency_s)`` in case more requests come (ski rental: idling
