@@ -207,3 +207,19 @@ async def test_a_failing_observer_never_breaks_a_switch_or_a_request(make_manage
     await manager.initialize("a")
     assert await _serve(manager, "b") == "b"
     assert [a.outcome for a in observer.attempts] == ["ok", "ok"]
+
+
+async def test_a_client_that_goes_away_leaves_the_queue_and_causes_no_switch(make_manager: MakeManager) -> None:
+    manager, observer = _auto(make_manager, min_residency_s=0.2, max_residency_s=0.2)
+    await manager.initialize("a")
+    busy = asyncio.create_task(_serve(manager, "a", hold_s=0.5))
+    await asyncio.sleep(0.01)
+    gone = asyncio.create_task(_serve(manager, "b"))
+    await asyncio.sleep(0.01)
+    assert manager.snapshot().slots[1].queued == 1
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert manager.snapshot().slots[1].queued == 0
+    assert await busy == "a"
+    assert [a.trigger for a in observer.attempts] == ["startup"] and manager.active_model == "a"
