@@ -1,0 +1,91 @@
+"""What a switch competes with: restarting vLLM's own server on the target model.
+
+    .venv/bin/python -m benchmarks.cold_start [--rounds 3] [--model plain]
+
+Per round: start ``python -m vllm.entrypoints.openai.api_server`` on the model (the demo's engine arguments),
+time the start to ``/health`` 200, then the first token of a streamed chat. Their sum is what a user of a
+one-model server waits to change models (before counting the old server's shutdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import httpx
+
+from benchmarks.results import RESULTS_DIR, median, write_result
+from benchmarks.servers import DEMO_PROFILE, ServedModel, served_model, start_vllm
+from server.tinymodels.builder import build_tiny_models
+
+__all__ = ["first_token_seconds", "main", "measure_cold_start"]
+
+
+def first_token_seconds(url: str, model: str, timeout: float = 120.0) -> float:
+    """Seconds from sending a streamed chat to ``url`` until its first content token arrives."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": True,
+    }
+    start = time.perf_counter()
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=timeout) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                choices = json.loads(line.removeprefix("data: ")).get("choices") or [{}]
+                if choices[0].get("delta", {}).get("content"):
+                    return time.perf_counter() - start
+    raise RuntimeError("the stream ended without a token")
+
+
+def measure_cold_start(model: ServedModel, round_no: int) -> dict[str, float]:
+    """One cold start of vLLM's own server on ``model``: seconds to ready, then to the first token."""
+    start = time.monotonic()
+    server = start_vllm(model, RESULTS_DIR / "logs", label=f"vllm-cold-{round_no}")
+    try:
+        server.wait_ready()
+        ready_s = time.monotonic() - start
+        ttft_s = first_token_seconds(server.url, model.name)
+    finally:
+        stop_start = time.monotonic()
+        server.stop()
+        stop_s = time.monotonic() - stop_start
+    return {"ready_s": ready_s, "first_token_s": ttft_s, "total_s": ready_s + ttft_s, "shutdown_s": stop_s}
+
+
+def main(rounds: int = 3, model_name: str = "plain") -> dict[str, Any]:
+    """Measure, print and write ``cold_start.json``."""
+    build_tiny_models()
+    model = served_model(DEMO_PROFILE, model_name)
+    rows = []
+    print("round  start->ready s  ->first token s  total s  (shutdown s)", flush=True)
+    for round_no in range(1, rounds + 1):
+        row = measure_cold_start(model, round_no)
+        rows.append(row)
+        print(
+            f"{round_no:>5} {row['ready_s']:>15.2f} {row['first_token_s']:>16.3f} {row['total_s']:>8.2f}"
+            f"  ({row['shutdown_s']:.1f})",
+            flush=True,
+        )
+    medians = {key: median([row[key] for row in rows]) for key in rows[0]}
+    result = {
+        "config": {"rounds": rounds, "model": model_name, "command": "python -m vllm.entrypoints.openai.api_server "
+                   + " ".join(model.vllm_arguments())},
+        "rounds": rows,
+        "medians": medians,
+    }
+    print(f"median total {medians['total_s']:.2f} s; wrote {write_result('cold_start', result)}")
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default="plain")
+    options = parser.parse_args()
+    main(options.rounds, options.model)

@@ -1,0 +1,321 @@
+"""Writes docs/benchmarks.md from the JSON results: machine, date, commands, figures, each goal met or missed.
+
+    .venv/bin/python -m benchmarks.docs_page      # `just bench` runs it last
+
+Every figure on the page comes from a file in ``benchmarks/results/``; a benchmark that has not run (or failed)
+is said to be missing rather than left out silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.results import read_result
+from server.tinymodels.spec import REPO_ROOT
+
+__all__ = ["DOCS_PATH", "render", "write_docs"]
+
+DOCS_PATH = REPO_ROOT / "docs" / "benchmarks.md"
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _goals(goals: dict[str, bool]) -> list[str]:
+    return [f"- **{'Met' if met else 'MISSED'}**: {goal}" for goal, met in goals.items()] + [""]
+
+
+def _machine(data: dict[str, Any] | None) -> list[str]:
+    if data is None:
+        return ["No results yet: run `just bench`.", ""]
+    m = data["machine"]
+    return [
+        f"- Date: {m['date']}; Turnout commit `{m['turnout_commit']}`",
+        f"- CPU: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB RAM; load average at the end "
+        f"{m['load_average']} (the machine is shared, so expect noise)",
+        f"- Python {m['python']}, vLLM {m['vllm']}, Litestar {m['litestar']}, uvicorn {m['uvicorn']}, "
+        f"uvloop {m['uvloop']}, httptools {m['httptools']}",
+        "",
+    ]
+
+
+def _steady(data: dict[str, Any] | None, before: dict[str, Any] | None) -> list[str]:
+    lines = ["## Steady state: Turnout against vLLM's own server", ""]
+    if data is None:
+        return [*lines, "**Not measured** in this run (no `steady_state.json`).", ""]
+    config, summary = data["config"], data["summary"]
+    lines += [
+        f"Mode `{data['mode']}`: {config['rounds']} alternating rounds per server, {config['prompts']} requests per "
+        f"client run, the `{config['model']}` tiny model with engine args `{config['engine_args']}`. "
+        f"Took {data['seconds']:.0f} s.",
+        "",
+        "```",
+        *data["commands"].values(),
+        "```",
+        "",
+        f"**Turnout/vLLM, geometric mean over the {len(summary['per_workload'])} workloads: "
+        f"{summary['req_per_s_ratio']:.3f}x the req/s, {summary['cpu_ratio']:.3f}x the frontend CPU per request.** "
+        f"Failed requests: {summary['failed']}.",
+        "",
+        *_goals(summary["goals"]),
+        "Medians per workload (req/s and TTFT are bimodal on this machine; CPU-ms per request of the server process "
+        "alone is the stable figure):",
+        "",
+    ]
+    rows = []
+    for entry in summary["per_workload"]:
+        v, t = entry["vllm"], entry["turnout"]
+        rows.append(
+            [
+                entry["workload"],
+                _fmt(v["req_per_s"]),
+                _fmt(t["req_per_s"]),
+                f"{entry['req_per_s_ratio']:.2f}x",
+                f"{_fmt(v['ttft_p50_ms'])} / {_fmt(v['ttft_p99_ms'])}",
+                f"{_fmt(t['ttft_p50_ms'])} / {_fmt(t['ttft_p99_ms'])}",
+                _fmt(v["cpu_ms_per_request"], 2),
+                _fmt(t["cpu_ms_per_request"], 2),
+                f"{entry['cpu_ratio']:.2f}x",
+            ]
+        )
+    lines += _table(
+        [
+            "workload",
+            "vLLM req/s",
+            "Turnout req/s",
+            "ratio",
+            "vLLM TTFT p50/p99 ms",
+            "Turnout TTFT p50/p99 ms",
+            "vLLM CPU-ms/req",
+            "Turnout CPU-ms/req",
+            "ratio",
+        ],
+        rows,
+    )
+    if before is not None:
+        lines += _before_after(before, data)
+    lines += ["<details><summary>Every round</summary>", ""]
+    lines += _table(
+        ["round", "server", "workload", "req/s", "TTFT p50 ms", "TTFT p99 ms", "CPU-ms/req", "failed"],
+        [
+            [
+                r["round"],
+                r["server"],
+                r["workload"],
+                _fmt(r["req_per_s"]),
+                _fmt(r["ttft_p50_ms"]),
+                _fmt(r["ttft_p99_ms"]),
+                _fmt(r["cpu_ms_per_request"], 2),
+                r["failed"],
+            ]
+            for r in data["rounds"]
+        ],
+    )
+    return [*lines, "</details>", ""]
+
+
+def _before_after(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    b, a = before["summary"], after["summary"]
+    lines = [
+        "### Before and after the frontend work",
+        "",
+        f"\"Before\" is main at `{before['machine']['turnout_commit']}` ({before['machine']['date']}, mode "
+        f"`{before['mode']}`, {before['config']['rounds']} rounds), measured the same way against the same vLLM "
+        "server. Ratios are Turnout/vLLM, so each is measured side by side in its own run.",
+        "",
+    ]
+    rows = [["all (geometric mean)", f"{b['req_per_s_ratio']:.2f}x", f"{a['req_per_s_ratio']:.2f}x",
+             f"{b['cpu_ratio']:.2f}x", f"{a['cpu_ratio']:.2f}x", "", ""]]
+    after_by = {entry["workload"]: entry for entry in a["per_workload"]}
+    for entry in b["per_workload"]:
+        now = after_by.get(entry["workload"])
+        if now is None:
+            continue
+        rows.append(
+            [
+                entry["workload"],
+                f"{entry['req_per_s_ratio']:.2f}x",
+                f"{now['req_per_s_ratio']:.2f}x",
+                f"{entry['cpu_ratio']:.2f}x",
+                f"{now['cpu_ratio']:.2f}x",
+                _fmt(entry["turnout"]["cpu_ms_per_request"], 2),
+                _fmt(now["turnout"]["cpu_ms_per_request"], 2),
+            ]
+        )
+    return lines + _table(
+        [
+            "workload",
+            "req/s ratio before",
+            "after",
+            "CPU/req ratio before",
+            "after",
+            "Turnout CPU-ms/req before",
+            "after",
+        ],
+        rows,
+    )
+
+
+def _limit(data: dict[str, Any] | None) -> list[str]:
+    lines = ["## The limit: AsyncLLM in-process, no HTTP", ""]
+    if data is None:
+        return [*lines, "**Not measured** in this run.", ""]
+    lines += [
+        f"Same model and engine args, {data['config']['prompts']} requests per run, median of "
+        f"{data['config']['rounds']} rounds. CPU-ms/req is this process's (AsyncLLM's client side: output "
+        "processing and detokenizing), the floor any server's frontend stands on.",
+        "",
+    ]
+    return lines + _table(
+        ["concurrency", "req/s", "TTFT p50 ms", "TTFT p99 ms", "CPU-ms/req"],
+        [
+            [key, _fmt(m["req_per_s"]), _fmt(m["ttft_p50_ms"]), _fmt(m["ttft_p99_ms"]), _fmt(m["cpu_ms_per_request"], 2)]
+            for key, m in data["medians"].items()
+        ],
+    )
+
+
+def _switch(switch: dict[str, Any] | None, cold: dict[str, Any] | None) -> list[str]:
+    lines = ["## Switch latency against a cold start of vLLM's own server", ""]
+    cold_total = None
+    if cold is not None:
+        m = cold["medians"]
+        cold_total = m["total_s"]
+        lines += [
+            f"Cold start of vLLM's own server on `{cold['config']['model']}` (median of {cold['config']['rounds']}): "
+            f"{m['ready_s']:.1f} s to `/health` 200, then {m['first_token_s'] * 1000:.0f} ms to the first token: "
+            f"**{m['total_s']:.1f} s**, plus {m['shutdown_s']:.1f} s to stop the old server first.",
+            "",
+            "```",
+            cold["config"]["command"],
+            "```",
+            "",
+        ]
+    else:
+        lines += ["The cold start of vLLM's own server was **not measured** in this run.", ""]
+    if switch is None:
+        return [*lines, "Turnout's switch times were **not measured** in this run.", ""]
+    strategies: dict[str, dict[str, Any]] = switch.get("strategies", {})
+    if not strategies:
+        return [*lines, "The switch benchmark reported no strategies.", ""]
+    rows = []
+    for name, figures in strategies.items():
+        post = figures.get("post_to_200_s")
+        first = figures.get("first_token_s")
+        total = (post or 0.0) + (first or 0.0) if post is not None else None
+        speedup = f"{cold_total / total:.1f}x faster" if cold_total and total else "n/a"
+        rows.append([name, _fmt(post, 2), _fmt(first, 3) if first is not None else "n/a", _fmt(total, 2), speedup])
+    lines += _table(["strategy", "POST -> 200 s", "-> first token s", "total s", "against the cold start"], rows)
+    if note := switch.get("note"):
+        lines += [str(note), ""]
+    return lines
+
+
+def _auto(data: dict[str, Any] | None, simulation: dict[str, Any] | None) -> list[str]:
+    lines = ["## Auto mode: two models' requests interleaved, through the real server", ""]
+    if data is None:
+        lines += ["**Not measured** in this run.", ""]
+    else:
+        c = data["config"]
+        lines += [
+            f"{c['requests']} chat requests per row (half streaming) for `tools` and `plain` alternately in blocks, "
+            f"concurrency {c['concurrency']}, strategy `{c['strategy']}`. Switches are active-model changes seen on "
+            "`/health`.",
+            "",
+            *_table(
+                ["block", "req/s", "latency p50 ms", "p99 ms", "switches", "ok", "refused (retryable)", "lost", "wrong"],
+                [
+                    [
+                        r["block"],
+                        _fmt(r["req_per_s"]),
+                        _fmt(r["latency_p50_ms"], 0),
+                        _fmt(r["latency_p99_ms"], 0),
+                        r["switches_seen"],
+                        r["ok"],
+                        r["refused"],
+                        r["lost"],
+                        r["wrong"],
+                    ]
+                    for r in data["rows"]
+                ],
+            ),
+            *_goals(data["goals"]),
+        ]
+    if simulation is not None:
+        lines += ["### Scheduler simulation", "", "```", str(simulation.get("output", "")).strip(), "```", ""]
+    return lines
+
+
+def _steps(data: dict[str, Any] | None) -> list[str]:
+    if data is None:
+        return []
+    lines = ["## What ran", "", f"`{data['command']}`, mode `{data['mode']}`.", ""]
+    lines += _table(
+        ["step", "command", "result", "seconds"],
+        [[s["name"], f"`{s['command']}`", s["status"], _fmt(s["seconds"], 0)] for s in data["steps"]],
+    )
+    return lines
+
+
+def _reliability(data: dict[str, Any] | None) -> list[str]:
+    lines = ["## Load-and-fault suite (long mode)", ""]
+    if data is None:
+        return [*lines, "**Not run** in this run.", ""]
+    return [
+        *lines,
+        f"`{data['command']}`: **{data['status']}** ({data['seconds']:.0f} s).",
+        "",
+        "```",
+        data.get("summary", "").strip(),
+        "```",
+        "",
+    ]
+
+
+def render() -> str:
+    """The page, from whatever results exist."""
+    steady = read_result("steady_state")
+    run = read_result("run_all")
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `just bench` (`benchmarks/run_all.py`); do not edit by hand, rerun it. Each benchmark prints "
+        "its table and writes `benchmarks/results/<name>.json`, which this page is built from.",
+        "",
+        "## Machine",
+        "",
+        *_machine(steady or run),
+        *_steps(run),
+        *_steady(steady, read_result("steady_state_before")),
+        *_limit(read_result("engine_limit")),
+        *_switch(read_result("switch_latency"), read_result("cold_start")),
+        *_auto(read_result("auto_mode"), read_result("scheduler_simulation")),
+        *_reliability(read_result("reliability_long")),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_docs(path: Path = DOCS_PATH) -> Path:
+    """Write the page and return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render())
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_docs()}")

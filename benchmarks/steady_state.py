@@ -1,0 +1,207 @@
+"""Steady state: vLLM's own OpenAI server against ``turnout serve``, same model, same engine arguments.
+
+    .venv/bin/python -m benchmarks.steady_state --mode quick     # a few minutes, for trying it
+    .venv/bin/python -m benchmarks.steady_state --mode full      # what `just bench` runs (>= 7 rounds)
+
+Both servers run at once (one pair, nothing else) and are measured in alternation: each round runs every
+workload (chat and completions, streaming and not, each concurrency) on one server and then on the other,
+the order swapping every round, so that both see the same machine. This machine's throughput is bimodal (a run
+lands near 200 or near 50 req/s, whichever server it measures), so req/s and TTFT are reported per round and as
+medians, beside the stable figure: the frontend process's CPU milliseconds per request (``/proc``, the server
+process alone, not its engine-core child).
+
+Goals (issue 11): Turnout >= 1.0x vLLM's req/s and <= 1.0x its frontend CPU per request; 1.10x is the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.load import LoadResult, Workload, run_load
+from benchmarks.results import RESULTS_DIR, median, write_result
+from benchmarks.servers import DEMO_PROFILE, ServerProcess, served_model, start_turnout, start_vllm
+from server.tinymodels.builder import build_tiny_models
+
+__all__ = ["MODES", "main", "summarize"]
+
+#: Run lengths: rounds per server, prompts per client run, and the workload grid.
+MODES: dict[str, dict[str, Any]] = {
+    "quick": {"rounds": 2, "prompts": 64, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
+    "full": {"rounds": 7, "prompts": 200, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
+}
+SERVERS = ("vllm", "turnout")
+#: The goal and the target for Turnout/vLLM (req/s up, CPU per request down).
+GOAL, TARGET = 1.0, 1.10
+
+
+def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: int) -> list[Workload]:
+    return [
+        Workload(kind=kind, streaming=streaming, concurrency=c, num_prompts=prompts)
+        for kind, streaming, c in itertools.product(kinds, (True, False), concurrency)
+    ]
+
+
+def _geomean(values: list[float]) -> float:
+    usable = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in usable) / len(usable)) if usable else float("nan")
+
+
+def summarize(rows: list[dict[str, Any]], workloads: list[Workload]) -> dict[str, Any]:
+    """Medians per server and workload, Turnout/vLLM ratios, and the goals met or missed."""
+    per_workload: list[dict[str, Any]] = []
+    for workload in workloads:
+        entry: dict[str, Any] = {"workload": workload.label}
+        for server in SERVERS:
+            runs = [row for row in rows if row["server"] == server and row["workload"] == workload.label]
+            entry[server] = {
+                metric: median([run[metric] for run in runs])
+                for metric in ("req_per_s", "ttft_p50_ms", "ttft_p99_ms", "cpu_ms_per_request")
+            }
+            entry[server]["failed"] = sum(run["failed"] for run in runs)
+        entry["req_per_s_ratio"] = entry["turnout"]["req_per_s"] / entry["vllm"]["req_per_s"]
+        entry["cpu_ratio"] = entry["turnout"]["cpu_ms_per_request"] / entry["vllm"]["cpu_ms_per_request"]
+        per_workload.append(entry)
+    speed = _geomean([entry["req_per_s_ratio"] for entry in per_workload])
+    cpu = _geomean([entry["cpu_ratio"] for entry in per_workload])
+    failed = sum(entry[server]["failed"] for entry in per_workload for server in SERVERS)
+    return {
+        "per_workload": per_workload,
+        "req_per_s_ratio": speed,
+        "cpu_ratio": cpu,
+        "failed": failed,
+        "goals": {
+            "req_per_s >= 1.0x vLLM": speed >= GOAL,
+            "cpu/request <= 1.0x vLLM": cpu <= GOAL,
+            "req_per_s >= 1.10x vLLM (target)": speed >= TARGET,
+            "cpu/request <= 1/1.10 of vLLM (target)": cpu <= 1 / TARGET,
+        },
+    }
+
+
+def _print_row(round_no: int, server: str, workload: Workload, result: LoadResult) -> None:
+    failed = f"  FAILED {result.failed}: {result.first_error}" if result.failed else ""
+    print(
+        f"{round_no:>5}  {server:<8} {workload.label:<22} {result.req_per_s:>8.1f} {result.ttft_p50_ms:>9.1f} "
+        f"{result.ttft_p99_ms:>9.1f} {result.cpu_ms_per_request:>8.2f}{failed}",
+        flush=True,
+    )
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print("\nmedians              req/s (vLLM / Turnout / ratio)   TTFT p50 ms        TTFT p99 ms        CPU-ms/req")
+    for entry in summary["per_workload"]:
+        v, t = entry["vllm"], entry["turnout"]
+        print(
+            f"{entry['workload']:<22} {v['req_per_s']:>7.1f} {t['req_per_s']:>7.1f} {entry['req_per_s_ratio']:>5.2f}x"
+            f"   {v['ttft_p50_ms']:>7.1f} {t['ttft_p50_ms']:>7.1f}   {v['ttft_p99_ms']:>7.1f} {t['ttft_p99_ms']:>7.1f}"
+            f"   {v['cpu_ms_per_request']:>5.2f} {t['cpu_ms_per_request']:>5.2f} {entry['cpu_ratio']:>5.2f}x"
+        )
+    print(f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary['req_per_s_ratio']:.3f}x, "
+          f"CPU per request {summary['cpu_ratio']:.3f}x")
+    for goal, met in summary["goals"].items():
+        print(f"  {'met   ' if met else 'MISSED'}  {goal}")
+
+
+def main(
+    mode: str = "quick",
+    *,
+    rounds: int | None = None,
+    prompts: int | None = None,
+    concurrency: tuple[int, ...] | None = None,
+    kinds: tuple[str, ...] | None = None,
+    name: str = "steady_state",
+    log_dir: Path = RESULTS_DIR / "logs",
+) -> dict[str, Any]:
+    """Run the comparison, print its tables and write ``<results>/<name>.json``; returns the result."""
+    config = {**MODES[mode]}
+    config.update({k: v for k, v in {"rounds": rounds, "prompts": prompts}.items() if v is not None})
+    config["concurrency"] = concurrency or config["concurrency"]
+    config["kinds"] = kinds or config["kinds"]
+    build_tiny_models()
+    model = served_model(DEMO_PROFILE)
+    workloads = _workloads(config["kinds"], config["concurrency"], config["prompts"])
+    log_dir.mkdir(parents=True, exist_ok=True)
+    client_log = (log_dir / f"{name}-client.log").open("w")
+    servers: dict[str, ServerProcess] = {}
+    rows: list[dict[str, Any]] = []
+    started = time.monotonic()
+    try:
+        servers["vllm"] = start_vllm(model, log_dir)
+        servers["turnout"] = start_turnout(DEMO_PROFILE, log_dir)
+        for server in servers.values():
+            server.wait_ready()
+        print(f"servers ready (vLLM pid {servers['vllm'].pid}, Turnout pid {servers['turnout'].pid})", flush=True)
+
+        def run(server: str, workload: Workload, seed: int) -> LoadResult:
+            process = servers[server]
+            return run_load(
+                workload,
+                base_url=process.url,
+                model_path=model.model.model,
+                served_name=model.name,
+                server_cpu_seconds=process.cpu_seconds,
+                seed=seed,
+                log=client_log,  # type: ignore[arg-type]
+            )
+
+        # Warm-up, discarded: first requests pay for lazy imports, template compilation and caches.
+        for server, kind in itertools.product(SERVERS, config["kinds"]):
+            for streaming in (True, False):
+                run(server, Workload(kind=kind, streaming=streaming, concurrency=16, num_prompts=32), seed=999)
+        print("round  server   workload                  req/s  TTFT p50  TTFT p99  CPU-ms/req", flush=True)
+        for round_no in range(1, config["rounds"] + 1):
+            order = SERVERS if round_no % 2 else SERVERS[::-1]
+            for workload in workloads:
+                for server in order:
+                    result = run(server, workload, seed=round_no)
+                    _print_row(round_no, server, workload, result)
+                    rows.append({"round": round_no, "server": server, "workload": workload.label, **asdict(result)})
+    finally:
+        for server_process in servers.values():
+            server_process.stop()
+        client_log.close()
+    summary = summarize(rows, workloads)
+    _print_summary(summary)
+    result = {
+        "mode": mode,
+        "config": {**config, "model": model.name, "engine_args": model.model.engine_args},
+        "commands": {
+            "vllm": "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()),
+            "turnout": f"turnout serve {DEMO_PROFILE.relative_to(DEMO_PROFILE.parents[1])}",
+            "client": "vllm.benchmarks.serve (add_cli_args + main): --dataset-name random --random-input-len 32 "
+            "--random-output-len 8 --temperature 0 --request-rate inf --max-concurrency C",
+        },
+        "seconds": round(time.monotonic() - started, 1),
+        "rounds": rows,
+        "summary": summary,
+    }
+    path = write_result(name, result)
+    print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=sorted(MODES), default="quick")
+    parser.add_argument("--rounds", type=int, help="rounds per server (default: the mode's)")
+    parser.add_argument("--prompts", type=int, help="requests per client run (default: the mode's)")
+    parser.add_argument("--concurrency", type=lambda s: tuple(int(c) for c in s.split(",")), help="e.g. 1,16,64")
+    parser.add_argument("--kinds", type=lambda s: tuple(s.split(",")), help="chat,completions")
+    parser.add_argument("--name", default="steady_state", help="result file name (e.g. steady_state_before)")
+    options = parser.parse_args()
+    main(
+        options.mode,
+        rounds=options.rounds,
+        prompts=options.prompts,
+        concurrency=options.concurrency,
+        kinds=options.kinds,
+        name=options.name,
+    )
+    sys.exit(0)
