@@ -143,7 +143,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
-    uvicorn.run(app, host=options.host, port=options.port, log_level=options.log_level)
+    # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
+    uvicorn.run(app, host=options.host, port=options.port, log_level=options.log_level, loop="uvloop", http="httptools")
 
 
 @click.command()

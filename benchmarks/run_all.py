@@ -1,0 +1,118 @@
+"""``just bench``: every benchmark, one after the other, then docs/benchmarks.md.
+
+    .venv/bin/python -m benchmarks.run_all                 # full mode (what `just bench` runs)
+    .venv/bin/python -m benchmarks.run_all --mode quick    # a short pass over everything, for trying it
+    .venv/bin/python -m benchmarks.run_all --only steady_state,docs
+
+Each benchmark runs in its own process (an engine crash or a hung server fails that step, not the run) and
+prints its own table; the steps' outcomes go to ``results/run_all.json`` and onto the page. At most one pair of
+servers is alive at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.results import RESULTS_DIR, write_result
+from server.tinymodels.spec import REPO_ROOT
+
+__all__ = ["STEPS", "main"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One benchmark: its name and its command line per mode (None: the step does not exist yet)."""
+
+    name: str
+    quick: list[str]
+    full: list[str]
+    #: A module the step needs; the step is skipped (and says so) when it is missing.
+    needs: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+
+_PY = [sys.executable, "-m"]
+STEPS: tuple[Step, ...] = (
+    Step(
+        "steady_state",
+        [*_PY, "benchmarks.steady_state", "--mode", "quick"],
+        [*_PY, "benchmarks.steady_state", "--mode", "full"],
+    ),
+    Step(
+        "engine_limit",
+        [*_PY, "benchmarks.engine_limit", "--prompts", "64", "--rounds", "1"],
+        [*_PY, "benchmarks.engine_limit", "--prompts", "200", "--rounds", "3"],
+    ),
+    Step("cold_start", [*_PY, "benchmarks.cold_start", "--rounds", "1"], [*_PY, "benchmarks.cold_start", "--rounds", "3"]),
+    Step(
+        "switch_latency",
+        [*_PY, "benchmarks.switch_latency", "--rounds", "1"],
+        [*_PY, "benchmarks.switch_latency", "--rounds", "3"],
+        needs="benchmarks/switch_times.py",
+    ),
+    Step(
+        "auto_mode",
+        [*_PY, "benchmarks.auto_mode", "--requests", "40", "--blocks", "1,10"],
+        [*_PY, "benchmarks.auto_mode", "--requests", "120", "--blocks", "1,10,40"],
+    ),
+    Step(
+        "scheduler_simulation",
+        [*_PY, "benchmarks.scheduler_simulation", "--quick"],
+        [*_PY, "benchmarks.scheduler_simulation"],
+        needs="benchmarks/scheduler_simulation.py",
+    ),
+    Step(
+        "reliability_long",
+        [*_PY, "benchmarks.reliability_long", "--mode", "quick"],
+        [*_PY, "benchmarks.reliability_long", "--mode", "full"],
+        needs="tests/reliability",
+    ),
+)
+
+
+def _run(step: Step, mode: str) -> dict[str, Any]:
+    command = step.quick if mode == "quick" else step.full
+    shown = " ".join(["python", *map(shlex.quote, command[1:])])
+    if step.needs is not None and not (REPO_ROOT / step.needs).exists():
+        print(f"\n=== {step.name}: skipped ({step.needs} is missing)", flush=True)
+        return {"name": step.name, "command": shown, "status": f"skipped: {step.needs} missing", "seconds": 0.0}
+    print(f"\n=== {step.name}: {shown}", flush=True)
+    start = time.monotonic()
+    code = subprocess.call(command, cwd=REPO_ROOT, env={**os.environ, **dict(step.env)})
+    seconds = time.monotonic() - start
+    status = "ok" if code == 0 else f"FAILED (exit {code})"
+    print(f"=== {step.name}: {status} in {seconds:.0f} s", flush=True)
+    return {"name": step.name, "command": shown, "status": status, "seconds": seconds}
+
+
+def main(mode: str = "full", only: tuple[str, ...] = ()) -> int:
+    """Run the steps (all, or ``only`` these), write the page; returns the number of failed steps."""
+    from benchmarks.docs_page import write_docs
+
+    chosen = [step for step in STEPS if not only or step.name in only]
+    steps = [_run(step, mode) for step in chosen]
+    command = "just bench" if mode == "full" and not only else "python -m benchmarks.run_all " + " ".join(sys.argv[1:])
+    write_result("run_all", {"mode": mode, "command": command, "steps": steps})
+    if not only or "docs" in only:
+        print(f"\nwrote {write_docs()}")
+    failed = [step["name"] for step in steps if step["status"].startswith("FAILED")]
+    print(f"results in {RESULTS_DIR}; failed steps: {', '.join(failed) or 'none'}")
+    return len(failed)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=("quick", "full"), default="full")
+    parser.add_argument(
+        "--only", type=lambda s: tuple(s.split(",")), default=(), help="comma-separated step names (and 'docs')"
+    )
+    options = parser.parse_args()
+    sys.exit(1 if main(options.mode, options.only) else 0)
+
