@@ -23,3 +23,8 @@ validate *FILES:
 # Lint and type-check.
 lint:
     .venv/bin/ruff check server tests && .venv/bin/mypy server
+
+# Every benchmark (steady state against vLLM's own server, the AsyncLLM limit, switch latency against a vLLM cold
+# start, auto mode, the long load-and-fault suite); writes docs/benchmarks.md. `just bench quick` for a short try.
+bench mode="full":
+    .venv/bin/python -m benchmarks.run_all --mode {{mode}}

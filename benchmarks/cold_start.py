@@ -74,8 +74,11 @@ def main(rounds: int = 3, model_name: str = "plain") -> dict[str, Any]:
         )
     medians = {key: median([row[key] for row in rows]) for key in rows[0]}
     result = {
-        "config": {"rounds": rounds, "model": model_name, "command": "python -m vllm.entrypoints.openai.api_server "
-                   + " ".join(model.vllm_arguments())},
+        "config": {
+            "rounds": rounds,
+            "model": model_name,
+            "command": "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()),
+        },
         "rounds": rows,
         "medians": medians,
     }

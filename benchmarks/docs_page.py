@@ -33,7 +33,7 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
     header = list(header)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _goals(goals: dict[str, bool]) -> list[str]:
@@ -134,13 +134,22 @@ def _before_after(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     lines = [
         "### Before and after the frontend work",
         "",
-        f"\"Before\" is main at `{before['machine']['turnout_commit']}` ({before['machine']['date']}, mode "
+        f'"Before" is main at `{before["machine"]["turnout_commit"]}` ({before["machine"]["date"]}, mode '
         f"`{before['mode']}`, {before['config']['rounds']} rounds), measured the same way against the same vLLM "
         "server. Ratios are Turnout/vLLM, so each is measured side by side in its own run.",
         "",
     ]
-    rows = [["all (geometric mean)", f"{b['req_per_s_ratio']:.2f}x", f"{a['req_per_s_ratio']:.2f}x",
-             f"{b['cpu_ratio']:.2f}x", f"{a['cpu_ratio']:.2f}x", "", ""]]
+    rows = [
+        [
+            "all (geometric mean)",
+            f"{b['req_per_s_ratio']:.2f}x",
+            f"{a['req_per_s_ratio']:.2f}x",
+            f"{b['cpu_ratio']:.2f}x",
+            f"{a['cpu_ratio']:.2f}x",
+            "",
+            "",
+        ]
+    ]
     after_by = {entry["workload"]: entry for entry in a["per_workload"]}
     for entry in b["per_workload"]:
         now = after_by.get(entry["workload"])
@@ -184,7 +193,13 @@ def _limit(data: dict[str, Any] | None) -> list[str]:
     return lines + _table(
         ["concurrency", "req/s", "TTFT p50 ms", "TTFT p99 ms", "CPU-ms/req"],
         [
-            [key, _fmt(m["req_per_s"]), _fmt(m["ttft_p50_ms"]), _fmt(m["ttft_p99_ms"]), _fmt(m["cpu_ms_per_request"], 2)]
+            [
+                key,
+                _fmt(m["req_per_s"]),
+                _fmt(m["ttft_p50_ms"]),
+                _fmt(m["ttft_p99_ms"]),
+                _fmt(m["cpu_ms_per_request"], 2),
+            ]
             for key, m in data["medians"].items()
         ],
     )
@@ -238,7 +253,7 @@ def _auto(data: dict[str, Any] | None, simulation: dict[str, Any] | None) -> lis
             "`/health`.",
             "",
             *_table(
-                ["block", "req/s", "latency p50 ms", "p99 ms", "switches", "ok", "refused (retryable)", "lost", "wrong"],
+                ["block", "req/s", "latency p50 ms", "p99 ms", "switches", "ok", "refused (retry)", "lost", "wrong"],
                 [
                     [
                         r["block"],

@@ -91,8 +91,11 @@ def main(prompts: int = 200, concurrency: tuple[int, ...] = (1, 16, 64), rounds:
             key: sorted(row[key] for row in mine)[len(mine) // 2]
             for key in ("req_per_s", "ttft_p50_ms", "ttft_p99_ms", "cpu_ms_per_request")
         }
-    result = {"config": {"prompts": prompts, "concurrency": list(concurrency), "rounds": rounds}, "rounds": rows,
-              "medians": medians}
+    result = {
+        "config": {"prompts": prompts, "concurrency": list(concurrency), "rounds": rounds},
+        "rounds": rows,
+        "medians": medians,
+    }
     print(f"wrote {write_result('engine_limit', result)}")
     return result
 

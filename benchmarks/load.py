@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import aiohttp
 from vllm.benchmarks import serve as vllm_serve
@@ -81,7 +81,7 @@ def _register_non_streaming() -> None:
         if not streaming and backend not in request_funcs.ASYNC_REQUEST_FUNCS:
             request_funcs.ASYNC_REQUEST_FUNCS[backend] = _non_streaming(kind)
             # Listed as OpenAI-compatible so the client applies ignore_eos and the sampling parameters.
-            vllm_serve.OPENAI_COMPATIBLE_BACKENDS.append(backend)
+            request_funcs.OPENAI_COMPATIBLE_BACKENDS.append(backend)
 
 
 _register_non_streaming()
@@ -157,7 +157,7 @@ def run_load(
     served_name: str,
     server_cpu_seconds: Callable[[], float],
     seed: int = 0,
-    log: io.TextIOBase | None = None,
+    log: IO[str] | None = None,
 ) -> LoadResult:
     """Run vLLM's benchmark client once and read the server's CPU time around its requests.
 
@@ -170,7 +170,7 @@ def run_load(
         seed: The client's random seed (prompts differ per seed, equal across servers).
         log: Where the client's own printout goes (discarded when None).
     """
-    parser = FlexibleArgumentParser()
+    parser = FlexibleArgumentParser()  # type: ignore[no-untyped-call]
     vllm_serve.add_cli_args(parser)
     args = parser.parse_args(_arguments(workload, base_url, model_path, served_name, seed))
     window: dict[str, float] = {}
@@ -184,7 +184,7 @@ def run_load(
             window["cpu_end"] = server_cpu_seconds()
         return result
 
-    vllm_serve.benchmark = measured
+    vllm_serve.benchmark = measured  # type: ignore[assignment]
     try:
         with contextlib.redirect_stdout(log or io.StringIO()):
             result = vllm_serve.main(args)

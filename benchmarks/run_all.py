@@ -50,7 +50,11 @@ STEPS: tuple[Step, ...] = (
         [*_PY, "benchmarks.engine_limit", "--prompts", "64", "--rounds", "1"],
         [*_PY, "benchmarks.engine_limit", "--prompts", "200", "--rounds", "3"],
     ),
-    Step("cold_start", [*_PY, "benchmarks.cold_start", "--rounds", "1"], [*_PY, "benchmarks.cold_start", "--rounds", "3"]),
+    Step(
+        "cold_start",
+        [*_PY, "benchmarks.cold_start", "--rounds", "1"],
+        [*_PY, "benchmarks.cold_start", "--rounds", "3"],
+    ),
     Step(
         "switch_latency",
         [*_PY, "benchmarks.switch_latency", "--rounds", "1"],
@@ -115,4 +119,3 @@ if __name__ == "__main__":
     )
     options = parser.parse_args()
     sys.exit(1 if main(options.mode, options.only) else 0)
-

@@ -12,6 +12,7 @@ detokenizing work of the frontend remains.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -148,14 +149,10 @@ class ServerProcess:
         """SIGINT, then SIGKILL to the whole process group (the engine core too) if it lingers."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group (engine core), if any
-        except ProcessLookupError:
-            pass
         if self.process.poll() is None:
             self.process.wait()
         self._log.close()

@@ -103,8 +103,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"   {v['ttft_p50_ms']:>7.1f} {t['ttft_p50_ms']:>7.1f}   {v['ttft_p99_ms']:>7.1f} {t['ttft_p99_ms']:>7.1f}"
             f"   {v['cpu_ms_per_request']:>5.2f} {t['cpu_ms_per_request']:>5.2f} {entry['cpu_ratio']:>5.2f}x"
         )
-    print(f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary['req_per_s_ratio']:.3f}x, "
-          f"CPU per request {summary['cpu_ratio']:.3f}x")
+    print(
+        f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary['req_per_s_ratio']:.3f}x, "
+        f"CPU per request {summary['cpu_ratio']:.3f}x"
+    )
     for goal, met in summary["goals"].items():
         print(f"  {'met   ' if met else 'MISSED'}  {goal}")
 
@@ -135,12 +137,12 @@ def main(
     try:
         servers["vllm"] = start_vllm(model, log_dir)
         servers["turnout"] = start_turnout(DEMO_PROFILE, log_dir)
-        for server in servers.values():
-            server.wait_ready()
+        for process in servers.values():
+            process.wait_ready()
         print(f"servers ready (vLLM pid {servers['vllm'].pid}, Turnout pid {servers['turnout'].pid})", flush=True)
 
-        def run(server: str, workload: Workload, seed: int) -> LoadResult:
-            process = servers[server]
+        def run(label: str, workload: Workload, seed: int) -> LoadResult:
+            process = servers[label]
             return run_load(
                 workload,
                 base_url=process.url,
@@ -148,21 +150,21 @@ def main(
                 served_name=model.name,
                 server_cpu_seconds=process.cpu_seconds,
                 seed=seed,
-                log=client_log,  # type: ignore[arg-type]
+                log=client_log,
             )
 
         # Warm-up, discarded: first requests pay for lazy imports, template compilation and caches.
-        for server, kind in itertools.product(SERVERS, config["kinds"]):
+        for label, kind in itertools.product(SERVERS, config["kinds"]):
             for streaming in (True, False):
-                run(server, Workload(kind=kind, streaming=streaming, concurrency=16, num_prompts=32), seed=999)
+                run(label, Workload(kind=kind, streaming=streaming, concurrency=16, num_prompts=32), seed=999)
         print("round  server   workload                  req/s  TTFT p50  TTFT p99  CPU-ms/req", flush=True)
         for round_no in range(1, config["rounds"] + 1):
             order = SERVERS if round_no % 2 else SERVERS[::-1]
             for workload in workloads:
-                for server in order:
-                    result = run(server, workload, seed=round_no)
-                    _print_row(round_no, server, workload, result)
-                    rows.append({"round": round_no, "server": server, "workload": workload.label, **asdict(result)})
+                for label in order:
+                    measured = run(label, workload, seed=round_no)
+                    _print_row(round_no, label, workload, measured)
+                    rows.append({"round": round_no, "server": label, "workload": workload.label, **asdict(measured)})
     finally:
         for server_process in servers.values():
             server_process.stop()
