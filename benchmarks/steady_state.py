@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import sys
 import time
 from dataclasses import asdict
@@ -25,20 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.load import LoadResult, Workload, run_load
-from benchmarks.results import RESULTS_DIR, median, write_result
+from benchmarks.ratios import SERVERS, summarize
+from benchmarks.results import RESULTS_DIR, write_result
 from benchmarks.servers import DEMO_PROFILE, ServerProcess, served_model, start_turnout, start_vllm
 from server.tinymodels.builder import build_tiny_models
 
-__all__ = ["MODES", "main", "summarize"]
+__all__ = ["MODES", "main"]
 
 #: Run lengths: rounds per server, prompts per client run, and the workload grid.
 MODES: dict[str, dict[str, Any]] = {
     "quick": {"rounds": 2, "prompts": 64, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
     "full": {"rounds": 7, "prompts": 200, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
 }
-SERVERS = ("vllm", "turnout")
-#: The goal and the target for Turnout/vLLM (req/s up, CPU per request down).
-GOAL, TARGET = 1.0, 1.10
 
 
 def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: int) -> list[Workload]:
@@ -46,43 +43,6 @@ def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: in
         Workload(kind=kind, streaming=streaming, concurrency=c, num_prompts=prompts)
         for kind, streaming, c in itertools.product(kinds, (True, False), concurrency)
     ]
-
-
-def _geomean(values: list[float]) -> float:
-    usable = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in usable) / len(usable)) if usable else float("nan")
-
-
-def summarize(rows: list[dict[str, Any]], workloads: list[Workload]) -> dict[str, Any]:
-    """Medians per server and workload, Turnout/vLLM ratios, and the goals met or missed."""
-    per_workload: list[dict[str, Any]] = []
-    for workload in workloads:
-        entry: dict[str, Any] = {"workload": workload.label}
-        for server in SERVERS:
-            runs = [row for row in rows if row["server"] == server and row["workload"] == workload.label]
-            entry[server] = {
-                metric: median([run[metric] for run in runs])
-                for metric in ("req_per_s", "ttft_p50_ms", "ttft_p99_ms", "cpu_ms_per_request")
-            }
-            entry[server]["failed"] = sum(run["failed"] for run in runs)
-        entry["req_per_s_ratio"] = entry["turnout"]["req_per_s"] / entry["vllm"]["req_per_s"]
-        entry["cpu_ratio"] = entry["turnout"]["cpu_ms_per_request"] / entry["vllm"]["cpu_ms_per_request"]
-        per_workload.append(entry)
-    speed = _geomean([entry["req_per_s_ratio"] for entry in per_workload])
-    cpu = _geomean([entry["cpu_ratio"] for entry in per_workload])
-    failed = sum(entry[server]["failed"] for entry in per_workload for server in SERVERS)
-    return {
-        "per_workload": per_workload,
-        "req_per_s_ratio": speed,
-        "cpu_ratio": cpu,
-        "failed": failed,
-        "goals": {
-            "req_per_s >= 1.0x vLLM": speed >= GOAL,
-            "cpu/request <= 1.0x vLLM": cpu <= GOAL,
-            "req_per_s >= 1.10x vLLM (target)": speed >= TARGET,
-            "cpu/request <= 1/1.10 of vLLM (target)": cpu <= 1 / TARGET,
-        },
-    }
 
 
 def _print_row(round_no: int, server: str, workload: Workload, result: LoadResult) -> None:

@@ -1,0 +1,87 @@
+"""The benchmark report's arithmetic and page: goals judged from the figures, missing results said plainly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import docs_page, results
+from benchmarks.ratios import summarize
+
+
+@dataclass(frozen=True)
+class _Workload:
+    label: str
+
+
+def _rows(
+    workload: str, vllm: tuple[float, float], turnout: tuple[float, float], rounds: int = 3
+) -> list[dict[str, Any]]:
+    rows = []
+    for round_no in range(rounds):
+        for server, (req_per_s, cpu) in (("vllm", vllm), ("turnout", turnout)):
+            # The middle round is an outlier on both servers: the median must ignore it.
+            noise = 4.0 if round_no == 1 else 1.0
+            rows.append(
+                {
+                    "round": round_no,
+                    "server": server,
+                    "workload": workload,
+                    "req_per_s": req_per_s * noise,
+                    "ttft_p50_ms": 10.0,
+                    "ttft_p99_ms": 20.0,
+                    "cpu_ms_per_request": cpu,
+                    "failed": 0,
+                }
+            )
+    return rows
+
+
+def test_summarize_takes_medians_and_judges_each_goal() -> None:
+    rows = _rows("chat stream c16", vllm=(100, 2.0), turnout=(121, 1.6)) + _rows("chat json c1", (10, 4.0), (10, 4.4))
+
+    summary = summarize(rows, [_Workload("chat stream c16"), _Workload("chat json c1")])
+
+    first = summary["per_workload"][0]
+    assert first["vllm"]["req_per_s"] == 100
+    assert first["req_per_s_ratio"] == pytest.approx(1.21)
+    assert summary["req_per_s_ratio"] == pytest.approx(1.1)  # geometric mean of 1.21 and 1.0
+    assert summary["cpu_ratio"] == pytest.approx((0.8 * 1.1) ** 0.5)
+    goals = summary["goals"]
+    assert goals["req_per_s >= 1.0x vLLM"] and goals["cpu/request <= 1.0x vLLM"]
+    assert goals["req_per_s >= 1.10x vLLM (target)"]
+    assert not goals["cpu/request <= 1/1.10 of vLLM (target)"]  # 0.938 > 1/1.1
+    assert goals["no failed requests"]
+
+
+def test_a_slower_turnout_misses_the_goal() -> None:
+    summary = summarize(_rows("completions json c64", (100, 2.0), (90, 2.4)), [_Workload("completions json c64")])
+
+    assert not summary["goals"]["req_per_s >= 1.0x vLLM"]
+    assert not summary["goals"]["cpu/request <= 1.0x vLLM"]
+
+
+def test_the_page_says_what_was_not_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    rows = _rows("chat stream c16", vllm=(100, 2.0), turnout=(90, 2.4))
+    results.write_result(
+        "steady_state",
+        {
+            "mode": "quick",
+            "config": {"rounds": 3, "prompts": 10, "model": "tools", "engine_args": {}},
+            "commands": {"vllm": "python -m vllm.entrypoints.openai.api_server --model m"},
+            "seconds": 12.0,
+            "rounds": rows,
+            "summary": summarize(rows, [_Workload("chat stream c16")]),
+        },
+    )
+
+    page = docs_page.render()
+
+    assert "**MISSED**: req_per_s >= 1.0x vLLM" in page
+    assert "| chat stream c16 | 100.0 | 90.0 | 0.90x |" in page
+    assert "Turnout's switch times were **not measured**" in page
+    assert "## Load-and-fault suite (long mode)\n\n**Not run**" in page
