@@ -26,4 +26,4 @@ def respond(admitted: AdmittedRequest, result: JsonResult | StreamResult) -> Res
         )
     # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer.
     admitted.lease.raise_if_aborted()
-    return Response(result.payload, status_code=result.status_code, media_type=MediaType.JSON)
+    return Response(result.body, status_code=result.status_code, media_type=MediaType.JSON)

@@ -9,20 +9,49 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import msgspec
+
 __all__ = ["BundleRequestError", "BundleResult", "JsonResult", "StreamResult"]
 
 
-@dataclass(frozen=True, slots=True)
 class JsonResult:
-    """A complete JSON response.
+    """A complete JSON response, given as a JSON-ready dict or as the JSON bytes themselves.
+
+    vLLM's responses are pydantic models that serialize themselves to JSON (in Rust) faster than a dump to dicts
+    followed by any encoder, so the bundle hands those over as `body` bytes and the API layer sends them as they
+    are; each form is derived from the other only when someone asks for it (tests, error messages). Treat it as
+    immutable.
 
     Attributes:
         status_code: The HTTP status; for errors it equals `payload["error"]["code"]`.
-        payload: The JSON-ready body (only dicts, lists, strings, numbers, booleans and None).
     """
 
-    status_code: int
-    payload: dict[str, Any]
+    __slots__ = ("_body", "_payload", "status_code")
+
+    def __init__(self, status_code: int, payload: dict[str, Any] | None = None, *, body: bytes | None = None) -> None:
+        if (payload is None) == (body is None):
+            raise TypeError("JsonResult takes exactly one of payload and body")
+        self.status_code = status_code
+        self._payload = payload
+        self._body = body
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The body as JSON-ready data (only dicts, lists, strings, numbers, booleans and None)."""
+        if self._payload is None:
+            assert self._body is not None
+            self._payload = msgspec.json.decode(self._body)
+        return self._payload
+
+    @property
+    def body(self) -> bytes:
+        """The body encoded as JSON."""
+        if self._body is None:
+            self._body = msgspec.json.encode(self._payload)
+        return self._body
+
+    def __repr__(self) -> str:
+        return f"JsonResult({self.status_code}, {self.payload!r})"
 
 
 @dataclass(frozen=True, slots=True)

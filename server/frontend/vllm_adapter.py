@@ -325,7 +325,8 @@ async def _call(pending: Awaitable[Any]) -> BundleResult:
     if isinstance(response, AsyncGenerator):
         return StreamResult(response)
     if isinstance(response, pydantic.BaseModel):
-        return JsonResult(200, response.model_dump(mode="json"))
+        # Serialized by pydantic-core straight to bytes: no dict dump, no second encoder.
+        return JsonResult(200, body=response.model_dump_json().encode())
     # The pooling classes answer with a Starlette JSONResponse: take its rendered body.
     return JsonResult(int(response.status_code), json.loads(bytes(response.body)))
 
