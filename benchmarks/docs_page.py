@@ -19,9 +19,12 @@ from server.tinymodels.spec import REPO_ROOT
 __all__ = ["DOCS_PATH", "render", "write_docs"]
 
 DOCS_PATH = REPO_ROOT / "docs" / "benchmarks.md"
+_OTHERS = ("engine_limit", "cold_start", "switch_latency", "auto_mode", "reliability_long")
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -61,7 +64,8 @@ def _steady(data: dict[str, Any] | None, before: dict[str, Any] | None) -> list[
     config, summary = data["config"], data["summary"]
     lines += [
         f"Mode `{data['mode']}`: {config['rounds']} alternating rounds per server, {config['prompts']} requests per "
-        f"client run, the `{config['model']}` tiny model with engine args `{config['engine_args']}`. "
+        f"client run ({config.get('c1_prompts', config['prompts'])} at concurrency 1), the `{config['model']}` tiny "
+        f"model with engine args `{config['engine_args']}`. "
         f"Took {data['seconds']:.0f} s.",
         "",
         "```",
@@ -227,15 +231,40 @@ def _switch(switch: dict[str, Any] | None, cold: dict[str, Any] | None) -> list[
         return [*lines, "Turnout's switch times were **not measured** in this run.", ""]
     strategies: dict[str, dict[str, Any]] = switch.get("strategies", {})
     if not strategies:
-        return [*lines, "The switch benchmark reported no strategies.", ""]
+        return [*lines, str(switch.get("note") or "The switch benchmark reported no strategies."), ""]
     rows = []
     for name, figures in strategies.items():
-        post = figures.get("post_to_200_s")
-        first = figures.get("first_token_s")
-        total = (post or 0.0) + (first or 0.0) if post is not None else None
-        speedup = f"{cold_total / total:.1f}x faster" if cold_total and total else "n/a"
-        rows.append([name, _fmt(post, 2), _fmt(first, 3) if first is not None else "n/a", _fmt(total, 2), speedup])
-    lines += _table(["strategy", "POST -> 200 s", "-> first token s", "total s", "against the cold start"], rows)
+        post, first = figures.get("post_to_200_s"), figures.get("first_token_s")
+        total = post + (first or 0.0) if post is not None else None
+        speedup = f"{cold_total / total:.0f}x faster" if cold_total and total else "n/a"
+        rows.append(
+            [
+                name,
+                _fmt(post, 3),
+                _fmt(first, 3),
+                _fmt(total, 3),
+                speedup,
+                _fmt(figures.get("cold_switch_s"), 1),
+                _fmt(figures.get("engine_start_s"), 1),
+            ]
+        )
+    lines += [
+        f"Turnout, through the real server (`benchmarks/switch_times.py`, {switch['config']['rounds']} round trips "
+        "per strategy, warm medians):",
+        "",
+        *_table(
+            [
+                "strategy",
+                "POST -> 200 s",
+                "then first token s",
+                "total s",
+                "against vLLM's cold start",
+                "cold first switch s",
+                "server start s",
+            ],
+            rows,
+        ),
+    ]
     if note := switch.get("note"):
         lines += [str(note), ""]
     return lines
@@ -314,7 +343,7 @@ def render() -> str:
         "",
         "## Machine",
         "",
-        *_machine(steady or run),
+        *_machine(next((data for data in (steady, run, *(read_result(n) for n in _OTHERS)) if data), None)),
         *_steps(run),
         *_steady(steady, read_result("steady_state_before")),
         *_limit(read_result("engine_limit")),

@@ -31,16 +31,29 @@ from server.tinymodels.builder import build_tiny_models
 
 __all__ = ["MODES", "main"]
 
-#: Run lengths: rounds per server, prompts per client run, and the workload grid.
+#: Run lengths: rounds per server, prompts per client run (fewer at concurrency 1, which is latency-bound and
+#: takes the longest per request), and the workload grid.
 MODES: dict[str, dict[str, Any]] = {
-    "quick": {"rounds": 2, "prompts": 64, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
-    "full": {"rounds": 7, "prompts": 200, "concurrency": (1, 16, 64), "kinds": ("chat", "completions")},
+    "quick": {
+        "rounds": 2,
+        "prompts": 64,
+        "c1_prompts": 24,
+        "concurrency": (1, 16, 64),
+        "kinds": ("chat", "completions"),
+    },
+    "full": {
+        "rounds": 7,
+        "prompts": 160,
+        "c1_prompts": 48,
+        "concurrency": (1, 16, 64),
+        "kinds": ("chat", "completions"),
+    },
 }
 
 
-def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: int) -> list[Workload]:
+def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: int, c1_prompts: int) -> list[Workload]:
     return [
-        Workload(kind=kind, streaming=streaming, concurrency=c, num_prompts=prompts)
+        Workload(kind=kind, streaming=streaming, concurrency=c, num_prompts=prompts if c > 1 else c1_prompts)
         for kind, streaming, c in itertools.product(kinds, (True, False), concurrency)
     ]
 
@@ -88,7 +101,9 @@ def main(
     config["kinds"] = kinds or config["kinds"]
     build_tiny_models()
     model = served_model(DEMO_PROFILE)
-    workloads = _workloads(config["kinds"], config["concurrency"], config["prompts"])
+    if prompts is not None:
+        config["c1_prompts"] = min(config["c1_prompts"], prompts)
+    workloads = _workloads(config["kinds"], config["concurrency"], config["prompts"], config["c1_prompts"])
     log_dir.mkdir(parents=True, exist_ok=True)
     client_log = (log_dir / f"{name}-client.log").open("w")
     servers: dict[str, ServerProcess] = {}
