@@ -308,10 +308,20 @@ def _auto(data: dict[str, Any] | None, simulation: dict[str, Any] | None) -> lis
 def _steps(data: dict[str, Any] | None) -> list[str]:
     if data is None:
         return []
-    lines = ["## What ran", "", f"`{data['command']}`, mode `{data['mode']}`.", ""]
+    lines = ["## What ran", "", f"Last invocation: `{data['command']}`, mode `{data['mode']}`.", ""]
     lines += _table(
-        ["step", "command", "result", "seconds"],
-        [[s["name"], f"`{s['command']}`", s["status"], _fmt(s["seconds"], 0)] for s in data["steps"]],
+        ["step", "command", "mode", "finished", "result", "seconds"],
+        [
+            [
+                s["name"],
+                f"`{s['command']}`",
+                s.get("mode", data["mode"]),
+                s.get("finished", ""),
+                s["status"],
+                _fmt(s["seconds"], 0),
+            ]
+            for s in data["steps"]
+        ],
     )
     return lines
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.results import RESULTS_DIR, write_result
+from benchmarks.results import RESULTS_DIR, machine, read_result, write_result
 from server.tinymodels.spec import REPO_ROOT
 
 __all__ = ["STEPS", "main"]
@@ -108,8 +108,14 @@ def main(mode: str = "full", only: tuple[str, ...] = ()) -> int:
     from benchmarks.docs_page import write_docs
 
     chosen = [step for step in STEPS if not only or step.name in only]
-    steps = [_run(step, mode) for step in chosen]
+    steps = [{**_run(step, mode), "mode": mode, "finished": machine()["date"]} for step in chosen]
     command = "just bench" if mode == "full" and not only else "python -m benchmarks.run_all " + " ".join(sys.argv[1:])
+    if only:
+        # A partial run updates its steps' records and keeps the others', so the page lists what produced each file.
+        earlier = (read_result("run_all") or {}).get("steps", [])
+        ran = {step["name"] for step in steps}
+        steps = [step for step in earlier if step["name"] not in ran] + steps
+        steps.sort(key=lambda step: [s.name for s in STEPS].index(step["name"]))
     write_result("run_all", {"mode": mode, "command": command, "steps": steps})
     if not only or "docs" in only:
         print(f"\nwrote {write_docs()}")
