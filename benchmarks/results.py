@@ -46,6 +46,10 @@ def _git_commit() -> str:
         return "unknown"
 
 
+#: Read when the benchmark process starts: the code it measures, even if the tree changes while it runs.
+_COMMIT_AT_START = _git_commit()
+
+
 def machine() -> dict[str, Any]:
     """The machine and software a result was measured on."""
     memory_kb = next(
@@ -63,7 +67,7 @@ def machine() -> dict[str, Any]:
         "uvicorn": _package("uvicorn"),
         "uvloop": _package("uvloop"),
         "httptools": _package("httptools"),
-        "turnout_commit": _git_commit(),
+        "turnout_commit": _COMMIT_AT_START,
     }
 
 
