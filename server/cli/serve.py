@@ -6,15 +6,18 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from server.cli._output import err_console, out_console, print_issues
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
+
+if TYPE_CHECKING:
+    from server.engine.kv_budget import MemoryPlan
 
 __all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve", "serving_validation"]
 
@@ -23,7 +26,10 @@ logger = logging.getLogger("turnout.cli")
 
 @dataclass(frozen=True, kw_only=True)
 class ServeOptions:
-    """Everything ``turnout serve`` takes besides the profile (frozen; no ``Namespace``)."""
+    """Everything ``turnout serve`` takes besides the profile (frozen; no ``Namespace``).
+
+    ``engine_defaults`` holds the vLLM engine flags given on the command line, as ``AsyncEngineArgs`` fields.
+    """
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -37,6 +43,7 @@ class ServeOptions:
     reasoning_parser: str | None = None
     generate_admin_token: bool = False
     watch: bool = False
+    engine_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 def serving_validation(
@@ -85,6 +92,33 @@ def _secret_from_env(name: str) -> str | None:
     return value or None
 
 
+def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
+    """Build every model's vLLM engine config and the KV-cache budget; exit 1 naming what is wrong."""
+    from server.engine.factory import prepare_profile
+    from server.engine.strategies import StrategyUnavailable
+    from server.engine.vllm_configs import EngineConfigInvalid
+
+    try:
+        prepared, plan = prepare_profile(profile, engine_defaults=engine_defaults)
+    except EngineConfigInvalid as invalid:
+        for problem in invalid.problems:
+            err_console.print(f"{profile.path}: error: {problem}", markup=False, highlight=False)
+        err_console.print("[bold red]vLLM refused the engine arguments; not starting.[/]")
+        raise SystemExit(1) from None
+    except StrategyUnavailable as exc:
+        err_console.print(f"{profile.path}: error: {exc}", markup=False)
+        raise SystemExit(1) from None
+    if plan is None:
+        logger.info("KV caches are not budgeted on this device; vLLM's own defaults apply")
+        return prepared, None
+    for line in plan.summary():
+        out_console.print(line, markup=False, highlight=False)
+    if plan.errors:
+        err_console.print("[bold red]The models do not fit in memory as configured; not starting.[/]")
+        raise SystemExit(1)
+    return prepared, plan
+
+
 def run_server(profile: Profile, options: ServeOptions) -> None:
     """Build the manager and app for ``profile`` and serve until interrupted."""
     import uvicorn
@@ -95,6 +129,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.engine.factory import build_manager
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
+
+    profile, memory_plan = _prepare(profile, options.engine_defaults)
 
     defaults = FrontendSettings(
         enable_auto_tool_choice=options.enable_auto_tool_choice,
@@ -107,7 +143,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
     try:
-        manager = build_manager(profile, build_bundle, admission_timeout=options.admission_timeout)
+        manager = build_manager(
+            profile, build_bundle, admission_timeout=options.admission_timeout, memory_plan=memory_plan
+        )
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
@@ -147,8 +185,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     uvicorn.run(app, host=options.host, port=options.port, log_level=options.log_level, loop="uvloop", http="httptools")
 
 
-@click.command()
-@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM ENGINE FLAGS]...")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
 @click.option("--api-key", default=None, help="Require this key on /v1/* (default: the profile's api_key_env).")
@@ -172,12 +210,27 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 @click.option(
     "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
 )
-def serve(profile: str | None, **kwargs: Any) -> None:
-    """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server."""
+@click.pass_context
+def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
+    """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server.
+
+    Any vLLM engine flag (--max-model-len, --max-num-batched-tokens, --dtype, ...) is a default for every
+    model; a model's own profile key overrides it.
+    """
+    from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+
+    own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
+    try:
+        flags = parse_engine_flags(args, own_options=own)
+    except EngineFlagsInvalid as exc:
+        raise click.UsageError(str(exc)) from None
+    if len(flags.positionals) > 1:
+        raise click.UsageError(f"give one PROFILE file, got {len(flags.positionals)}: {' '.join(flags.positionals)}")
+    profile = flags.positionals[0] if flags.positionals else None
     if profile is None and not os.environ.get(CONFIG_ENV):
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
-    options = ServeOptions(**kwargs)
+    options = ServeOptions(**kwargs, engine_defaults=flags.defaults)
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),

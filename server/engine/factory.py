@@ -1,12 +1,28 @@
-"""Builds an :class:`EngineManager` for a profile: real loader, the strategy for this device, its settings."""
+"""Builds an :class:`EngineManager` for a profile: real loader, the strategy for this device, its settings.
+
+:func:`prepare_profile` runs first: it builds every model's vLLM engine config (so a bad engine argument fails
+before any engine starts) and sizes the KV caches that the profile leaves to Turnout (``kv_budget.py``).
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import importlib.util
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
+import msgspec
+
+from server.engine.kv_budget import (
+    ENGINE_OVERHEAD_BYTES,
+    MemoryPlan,
+    plan_kv_cache,
+    resident_together,
+    with_kv_budget,
+)
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.scheduler import SchedulerPolicy
-from server.engine.strategies import EngineLoader, select_strategy
+from server.engine.strategies import EngineLoader, resolve_strategy_name, select_strategy
+from server.engine.vllm_configs import build_engine_configs, model_shape, read_device_memory
 from server.engine.vllm_loader import (
     VllmEngineLoader,
     detect_device,
@@ -15,9 +31,59 @@ from server.engine.vllm_loader import (
 )
 from server.profiles.schema import Profile
 
-__all__ = ["build_manager"]
+__all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
 
 B = TypeVar("B")
+
+
+def prepare_profile(
+    profile: Profile, *, engine_defaults: Mapping[str, Any] | None = None, device: str | None = None
+) -> tuple[Profile, MemoryPlan | None]:
+    """Check every model's engine arguments with vLLM, then budget the KV caches the profile leaves open.
+
+    Args:
+        profile: The validated profile.
+        engine_defaults: Engine arguments from the command line, for every model; a model's own key wins.
+        device: ``cpu``, ``cuda`` or ``hpu`` (default: what vLLM detects).
+
+    Returns:
+        The profile with each budgeted model's ``kv_cache_memory_bytes`` set (unchanged when the plan has
+        errors), and the plan (None where Turnout does not budget: HPU, or CUDA without NVML).
+
+    Raises:
+        EngineConfigInvalid: vLLM refused a model's engine arguments.
+        StrategyUnavailable: The profile's strategy cannot run on this device.
+    """
+    device = device or detect_device()
+    profile = with_engine_defaults(profile, engine_defaults or {})
+    configs = build_engine_configs(profile.models)
+    memory = read_device_memory(device)
+    if memory is None:
+        return profile, None
+    strategy = resolve_strategy_name(
+        profile.switching.strategy,
+        device=device,
+        stash_available=importlib.util.find_spec("vllm_gaudi") is not None,
+    )
+    plan = plan_kv_cache(
+        [model_shape(name, model, configs[name]) for name, model in profile.models.items()],
+        memory,
+        resident=resident_together(strategy, max_active=profile.switching.max_active, models=len(profile.models)),
+        strategy=strategy,
+        engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
+    )
+    return (profile if plan.errors else with_kv_budget(profile, plan)), plan
+
+
+def with_engine_defaults(profile: Profile, defaults: Mapping[str, Any]) -> Profile:
+    """``profile`` with ``defaults`` under every model's engine arguments (the model's own keys win)."""
+    if not defaults:
+        return profile
+    models = {
+        name: msgspec.structs.replace(model, engine_args={**defaults, **model.engine_args})
+        for name, model in profile.models.items()
+    }
+    return msgspec.structs.replace(profile, models=models)
 
 
 def build_manager(
@@ -27,6 +93,7 @@ def build_manager(
     loader: EngineLoader | None = None,
     device: str | None = None,
     admission_timeout: float = 600.0,
+    memory_plan: MemoryPlan | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here."""
     strategy = select_strategy(
@@ -44,4 +111,5 @@ def build_manager(
         drain_timeout=profile.switching.drain_timeout,
         admission_timeout=admission_timeout,
         scheduling=SchedulerPolicy.from_switching(profile.switching),
+        memory_plan=memory_plan,
     )

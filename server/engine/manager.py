@@ -35,6 +35,7 @@ from server.engine.errors import (
     SwitchConflict,
     SwitchFailed,
 )
+from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.model_set import PARKED, release_slot, swap_models
@@ -82,6 +83,7 @@ class EngineManager(Generic[B]):
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
         memory_probe: Reads memory in MB for the switch report.
         scheduling: Auto mode's residency, wait, queue and backoff bounds.
+        memory_plan: The KV-cache budget decided at start-up, shown in the status.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class EngineManager(Generic[B]):
         abort_grace: float = 10.0,
         memory_probe: Callable[[], float] = memory_in_use_mb,
         scheduling: SchedulerPolicy | None = None,
+        memory_plan: MemoryPlan | None = None,
     ) -> None:
         if not models:
             raise ValueError("the manager needs at least one model")
@@ -107,6 +110,7 @@ class EngineManager(Generic[B]):
         self._admission_timeout = admission_timeout
         self._abort_grace = abort_grace
         self._memory_probe = memory_probe
+        self._memory_plan = memory_plan
         self._published: Published[B] | None = None
         self._switch: _InFlightSwitch | None = None
         self._inflight: dict[str, set[Lease[B]]] = {name: set() for name in models}
@@ -191,6 +195,7 @@ class EngineManager(Generic[B]):
             last_switch=self._last_report,
             last_attempt=self._last_attempt,
             recent_switches=list(self._history),
+            memory=self._memory_plan,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from server.engine.kv_budget import MemoryPlan
+
 __all__ = ["ActivationMetrics", "ManagerSnapshot", "ModelsReplaced", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]
 
 
@@ -110,7 +112,7 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """The manager's state at one instant."""
+    """The manager's state at one instant; ``memory`` is the KV-cache budget decided at start-up."""
 
     active_model: str | None
     switching_to: str | None
@@ -121,3 +123,4 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     last_switch: SwitchReport | None
     last_attempt: SwitchAttempt | None = None
     recent_switches: list[SwitchAttempt] = msgspec.field(default_factory=list)
+    memory: MemoryPlan | None = None

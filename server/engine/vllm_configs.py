@@ -1,0 +1,181 @@
+"""Every model's vLLM engine config, built before any engine starts, and the memory figures vLLM will check.
+
+``turnout serve`` calls :func:`build_engine_configs` first: vLLM's own ``create_engine_config`` resolves each
+model's engine arguments (reading its ``config.json``), so a bad value fails at once, naming the model and the
+key, instead of minutes later when a switch reaches that model. The resolved configs then give the KV-cache
+budget its inputs (:func:`model_shape`), and :func:`read_device_memory` reads the memory with the same function
+vLLM's CPU worker uses for its "Available memory on node N" check (NVML for the device on CUDA).
+
+Like ``vllm_loader.py``, this module imports only vLLM's engine API (config, platform, utils), never its
+entrypoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from server.engine.kv_budget import MemoryReading, ModelShape, kv_bytes_per_token
+from server.engine.vllm_loader import build_engine_args
+from server.profiles.schema import ModelProfile
+
+__all__ = [
+    "EngineConfigInvalid",
+    "build_engine_configs",
+    "model_shape",
+    "read_device_memory",
+    "weight_bytes",
+]
+
+logger = logging.getLogger("turnout.engine")
+
+_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+class EngineConfigInvalid(ValueError):
+    """vLLM refused one or more models' engine arguments; ``problems`` has one line per model."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def build_engine_configs(models: Mapping[str, ModelProfile]) -> dict[str, Any]:
+    """vLLM's ``VllmConfig`` for every model, built as ``AsyncLLM`` would build it, before any engine starts.
+
+    Raises:
+        EngineConfigInvalid: One problem per model that vLLM refused, naming the model and the key.
+    """
+    from vllm.usage.usage_lib import UsageContext
+
+    configs: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, model in models.items():
+        try:
+            args = build_engine_args(name, model)
+            configs[name] = args.create_engine_config(UsageContext.OPENAI_API_SERVER)
+        except Exception as exc:  # vLLM raises pydantic, value, type and OS errors alike for a bad argument
+            problems.append(describe_config_error(name, model, exc))
+    if problems:
+        raise EngineConfigInvalid(problems)
+    return configs
+
+
+def describe_config_error(name: str, model: ModelProfile, exc: Exception) -> str:
+    """``model 'x': engine argument max_model_len=-5: <vLLM's reason>``, or vLLM's message when no key is known."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and hasattr(exc, "title"):  # pydantic's ValidationError: structured, one per field
+        parts = []
+        for error in errors():
+            field = str(error["loc"][0]) if error.get("loc") else ""
+            parts.append(_one_problem(model, field, str(error.get("msg", exc))))
+        return f"model {name!r}: " + "; ".join(parts)
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    named = [key for key in model.engine_args if key in message]
+    return f"model {name!r}: " + (_one_problem(model, named[0], message) if len(named) == 1 else message)
+
+
+def _one_problem(model: ModelProfile, field: str, reason: str) -> str:
+    if field in model.engine_args:
+        return f"engine argument {field}={model.engine_args[field]!r}: {reason}"
+    return f"{field}: {reason}" if field else reason
+
+
+def model_shape(name: str, model: ModelProfile, config: Any) -> ModelShape:
+    """What ``config`` (a ``VllmConfig``) says about the model's KV cache and weights."""
+    from vllm.utils.torch_utils import get_dtype_size, kv_cache_dtype_str_to_dtype
+
+    model_config, parallel = config.model_config, config.parallel_config
+    cache_dtype = kv_cache_dtype_str_to_dtype(config.cache_config.cache_dtype, model_config)
+    explicit_kv = model.engine_args.get("kv_cache_memory_bytes")
+    explicit_fraction = model.engine_args.get("gpu_memory_utilization")
+    return ModelShape(
+        name=name,
+        kv_bytes_per_token=kv_bytes_per_token(
+            num_layers=model_config.get_num_layers(parallel),
+            num_kv_heads=model_config.get_num_kv_heads(parallel),
+            head_size=model_config.get_head_size(),
+            dtype_bytes=get_dtype_size(cache_dtype),
+            mla=bool(model_config.use_mla),
+        ),
+        max_model_len=int(model_config.max_model_len),
+        max_num_seqs=int(config.scheduler_config.max_num_seqs),
+        block_size=int(config.cache_config.block_size),
+        weight_bytes=weight_bytes(model_config),
+        explicit_kv_bytes=int(explicit_kv) if explicit_kv is not None else None,
+        explicit_fraction=float(explicit_fraction) if explicit_fraction is not None else None,
+    )
+
+
+def weight_bytes(model_config: Any) -> int:
+    """The weights' size in memory: their files' size, scaled when vLLM casts them to another float width."""
+    folder = _model_folder(model_config)
+    if folder is None:
+        return 0
+    files = [path for path in folder.rglob("*") if path.suffix in _WEIGHT_SUFFIXES and path.is_file()]
+    safetensors = [path for path in files if path.suffix == ".safetensors"]
+    on_disk = sum(path.stat().st_size for path in (safetensors or files))  # vLLM loads safetensors first
+    stored = getattr(model_config.hf_config, "dtype", None) or getattr(model_config.hf_config, "torch_dtype", None)
+    if model_config.quantization is not None or stored is None:
+        return on_disk
+    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE, get_dtype_size
+
+    stored_dtype = STR_DTYPE_TO_TORCH_DTYPE.get(str(stored).removeprefix("torch."))
+    if stored_dtype is None or not stored_dtype.is_floating_point:
+        return on_disk
+    return on_disk * get_dtype_size(model_config.dtype) // get_dtype_size(stored_dtype)
+
+
+def _model_folder(model_config: Any) -> Path | None:
+    path = Path(str(model_config.model))
+    if path.is_dir():
+        return path
+    try:  # a hub id: the server runs offline, so only the local cache counts
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(str(model_config.model), revision=model_config.revision, local_files_only=True)
+    except Exception:  # not cached (vLLM will say so when it loads): count no weights
+        return None
+    return Path(folder)
+
+
+def read_device_memory(device: str) -> MemoryReading | None:
+    """The memory vLLM checks when an engine starts on ``device``; None where Turnout does not budget (HPU).
+
+    On CPU this is vLLM's own ``get_memory_node_info`` for the NUMA node of the first allowed CPU (cgroup limits
+    included), exactly what the worker's "Available memory on node N" check reads. On CUDA it is NVML's reading
+    of device 0, so that this process creates no CUDA context.
+    """
+    if device == "cpu":
+        from vllm.utils.cpu_resource_utils import get_allowed_cpu_list, get_memory_node_info
+
+        node = get_allowed_cpu_list()[0].numa_node
+        info = get_memory_node_info(node)
+        return MemoryReading(
+            device="cpu",
+            where=f"NUMA node {node}",
+            total_bytes=int(info.total_memory),
+            available_bytes=int(info.available_memory),
+        )
+    if device == "cuda":
+        return _nvml_reading()
+    return None
+
+
+def _nvml_reading() -> MemoryReading | None:
+    try:
+        import pynvml  # ships with CUDA vLLM
+
+        pynvml.nvmlInit()
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+        index = int(visible) if visible.isdigit() else 0
+        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
+    except Exception as exc:  # no NVML: vLLM's own default applies, and the log says why
+        logger.warning("cannot read CUDA device memory through NVML (%s); KV caches are not budgeted", exc)
+        return None
+    return MemoryReading(
+        device="cuda", where=f"cuda:{index}", total_bytes=int(info.total), available_bytes=int(info.free)
+    )
