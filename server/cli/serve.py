@@ -102,7 +102,7 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
         prepared, plan = prepare_profile(profile, engine_defaults=engine_defaults)
     except EngineConfigInvalid as invalid:
         for problem in invalid.problems:
-            err_console.print(f"{profile.path}: error: {problem}", markup=False, highlight=False)
+            click.echo(f"{profile.path}: error: {problem}", err=True)  # one greppable line each
         err_console.print("[bold red]vLLM refused the engine arguments; not starting.[/]")
         raise SystemExit(1) from None
     except StrategyUnavailable as exc:
@@ -112,7 +112,7 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
         logger.info("KV caches are not budgeted on this device; vLLM's own defaults apply")
         return prepared, None
     for line in plan.summary():
-        out_console.print(line, markup=False, highlight=False)
+        click.echo(line)
     if plan.errors:
         err_console.print("[bold red]The models do not fit in memory as configured; not starting.[/]")
         raise SystemExit(1)

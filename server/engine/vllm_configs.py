@@ -65,20 +65,20 @@ def build_engine_configs(models: Mapping[str, ModelProfile]) -> dict[str, Any]:
 
 
 def describe_config_error(name: str, model: ModelProfile, exc: Exception) -> str:
-    """``model 'x': engine argument max_model_len=-5: <vLLM's reason>``, or vLLM's message when no key is known."""
+    """``model 'x': engine argument max_model_len=-5: <vLLM's reason>``; vLLM's message when no key is known."""
     errors = getattr(exc, "errors", None)
-    if callable(errors) and hasattr(exc, "title"):  # pydantic's ValidationError: structured, one per field
-        parts = []
-        for error in errors():
-            field = str(error["loc"][0]) if error.get("loc") else ""
-            parts.append(_one_problem(model, field, str(error.get("msg", exc))))
-        return f"model {name!r}: " + "; ".join(parts)
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    named = [key for key in model.engine_args if key in message]
-    return f"model {name!r}: " + (_one_problem(model, named[0], message) if len(named) == 1 else message)
+    if callable(errors) and hasattr(exc, "title"):  # pydantic's ValidationError: one entry per field
+        reasons = [(str(error["loc"][0]) if error.get("loc") else "", str(error.get("msg", ""))) for error in errors()]
+    else:
+        reasons = [("", str(exc) or type(exc).__name__)]
+    return f"model {name!r}: " + "; ".join(_one_problem(model, field, reason) for field, reason in reasons)
 
 
 def _one_problem(model: ModelProfile, field: str, reason: str) -> str:
+    reason = " ".join(reason.split())
+    if not field:  # a cross-field check names no field: name the key when its name is in the message
+        named = [key for key in model.engine_args if key in reason]
+        field = named[0] if len(named) == 1 else ""
     if field in model.engine_args:
         return f"engine argument {field}={model.engine_args[field]!r}: {reason}"
     return f"{field}: {reason}" if field else reason

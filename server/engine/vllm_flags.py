@@ -93,5 +93,9 @@ def _explain(message: str, known: Sequence[str]) -> str:
     unknown = [word for word in message.removeprefix(_UNRECOGNIZED).split() if word.startswith("-")]
     if not unknown:
         return message
-    parts = [f"unknown option {word.split('=', 1)[0]}{did_you_mean(word.split('=', 1)[0], known)}" for word in unknown]
+    long_options = [option for option in known if option.startswith("--")]
+    parts = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        parts.append(f"unknown option {name}{did_you_mean(name, long_options if name.startswith('--') else known)}")
     return "; ".join(parts) + " (turnout serve takes its own options and vLLM's engine flags)"

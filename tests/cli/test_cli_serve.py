@@ -1,10 +1,14 @@
-"""``turnout serve`` refuses an invalid profile before starting any engine, printing every error."""
+"""``turnout serve``'s command line: the profile (or ``$VLLM_HPU_MULTI_MODEL_CONFIG``), vLLM's engine flags, and
+the checks that refuse to start before any engine does."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from server.profiles import CONFIG_ENV
 
 
 def test_serve_refuses_an_invalid_profile_with_every_error(tmp_path: Path) -> None:
@@ -22,3 +26,49 @@ def test_serve_refuses_an_invalid_profile_with_every_error(tmp_path: Path) -> No
     assert f"{profile}:5:6: error:" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert "3 error(s); not starting" in result.stderr
+
+
+def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if key != CONFIG_ENV}
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**environment, **(env or {})},
+    )
+
+
+def test_without_a_profile_argument_serve_reads_the_seeds_env_var(tmp_path: Path) -> None:
+    profile = tmp_path / "from-env.yaml"
+    profile.write_text("models:\n  a:\n    model: ./missing\n")
+    result = _serve("--port", "1", env={CONFIG_ENV: str(profile)})
+    assert result.returncode == 1
+    assert f"{profile}:3:12: error: model 'a': model path './missing' does not exist" in result.stderr
+    missing = _serve("--port", "1")
+    assert missing.returncode == 2 and f"Give a PROFILE file or set {CONFIG_ENV}." in missing.stderr
+
+
+def test_an_unknown_flag_is_a_usage_error_naming_the_closest_flag(tmp_path: Path) -> None:
+    result = _serve(str(tmp_path / "p.yaml"), "--max-model-lenn", "5", "--prot", "1")
+    assert result.returncode == 2
+    assert "unknown option --max-model-lenn; did you mean '--max-model-len'" in result.stderr
+    assert "unknown option --prot; did you mean '--port'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_engine_flag_is_every_models_default_and_a_bad_one_fails_before_any_engine(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    profile = tmp_path / "two.yaml"
+    profile.write_text(
+        f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n    max_model_len: 1024\n"
+        f"  plain:\n    model: {tiny_models['tiny-plain']}\n"
+    )
+    # tools overrides the flag with its own key; plain takes it, and the tiny model allows only 2048 tokens.
+    result = _serve(str(profile), "--max-model-len", "99999", "--dtype", "float32", "--port", "1")
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"{profile}: error: model 'plain': engine argument max_model_len=99999: " in result.stderr
+    assert "model 'tools'" not in result.stderr
+    assert "vLLM refused the engine arguments; not starting." in result.stderr
+    assert "Loading" not in result.stderr + result.stdout  # no engine was started
