@@ -1,0 +1,71 @@
+"""A profile as a user first writes it (two models, only ``model`` and ``max_model_len``) starts and serves.
+
+Without Turnout's KV budget, vLLM on CPU would claim 92% of the NUMA node for the first engine and the second
+one would fail to start. Real ``turnout serve``, real tiny engines (both resident: ``auto`` is keep on CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.live_server import LiveServer, start_server, wait_ready
+
+pytestmark = pytest.mark.engine
+
+TOKEN = "natural-admin-token"
+HELLO = [{"role": "user", "content": "Hello"}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    folder = tmp_path_factory.mktemp("natural")
+    profile = folder / "natural.yaml"
+    profile.write_text(
+        f"models:\n"
+        f"  tools:\n    model: {tiny_models['tiny-tools']}\n    max_model_len: 1024\n"
+        f"  plain:\n    model: {tiny_models['tiny-plain']}\n    max_model_len: 512\n"
+    )
+    live = start_server(profile, folder / "serve.log", {"TURNOUT_ADMIN_TOKEN": TOKEN})
+    try:
+        wait_ready(live, timeout=900)  # torch.compile is on (no enforce_eager): a slow first start
+        yield live
+    finally:
+        live.stop()
+
+
+def _chat(server: LiveServer, model: str) -> str:
+    body = {"model": model, "messages": HELLO, "temperature": 0, "max_tokens": 12}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    content: str = answer.json()["choices"][0]["message"]["content"]
+    return content
+
+
+def test_both_models_serve_with_budgeted_kv_caches(server: LiveServer) -> None:
+    assert _chat(server, "tools") == "Hello from tiny-tools."
+    switched = httpx.post(
+        f"{server.url}/v1/models/switch",
+        json={"model": "plain"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=900,
+    )
+    assert switched.status_code == 200, switched.text
+    assert _chat(server, "plain") == "Hello from tiny-plain."
+
+    status = httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    memory = status.json()["memory"]
+    assert memory["resident_together"] == 2 and memory["memory"]["where"].startswith("NUMA node")
+    decisions = {item["model"]: item for item in memory["decisions"]}
+    # bfloat16 (auto on CPU), 2 layers x 1 KV head x 64: 512 bytes a token, 128 sequences at most.
+    assert decisions["tools"]["kv_cache_bytes"] == 1024 * 128 * 512
+    assert decisions["plain"]["kv_cache_bytes"] == 512 * 128 * 512
+    assert all(item["source"] == "budget" and item["capped_at_need"] for item in decisions.values())
+    # Both engines stayed resident, and the decision was printed at start-up.
+    assert {slot["name"]: slot["state"] for slot in status.json()["slots"]} == {"tools": "resident", "plain": "active"}
+    log = server.log()
+    assert "up to 2 model(s) resident together (strategy keep)" in log
+    assert "  tools: KV cache 64 MiB (budgeted, capped at max_model_len x max_num_seqs" in log
