@@ -15,15 +15,21 @@ from typing import Any, Literal
 import msgspec
 
 from server.engine import EngineManager, ModelsReplaced
+from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan
+from server.engine.vllm_configs import EngineConfigInvalid
 from server.profiles import Profile, ProfileIssue, ValidationResult
 from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
 
-__all__ = ["ModelReload", "ProfileRejected", "ReloadReport", "Reloader", "Validate"]
+__all__ = ["ModelReload", "Prepare", "ProfileRejected", "ReloadReport", "Reloader", "Validate"]
 
 logger = logging.getLogger("turnout.api")
 
 #: Validates a profile file the way ``turnout serve`` does (live parser registries, the CLI's defaults).
 Validate = Callable[[str], ValidationResult]
+#: Readies a valid profile to run as ``turnout serve`` does at start-up: its command-line engine defaults, vLLM's
+#: check of every model's engine config, and the KV-cache budget. Raises EngineConfigInvalid or
+#: MemoryBudgetExceeded.
+Prepare = Callable[[Profile], tuple[Profile, MemoryPlan | None]]
 
 Effect = Literal["now", "next_activation", "next_load"]
 
@@ -87,13 +93,17 @@ class Reloader:
         manager: The running manager.
         profile: The profile the server started with.
         validate: The server's own validation.
+        prepare: What the server does to a valid profile before it runs it (None: nothing).
     """
 
-    def __init__(self, manager: EngineManager[Any], profile: Profile, validate: Validate) -> None:
+    def __init__(
+        self, manager: EngineManager[Any], profile: Profile, validate: Validate, prepare: Prepare | None = None
+    ) -> None:
         self._manager = manager
         self._profile = profile
         self._digests = file_digests(profile)
         self._validate = validate
+        self._prepare = prepare
         self._lock = asyncio.Lock()
 
     @property
@@ -115,7 +125,8 @@ class Reloader:
             result = await asyncio.to_thread(self._validate, source)
             if result.profile is None:
                 raise ProfileRejected(result.errors, result.warnings)
-            new, digests = result.profile, await asyncio.to_thread(file_digests, result.profile)
+            new, plan = await asyncio.to_thread(self._prepared, result)
+            digests = await asyncio.to_thread(file_digests, new)
             changes = diff_profiles(self._profile, self._digests, new, digests)
             warnings = [str(warning) for warning in result.warnings]
             if dry_run or not changes.models:
@@ -125,12 +136,26 @@ class Reloader:
                 new_frontend=[change.name for change in changes.models if change.frontend],
                 new_engine=[change.name for change in changes.models if change.engine],
             )
+            if self._prepare is not None:
+                self._manager.memory_plan = plan
             # Restart-only settings keep their running values, so a later reload reports them again.
             self._profile = msgspec.structs.replace(self._profile, path=new.path, models=new.models)
             self._digests = digests
             report = self._report(new.path, changes, replaced, applied=True, warnings=warnings)
             logger.info("reload of %s applied: %s", new.path, "; ".join(model.note for model in report.models))
             return report
+
+    def _prepared(self, result: ValidationResult) -> tuple[Profile, MemoryPlan | None]:
+        assert result.profile is not None
+        if self._prepare is None:
+            return result.profile, self._manager.memory_plan
+        try:
+            return self._prepare(result.profile)
+        except (EngineConfigInvalid, MemoryBudgetExceeded) as refused:
+            # vLLM's own checks know no positions: each problem names the model and the key instead.
+            path = result.profile.path
+            errors = [ProfileIssue(file=path, line=1, col=1, message=problem) for problem in refused.problems]
+            raise ProfileRejected(errors, result.warnings) from None
 
     def _report(
         self,

@@ -95,6 +95,7 @@ def _secret_from_env(name: str) -> str | None:
 def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
     """Build every model's vLLM engine config and the KV-cache budget; exit 1 naming what is wrong."""
     from server.engine.factory import prepare_profile
+    from server.engine.kv_budget import MemoryBudgetExceeded
     from server.engine.strategies import StrategyUnavailable
     from server.engine.vllm_configs import EngineConfigInvalid
 
@@ -105,28 +106,31 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
             click.echo(f"{profile.path}: error: {problem}", err=True)  # one greppable line each
         err_console.print("[bold red]vLLM refused the engine arguments; not starting.[/]")
         raise SystemExit(1) from None
+    except MemoryBudgetExceeded as exceeded:
+        for line in exceeded.plan.summary():
+            click.echo(line, err=True)
+        err_console.print("[bold red]The models do not fit in memory as configured; not starting.[/]")
+        raise SystemExit(1) from None
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
     if plan is None:
         logger.info("KV caches are not budgeted on this device; vLLM's own defaults apply")
-        return prepared, None
-    for line in plan.summary():
-        click.echo(line)
-    if plan.errors:
-        err_console.print("[bold red]The models do not fit in memory as configured; not starting.[/]")
-        raise SystemExit(1)
+    else:
+        for line in plan.summary():
+            click.echo(line)
     return prepared, plan
 
 
 def run_server(profile: Profile, options: ServeOptions) -> None:
     """Build the manager and app for ``profile`` and serve until interrupted."""
+    import msgspec
     import uvicorn
 
     from server.api import ApiSettings, create_app
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
-    from server.engine.factory import build_manager
+    from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
 
@@ -164,7 +168,16 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
     )
-    reloader = Reloader(manager, profile, serving_validation(options.tool_call_parser, options.enable_auto_tool_choice))
+
+    def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
+        # The same command-line defaults, and the start-up memory reading: the engines running now are part of
+        # what the budget already counts. switching.* applies only at a restart, so the residency stays too.
+        memory = memory_plan.memory if memory_plan is not None else None
+        running = msgspec.structs.replace(new, switching=profile.switching)
+        return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
+
+    validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
+    reloader = Reloader(manager, profile, validation, prepare=prepare_reloaded)
 
     async def watch() -> None:
         await watch_profile(reloader)

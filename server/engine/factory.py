@@ -14,7 +14,9 @@ import msgspec
 
 from server.engine.kv_budget import (
     ENGINE_OVERHEAD_BYTES,
+    MemoryBudgetExceeded,
     MemoryPlan,
+    MemoryReading,
     plan_kv_cache,
     resident_together,
     with_kv_budget,
@@ -37,7 +39,11 @@ B = TypeVar("B")
 
 
 def prepare_profile(
-    profile: Profile, *, engine_defaults: Mapping[str, Any] | None = None, device: str | None = None
+    profile: Profile,
+    *,
+    engine_defaults: Mapping[str, Any] | None = None,
+    device: str | None = None,
+    memory: MemoryReading | None = None,
 ) -> tuple[Profile, MemoryPlan | None]:
     """Check every model's engine arguments with vLLM, then budget the KV caches the profile leaves open.
 
@@ -45,19 +51,22 @@ def prepare_profile(
         profile: The validated profile.
         engine_defaults: Engine arguments from the command line, for every model; a model's own key wins.
         device: ``cpu``, ``cuda`` or ``hpu`` (default: what vLLM detects).
+        memory: The reading to budget from. Default: read it now, which is right only before any engine
+            runs; a reload passes the start-up reading, so that its engines' own use is not counted twice.
 
     Returns:
-        The profile with each budgeted model's ``kv_cache_memory_bytes`` set (unchanged when the plan has
-        errors), and the plan (None where Turnout does not budget: HPU, or CUDA without NVML).
+        The profile with each budgeted model's ``kv_cache_memory_bytes`` set, and the plan (None where Turnout
+        does not budget: HPU, or CUDA without NVML).
 
     Raises:
         EngineConfigInvalid: vLLM refused a model's engine arguments.
+        MemoryBudgetExceeded: A model cannot hold one sequence of its ``max_model_len``.
         StrategyUnavailable: The profile's strategy cannot run on this device.
     """
     device = device or detect_device()
     profile = with_engine_defaults(profile, engine_defaults or {})
     configs = build_engine_configs(profile.models)
-    memory = read_device_memory(device)
+    memory = memory or read_device_memory(device)
     if memory is None:
         return profile, None
     strategy = resolve_strategy_name(
@@ -72,7 +81,9 @@ def prepare_profile(
         strategy=strategy,
         engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
     )
-    return (profile if plan.errors else with_kv_budget(profile, plan)), plan
+    if plan.errors:
+        raise MemoryBudgetExceeded(plan)
+    return with_kv_budget(profile, plan), plan
 
 
 def with_engine_defaults(profile: Profile, defaults: Mapping[str, Any]) -> Profile:

@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_RESERVE_FRACTION",
     "ENGINE_OVERHEAD_BYTES",
     "KvDecision",
+    "MemoryBudgetExceeded",
     "MemoryPlan",
     "MemoryReading",
     "ModelShape",
@@ -171,6 +172,15 @@ class MemoryPlan(msgspec.Struct, frozen=True, kw_only=True):
             )
         lines.extend(f"  error: {error}" for error in self.errors)
         return lines
+
+
+class MemoryBudgetExceeded(ValueError):
+    """A model cannot hold one sequence of its ``max_model_len``; ``plan`` has every figure, ``problems`` the lines."""
+
+    def __init__(self, plan: MemoryPlan) -> None:
+        super().__init__("; ".join(plan.errors))
+        self.plan = plan
+        self.problems = list(plan.errors)
 
 
 def kv_bytes_per_token(*, num_layers: int, num_kv_heads: int, head_size: int, dtype_bytes: int, mla: bool) -> int:

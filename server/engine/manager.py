@@ -83,7 +83,7 @@ class EngineManager(Generic[B]):
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
         memory_probe: Reads memory in MB for the switch report.
         scheduling: Auto mode's residency, wait, queue and backoff bounds.
-        memory_plan: The KV-cache budget decided at start-up, shown in the status.
+        memory_plan: The KV-cache budget decided at start-up (and at each reload), shown in the status.
     """
 
     def __init__(
@@ -170,6 +170,16 @@ class EngineManager(Generic[B]):
     def slot_state(self, model: str) -> SlotState:
         """The state of ``model``'s slot."""
         return self._slots[model].state
+
+    @property
+    def memory_plan(self) -> MemoryPlan | None:
+        """The KV-cache budget the configured models run under (None where Turnout does not budget)."""
+        return self._memory_plan
+
+    @memory_plan.setter
+    def memory_plan(self, plan: MemoryPlan | None) -> None:
+        # A reload that changes the models brings their new budget with it.
+        self._memory_plan = plan
 
     def snapshot(self) -> ManagerSnapshot:
         """The manager's state for the status route."""
