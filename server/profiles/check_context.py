@@ -10,6 +10,7 @@ from typing import Final
 from server.profiles.issues import ProfileIssue, Severity, ValidationResult
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import Profile
+from server.profiles.vllm_source import EngineArgField
 
 __all__ = ["Collector", "Context", "Finding", "Pos"]
 
@@ -70,7 +71,8 @@ class Context:
         cwd: The working directory (vLLM and INC resolve some relative paths against it).
         env: The environment (``MODEL``, the Hugging Face cache variables).
         parsers: The registry to check parser names against, or ``None`` to skip those checks.
-        engine_fields: ``AsyncEngineArgs`` field name to annotation, or ``None`` when vLLM is not installed.
+        engine_fields: ``AsyncEngineArgs``' fields as vLLM's source declares them, or ``None`` when vLLM is not
+            installed.
         tool_parser_names: ``parsers``' tool parser names, read once.
         reasoning_parser_names: ``parsers``' reasoning parser names, read once.
         default_tool_call_parser: The server's default tool parser (its ``--tool-call-parser``), if any.
@@ -82,7 +84,7 @@ class Context:
     cwd: Path
     env: Mapping[str, str]
     parsers: ParserRegistry | None
-    engine_fields: Mapping[str, str] | None
+    engine_fields: Mapping[str, EngineArgField] | None
     tool_parser_names: Collection[str] = field(default=())
     reasoning_parser_names: Collection[str] = field(default=())
     default_tool_call_parser: str | None = None

@@ -11,7 +11,7 @@ from typing import Any, Final
 from ruamel.yaml.comments import CommentedMap
 
 from server.profiles.check_context import Context, Finding
-from server.profiles.engine_args import check_engine_arg, did_you_mean
+from server.profiles.engine_args import check_engine_value, did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
 from server.profiles.model_path import resolve_model
 from server.profiles.quant_checks import check_quant_config
@@ -92,12 +92,10 @@ def _check_keys(ctx: Context, entry: CommentedMap, label: str) -> tuple[dict[str
                 report.error(pos, f"{label}: {key} {problem}")
             else:
                 values[key] = converted
-        elif fields is not None and (expected := check_engine_arg(value, fields[key])):
-            report.error(
-                pos,
-                f"{label}: engine argument {key} must be {expected}, got {describe_value(value)} "
-                f"(vLLM's AsyncEngineArgs.{key} is {fields[key]})",
-            )
+        elif fields is not None and (wrong := check_engine_value(value, fields[key])):
+            expected, declared = wrong
+            shown = describe_value(value)
+            report.error(pos, f"{label}: engine argument {key} must be {expected}, got {shown} (vLLM's {declared})")
         else:
             engine_args[key] = value
     return values, engine_args
