@@ -1,0 +1,187 @@
+"""Live servers for the load-and-fault suite, one at a time, shared by every test that needs the same profile.
+
+Each test names the profile it runs against with ``@pytest.mark.live_server("keep")``; the tests are ordered so
+that each profile's server starts once. At most one server is alive at a time (keep holds two engines), which
+keeps this suite within the machine's two-engines rule.
+
+``TURNOUT_RELIABILITY=long`` selects the long version (300 requests, 10 admin switches; run by ``just bench``);
+the default is the short one CI runs. ``TURNOUT_RELIABILITY_OUT=folder`` writes each traffic run's summary as
+JSON there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.tinymodels.spec import TEMPLATES_DIR
+from tests.api.live_server import LiveServer, start_server, wait_ready
+
+ADMIN_TOKEN = "reliability-admin-token"
+MODE_ENV = "TURNOUT_RELIABILITY"
+OUT_ENV = "TURNOUT_RELIABILITY_OUT"
+#: The demo's tiny-engine settings (profiles/demo.yaml): small, float32, eager, a 16 MiB KV cache.
+TINY_ENGINE: dict[str, Any] = {
+    "dtype": "float32",
+    "max_model_len": 1024,
+    "max_num_seqs": 8,
+    "kv_cache_memory_bytes": 16 * 1024 * 1024,
+    "enforce_eager": True,
+}
+#: Server profiles in the order their tests run (each starts once).
+PROFILES: dict[str, dict[str, Any]] = {
+    "keep": {"strategy": "keep", "max_active": 2},
+    "stop": {"strategy": "stop"},
+    "auto": {"strategy": "keep", "max_active": 2, "mode": "auto"},
+}
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much traffic a run sends: the long version is what the issue asks for, the short one fits CI."""
+
+    name: str
+    requests: int
+    admin_switches: int
+
+    @classmethod
+    def from_env(cls) -> Scale:
+        if os.environ.get(MODE_ENV, "short") == "long":
+            return cls("long", requests=300, admin_switches=10)
+        return cls("short", requests=80, admin_switches=3)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "live_server(profile): the reliability server profile a test runs against")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group this suite's tests by server profile (in ``PROFILES`` order), leaving every other test in place."""
+    order = list(PROFILES)
+    slots = [index for index, item in enumerate(items) if item.get_closest_marker("live_server") is not None]
+
+    def key(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("live_server")
+        assert marker is not None
+        return order.index(marker.args[0])
+
+    ordered = sorted((items[index] for index in slots), key=key)
+    for index, item in zip(slots, ordered, strict=True):
+        items[index] = item
+
+
+def broken_copy(model: Path, into: Path) -> Path:
+    """A copy of ``model`` whose weights file is corrupt: vLLM fails to load it after its processes started."""
+    broken = into / "tiny-broken"
+    if not broken.exists():
+        shutil.copytree(model, broken)
+        weights = broken / "model.safetensors"
+        size = weights.stat().st_size
+        weights.write_bytes(b"\x00corrupt" * (size // 8))
+    return broken
+
+
+def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, Any]) -> Path:
+    """A JSON profile serving ``tools``, ``plain`` and ``broken`` with the tiny engine settings."""
+    templates = {"tools": "tiny-chatml-tools.jinja", "plain": "tiny-bracket.jinja", "broken": "tiny-bracket.jinja"}
+    entries: dict[str, Any] = {}
+    for name, path in models.items():
+        entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / templates[name])}
+    entries["tools"].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
+    profile = {
+        "default_model": "tools",
+        "models": entries,
+        "switching": {"drain_timeout": 5, **switching},
+    }
+    path = folder / "profile.json"
+    path.write_text(json.dumps(profile, indent=2))
+    return path
+
+
+class ServerPool:
+    """Starts the server for a profile on demand; starting another one stops the one before."""
+
+    def __init__(self, models: dict[str, Path], workdir: Path) -> None:
+        self._models = models
+        self._workdir = workdir
+        self._current: tuple[str, LiveServer] | None = None
+
+    def get(self, name: str) -> LiveServer:
+        if self._current is not None and self._current[0] == name:
+            return self._current[1]
+        self.close()
+        folder = self._workdir / name
+        folder.mkdir(exist_ok=True)
+        profile = write_profile(folder, self._models, PROFILES[name])
+        server = start_server(profile, folder / "server.log", {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN})
+        wait_ready(server)
+        self._current = (name, server)
+        return server
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current[1].stop()
+            self._current = None
+
+
+@pytest.fixture(scope="session")
+def scale() -> Scale:
+    return Scale.from_env()
+
+
+@pytest.fixture(scope="session")
+def reliability_models(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two demo models and a broken copy of tiny-plain."""
+    broken = broken_copy(tiny_models["tiny-plain"], tmp_path_factory.mktemp("broken-model"))
+    return {"tools": tiny_models["tiny-tools"], "plain": tiny_models["tiny-plain"], "broken": broken}
+
+
+@pytest.fixture(scope="session")
+def server_pool(
+    reliability_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerPool]:
+    pool = ServerPool(reliability_models, tmp_path_factory.mktemp("reliability"))
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def live(request: pytest.FixtureRequest, server_pool: ServerPool) -> LiveServer:
+    """The server of the test's ``live_server`` profile."""
+    marker = request.node.get_closest_marker("live_server")
+    assert marker is not None, "mark the test with @pytest.mark.live_server(profile)"
+    return server_pool.get(marker.args[0])
+
+
+@pytest.fixture(scope="session")
+def completion_prompts(reliability_models: dict[str, Path]) -> dict[str, str]:
+    """Each demo model's chat prompt for "Hello!", rendered with its template, for the completions API."""
+    from transformers import AutoTokenizer
+
+    prompts = {}
+    for name in ("tools", "plain"):
+        tokenizer = AutoTokenizer.from_pretrained(reliability_models[name])
+        template = (TEMPLATES_DIR / ("tiny-chatml-tools.jinja" if name == "tools" else "tiny-bracket.jinja")).read_text()
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Hello!"}], chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+        prompts[name] = str(rendered)
+    return prompts
+
+
+def save_summary(name: str, summary: dict[str, Any]) -> None:
+    """Print a traffic run's summary and, with ``TURNOUT_RELIABILITY_OUT``, write it as JSON."""
+    print(f"\n{name}: {json.dumps(summary, indent=1)}")
+    out = os.environ.get(OUT_ENV)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / f"{name}.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,71 @@
+"""Mixed traffic for two models while switches run, per strategy: no request is lost or answered by the wrong model.
+
+Each run sends chat and completions, streaming and not, for both demo models (a fifth long enough to be cut by
+a short drain), while an admin switches back and forth; in auto mode the traffic itself switches too. Every
+request must end completed or refused with a retryable error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.live_server import LiveServer
+from tests.reliability.conftest import ADMIN_TOKEN, Scale, save_summary
+from tests.reliability.traffic import mixed_requests, run_traffic
+
+pytestmark = pytest.mark.engine
+
+
+def _targets(count: int, first: str) -> list[str]:
+    other = {"tools": "plain", "plain": "tools"}
+    targets = [other[first]]
+    while len(targets) < count:
+        targets.append(other[targets[-1]])
+    return targets
+
+
+def _active(server: LiveServer) -> str:
+    status = httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30)
+    active: str = status.json()["active_model"]
+    return active
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        pytest.param("keep", marks=pytest.mark.live_server("keep")),
+        pytest.param("stop", marks=pytest.mark.live_server("stop")),
+        pytest.param("auto", marks=pytest.mark.live_server("auto")),
+    ],
+)
+async def test_mixed_traffic_while_switching(
+    profile: str, live: LiveServer, scale: Scale, completion_prompts: dict[str, str], tmp_path: Path
+) -> None:
+    # The stop strategy starts an engine on every switch: fewer switches keep the short run within minutes.
+    switches = scale.admin_switches if profile != "stop" or scale.name == "long" else 2
+    specs = mixed_requests(scale.requests, ["tools", "plain"], seed=len(profile))
+    report = await run_traffic(
+        live.url,
+        specs,
+        prompts=completion_prompts,
+        switch_targets=_targets(switches, _active(live)),
+        admin_token=ADMIN_TOKEN,
+        drain_timeout=0.5,
+    )
+    summary = report.summary()
+    save_summary(f"traffic-{profile}-{scale.name}", summary)
+    counts = report.counts()
+    assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
+    assert sum(counts.values()) == len(specs)
+    # Most of the traffic is served: refusals are only the requests caught by a switch.
+    assert counts["completed"] >= len(specs) // 3, summary
+    made = [log for log in report.switches if log.status == 200]
+    if profile == "auto":
+        # Auto mode switches on its own too: an admin switch that meets one is refused with 409 switch_conflict.
+        assert all(log.status in (200, 409) for log in report.switches), summary
+    else:
+        assert len(made) == switches, summary
+    assert "Traceback" not in live.log()
