@@ -61,6 +61,7 @@ __all__ = [
     "VllmFrontend",
     "check_vllm_version",
     "parser_registry",
+    "request_body_schemas",
 ]
 
 _log = logging.getLogger(__name__)
@@ -69,6 +70,32 @@ _log = logging.getLogger(__name__)
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
 # Reported per validation error; vLLM's own handler caps them too, since pydantic echoes input in every error.
 _MAX_REPORTED_ERRORS = 5
+
+
+#: The request model of each documented request body, named as its OpenAPI component.
+_REQUEST_BODIES: dict[str, Any] = {
+    "ChatCompletionRequest": ChatCompletionRequest,
+    "CompletionRequest": CompletionRequest,
+    "EmbeddingRequest": EmbeddingRequest,
+    "TokenizeRequest": TokenizeCompletionRequest | TokenizeChatRequest,
+    "DetokenizeRequest": DetokenizeRequest,
+}
+
+
+def request_body_schemas(ref_prefix: str = "#/components/schemas/") -> dict[str, dict[str, Any]]:
+    """vLLM's request models as JSON Schema, for the OpenAPI document (as `vllm serve` documents them).
+
+    Returns:
+        Component name to schema: one per entry of `_REQUEST_BODIES` (`ChatCompletionRequest`, ...), plus the
+        definitions they refer to as `{ref_prefix}{name}`.
+    """
+    adapters = [(name, "validation", pydantic.TypeAdapter(model)) for name, model in _REQUEST_BODIES.items()]
+    tops, definitions = pydantic.TypeAdapter.json_schemas(adapters, ref_template=ref_prefix + "{model}")  # type: ignore[arg-type]
+    schemas: dict[str, dict[str, Any]] = dict(definitions.get("$defs", {}))
+    for (name, _), schema in tops.items():
+        if schema.get("$ref") != f"{ref_prefix}{name}":  # unions come back inline, models as a reference
+            schemas[name] = dict(schema)
+    return schemas
 
 
 class ParserRegistry:

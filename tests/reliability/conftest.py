@@ -35,6 +35,7 @@ TINY_ENGINE: dict[str, Any] = {
     "kv_cache_memory_bytes": 16 * 1024 * 1024,
     "enforce_eager": True,
 }
+TEMPLATES = {"tools": "tiny-chatml-tools.jinja", "plain": "tiny-bracket.jinja", "broken": "tiny-bracket.jinja"}
 #: Server profiles in the order their tests run (each starts once).
 PROFILES: dict[str, dict[str, Any]] = {
     "keep": {"strategy": "keep", "max_active": 2},
@@ -90,10 +91,9 @@ def broken_copy(model: Path, into: Path) -> Path:
 
 def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, Any]) -> Path:
     """A JSON profile serving ``tools``, ``plain`` and ``broken`` with the tiny engine settings."""
-    templates = {"tools": "tiny-chatml-tools.jinja", "plain": "tiny-bracket.jinja", "broken": "tiny-bracket.jinja"}
     entries: dict[str, Any] = {}
     for name, path in models.items():
-        entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / templates[name])}
+        entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / TEMPLATES[name])}
     entries["tools"].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
     profile = {
         "default_model": "tools",
@@ -144,9 +144,7 @@ def reliability_models(tiny_models: dict[str, Path], tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="session")
-def server_pool(
-    reliability_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerPool]:
+def server_pool(reliability_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
     pool = ServerPool(reliability_models, tmp_path_factory.mktemp("reliability"))
     try:
         yield pool
@@ -170,7 +168,7 @@ def completion_prompts(reliability_models: dict[str, Path]) -> dict[str, str]:
     prompts = {}
     for name in ("tools", "plain"):
         tokenizer = AutoTokenizer.from_pretrained(reliability_models[name])
-        template = (TEMPLATES_DIR / ("tiny-chatml-tools.jinja" if name == "tools" else "tiny-bracket.jinja")).read_text()
+        template = (TEMPLATES_DIR / TEMPLATES[name]).read_text()
         rendered = tokenizer.apply_chat_template(
             [{"role": "user", "content": "Hello!"}], chat_template=template, tokenize=False, add_generation_prompt=True
         )

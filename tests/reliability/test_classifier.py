@@ -53,12 +53,10 @@ def test_json_answers(status: int, headers: dict[str, str], payload: Any, outcom
 
 
 def test_a_request_without_a_model_is_judged_by_the_model_that_answered() -> None:
-    assert classify_stream(ANY_CHAT, [*_events("plain", ["Hello from ", "tiny-plain."]), "[DONE]"], ended=True).outcome == (
-        "completed"
-    )
-    assert classify_stream(ANY_CHAT, [*_events("plain", ["Hello from tiny-tools."]), "[DONE]"], ended=True).outcome == (
-        "wrong"
-    )
+    right = classify_stream(ANY_CHAT, [*_events("plain", ["Hello from ", "tiny-plain."]), "[DONE]"], ended=True)
+    assert (right.outcome, right.answered_by) == ("completed", "plain")
+    wrong = classify_stream(ANY_CHAT, [*_events("plain", ["Hello from tiny-tools."]), "[DONE]"], ended=True)
+    assert wrong.outcome == "wrong"
 
 
 @pytest.mark.parametrize(

@@ -125,9 +125,7 @@ class TrafficReport:
             "requests": len(self.results),
             "seconds": round(self.seconds, 1),
             "counts": self.counts(),
-            "reasons": {
-                outcome: dict(self.reasons(outcome)) for outcome in OUTCOMES if outcome != "completed"
-            },
+            "reasons": {outcome: dict(self.reasons(outcome)) for outcome in OUTCOMES if outcome != "completed"},
             "switches": [f"{log.target}: {log.status} {log.detail}" for log in self.switches],
         }
 
@@ -196,7 +194,9 @@ def classify_stream(spec: RequestSpec, events: Sequence[str], *, ended: bool) ->
             code = str(error.get("code"))
             done = index + 1 < len(events) and events[index + 1] == "[DONE]"
             if code in SWITCH_CODES and "switch" in str(error.get("message", "")):
-                return Result(spec, "refused" if done else "lost", f"stream error {code}" + ("" if done else " no DONE"))
+                if not done:
+                    return Result(spec, "lost", f"stream error {code} without [DONE]")
+                return Result(spec, "refused", f"stream error {code}")
             return Result(spec, "failed", f"stream error {code}: {str(error.get('message'))[:120]}")
         model = chunk.get("model", model)
         for choice in chunk.get("choices") or []:
@@ -238,7 +238,9 @@ async def _exchange(client: httpx.AsyncClient, spec: RequestSpec, prompts: Mappi
         return classify_stream(spec, events, ended=True)
 
 
-def mixed_requests(count: int, models: Sequence[str], *, seed: int = 0, allow_default: bool = True) -> list[RequestSpec]:
+def mixed_requests(
+    count: int, models: Sequence[str], *, seed: int = 0, allow_default: bool = True
+) -> list[RequestSpec]:
     """``count`` requests: chat and completions, streaming and not, for each of ``models``; a fifth run long.
 
     With ``allow_default``, a sixth of the chat requests name no model (the server picks the active one).
