@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
+from typing import Any
 
 from litestar import Litestar, Router
 from litestar.datastructures import State
@@ -31,6 +32,7 @@ from server.api.controllers import (
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.metrics import metrics_registry
 from server.api.reloader import Reloader
+from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
@@ -55,6 +57,7 @@ def create_app(
     loading_status: Callable[[str], AbstractContextManager[None]] | None = None,
     reloader: Reloader | None = None,
     background: Sequence[BackgroundTask] = (),
+    request_schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Litestar:
     """Build the app around ``manager``.
 
@@ -66,6 +69,8 @@ def create_app(
         loading_status: Shows progress while the default model loads (the CLI's rich spinner).
         reloader: Applies changed profiles (``POST /admin/reload``); None when the server has no profile file.
         background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
+        request_schemas: The request bodies' JSON Schemas for ``/openapi.json`` (vLLM's request models, from
+            ``vllm_adapter.request_body_schemas``); None documents them as plain JSON objects.
     """
 
     @asynccontextmanager
@@ -86,14 +91,18 @@ def create_app(
 
     registry = metrics_registry(manager)
     openai_routes = Router(
-        path="/", route_handlers=[OpenAIController, TokenizeController], guards=[ApiKeyGuard(settings)]
+        path="/",
+        route_handlers=[OpenAIController, TokenizeController],
+        guards=[ApiKeyGuard(settings)],
+        security=API_KEY_SECURITY if settings.api_key is not None else None,
     )
     admin_routes = Router(
         path="/",
         route_handlers=[SwitchController, AdminController, ReloadController],
         guards=[AdminGuard(settings)],
+        security=ADMIN_SECURITY,
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=[openai_routes, admin_routes, OpsController, StatusPageController],
         dependencies={
             "manager": Provide(lambda: manager, sync_to_thread=False),
@@ -110,9 +119,12 @@ def create_app(
             version=__version__,
             path="/docs",
             render_plugins=[SwaggerRenderPlugin(path="/")],
+            components=security_components(),
         ),
         debug=False,
     )
+    document_request_bodies(app, request_schemas)
+    return app
 
 
 async def _logged(run: BackgroundTask) -> None:

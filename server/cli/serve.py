@@ -133,6 +133,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
+    from server.frontend.vllm_adapter import request_body_schemas
 
     profile, memory_plan = _prepare(profile, options.engine_defaults)
 
@@ -189,6 +190,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         loading_status=_loading_status,
         reloader=reloader,
         background=[watch] if options.watch else [],
+        request_schemas=request_body_schemas(),
     )
     out_console.print(
         f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "

@@ -77,7 +77,7 @@ class FrontendBundle:
         return await self._tracked(self._frontend.completion, body, request_id)
 
     async def embeddings(self, body: Any, request_id: str) -> BundleResult:
-        """Handle a /v1/embeddings body (a 501 unless `supports_embeddings`); always a `JsonResult`."""
+        """Handle a /v1/embeddings body (a 404 unless `supports_embeddings`); always a `JsonResult`."""
         return await self._tracked(self._frontend.embeddings, body, request_id)
 
     async def tokenize(self, body: Any, request_id: str | None = None) -> BundleResult:

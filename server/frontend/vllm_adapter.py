@@ -95,6 +95,10 @@ def request_body_schemas(ref_prefix: str = "#/components/schemas/") -> dict[str,
     for (name, _), schema in tops.items():
         if schema.get("$ref") != f"{ref_prefix}{name}":  # unions come back inline, models as a reference
             schemas[name] = dict(schema)
+    # OpenAI requires a prompt; vLLM's model leaves it optional only for prompt_embeds, which this server does
+    # not enable (vLLM answers 400 when both are missing).
+    completion = schemas["CompletionRequest"]
+    completion["required"] = sorted({*completion.get("required", []), "prompt"})
     return schemas
 
 
@@ -220,7 +224,7 @@ class VllmFrontend:
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/chat/completions."""
         if self._chat is None:
-            return _unsupported("Chat Completions")
+            return _unsupported(self.model_name, "Chat Completions")
         request = self._parse(ChatCompletionRequest.model_validate, body, request_id=request_id)
         if isinstance(request, JsonResult):
             return request
@@ -229,7 +233,7 @@ class VllmFrontend:
     async def completion(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/completions."""
         if self._completion is None:
-            return _unsupported("Completions")
+            return _unsupported(self.model_name, "Completions")
         request = self._parse(CompletionRequest.model_validate, body, request_id=request_id)
         if isinstance(request, JsonResult):
             return request
@@ -238,7 +242,7 @@ class VllmFrontend:
     async def embeddings(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/embeddings (pooling models with the `embed` task only)."""
         if self._embedding is None:
-            return _unsupported("Embeddings")
+            return _unsupported(self.model_name, "Embeddings")
         if isinstance(body, Mapping) and body.get("encoding_format") in ("bytes", "bytes_only"):
             # Those formats are a binary body; a bundle only returns JSON.
             return _bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
@@ -374,9 +378,11 @@ def _bad_request(message: str, *, param: str | None = None) -> JsonResult:
     return JsonResult(400, error_body(400, message, param=param))
 
 
-def _unsupported(api: str) -> JsonResult:
-    # vLLM's routers raise NotImplementedError for an API the model lacks, which its handlers turn into a 501.
-    return _error_result(create_error_response(NotImplementedError(f"The model does not support {api} API")))
+def _unsupported(model_name: str, api: str) -> JsonResult:
+    # `vllm serve` registers a route only for the tasks its model supports, so it answers 404 here (the same
+    # status OpenAI gives a model used on the wrong endpoint); never a 5xx, the server is fine.
+    message = f"The model '{model_name}' does not support the {api} API."
+    return JsonResult(404, error_payload(message, status_code=404, err_type="NotFoundError", param="model"))
 
 
 def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:

@@ -90,8 +90,9 @@ async def test_a_pooling_model_has_no_chat_or_completions(embed: FrontendBundle)
     for call in (embed.chat, embed.completion):
         result = await call({"messages": [], "prompt": "x"}, uuid.uuid4().hex)
         assert isinstance(result, JsonResult)
-        assert result.status_code == 501
-        assert result.payload["error"]["type"] == "NotImplementedError"
+        assert result.status_code == 404  # as `vllm serve`, which has no such route for a pooling model
+        assert result.payload["error"]["type"] == "NotFoundError"
+        assert "does not support the" in result.payload["error"]["message"]
 
 
 async def test_a_pooling_model_still_tokenizes(embed: FrontendBundle) -> None:

@@ -242,8 +242,8 @@ async def test_hermes_parses_the_models_tool_call(tools: FrontendBundle) -> None
 async def test_a_model_without_embeddings_says_so(plain: FrontendBundle) -> None:
     result = await plain.embeddings({"input": "hello"}, new_id())
     assert isinstance(result, JsonResult)
-    assert result.status_code == 501
-    assert result.payload["error"]["message"] == "The model does not support Embeddings API"
+    assert result.status_code == 404
+    assert result.payload["error"]["message"] == f"The model '{TOOLS_MODEL}' does not support the Embeddings API."
 
 
 async def test_aborting_a_stream_ends_it_with_finish_reason_abort(tools_engine: Any, plain: FrontendBundle) -> None:

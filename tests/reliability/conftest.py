@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from tests.api.live_server import LiveServer, start_server, wait_ready
 ADMIN_TOKEN = "reliability-admin-token"
 MODE_ENV = "TURNOUT_RELIABILITY"
 OUT_ENV = "TURNOUT_RELIABILITY_OUT"
+#: Debugging: run the suite against a server you started yourself (its profile must match the tests').
+SERVER_ENV = "TURNOUT_RELIABILITY_SERVER"
 #: The demo's tiny-engine settings (profiles/demo.yaml): small, float32, eager, a 16 MiB KV cache.
 TINY_ENGINE: dict[str, Any] = {
     "dtype": "float32",
@@ -105,6 +108,12 @@ def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, An
     return path
 
 
+def _external(url: str) -> LiveServer:
+    """A server started outside the suite: its log is not ours to read, so it reads as empty."""
+    log = Path(os.devnull)
+    return LiveServer(url=url, process=subprocess.Popen(["true"]), log_path=log, log_file=log.open("rb"))
+
+
 class ServerPool:
     """Starts the server for a profile on demand; starting another one stops the one before."""
 
@@ -114,6 +123,10 @@ class ServerPool:
         self._current: tuple[str, LiveServer] | None = None
 
     def get(self, name: str) -> LiveServer:
+        if url := os.environ.get(SERVER_ENV):
+            if self._current is None:
+                self._current = ("external", _external(url))
+            return self._current[1]
         if self._current is not None and self._current[0] == name:
             return self._current[1]
         self.close()

@@ -10,13 +10,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, ServingBundle, provide_admitted
+from server.api.openapi import request_body
 from server.api.responses import respond
 from server.engine import EngineManager
 
 __all__ = ["OpenAIController", "TokenizeController"]
 
 _ADMITTED = {"admitted": Provide(provide_admitted)}
-# The JSON body is read by the admission dependency; this documents it in the OpenAPI schema.
+# The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
 _BODY_DOC = "An OpenAI request object; see https://platform.openai.com/docs/api-reference"
 
 
@@ -32,19 +33,37 @@ class OpenAIController(Controller):
     path = "/v1"
     tags = ["OpenAI"]
 
-    @post("/chat/completions", dependencies=_ADMITTED, status_code=200, description=_BODY_DOC)
+    @post(
+        "/chat/completions",
+        operation_class=request_body("ChatCompletionRequest"),
+        dependencies=_ADMITTED,
+        status_code=200,
+        description=_BODY_DOC,
+    )
     async def chat_completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create a chat completion (``stream: true`` for SSE) with the active model's frontend."""
         _track(admitted)
         return respond(admitted, await admitted.bundle.chat(admitted.body, admitted.lease.request_id))
 
-    @post("/completions", dependencies=_ADMITTED, status_code=200, description=_BODY_DOC)
+    @post(
+        "/completions",
+        operation_class=request_body("CompletionRequest"),
+        dependencies=_ADMITTED,
+        status_code=200,
+        description=_BODY_DOC,
+    )
     async def completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create a text completion (``stream: true`` for SSE)."""
         _track(admitted)
         return respond(admitted, await admitted.bundle.completion(admitted.body, admitted.lease.request_id))
 
-    @post("/embeddings", dependencies=_ADMITTED, status_code=200, description=_BODY_DOC)
+    @post(
+        "/embeddings",
+        operation_class=request_body("EmbeddingRequest"),
+        dependencies=_ADMITTED,
+        status_code=200,
+        description=_BODY_DOC,
+    )
     async def embeddings(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create embeddings (pooling models only)."""
         _track(admitted)
@@ -84,12 +103,12 @@ class TokenizeController(Controller):
     tags = ["Tokenization"]
     dependencies = _ADMITTED
 
-    @post("/tokenize", status_code=200, description=_BODY_DOC)
+    @post("/tokenize", operation_class=request_body("TokenizeRequest"), status_code=200, description=_BODY_DOC)
     async def tokenize(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Tokenize a prompt or a chat (rendered with the model's chat template)."""
         return respond(admitted, await admitted.bundle.tokenize(admitted.body))
 
-    @post("/detokenize", status_code=200, description=_BODY_DOC)
+    @post("/detokenize", operation_class=request_body("DetokenizeRequest"), status_code=200, description=_BODY_DOC)
     async def detokenize(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Turn token ids back into text."""
         return respond(admitted, await admitted.bundle.detokenize(admitted.body))
