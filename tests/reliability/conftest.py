@@ -38,13 +38,16 @@ TINY_ENGINE: dict[str, Any] = {
     "kv_cache_memory_bytes": 16 * 1024 * 1024,
     "enforce_eager": True,
 }
-TEMPLATES = {"tools": "tiny-chatml-tools.jinja", "plain": "tiny-bracket.jinja", "broken": "tiny-bracket.jinja"}
-#: Server profiles in the order their tests run (each starts once).
+TEMPLATES = {"tools": "tiny-chatml-tools.jinja", "plain": "tiny-bracket.jinja"}
+#: Server profiles (each starts once).
 PROFILES: dict[str, dict[str, Any]] = {
     "keep": {"strategy": "keep", "max_active": 2},
     "stop": {"strategy": "stop"},
     "auto": {"strategy": "keep", "max_active": 2, "mode": "auto"},
 }
+
+#: The order the tests of each server run in; ``in-process`` is the disconnect test's own server.
+ORDER = ["keep", "in-process", "stop", "auto"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group this suite's tests by server profile (in ``PROFILES`` order), leaving every other test in place."""
-    order = list(PROFILES)
+    order = ORDER
     slots = [index for index, item in enumerate(items) if item.get_closest_marker("live_server") is not None]
 
     def key(item: pytest.Item) -> int:
@@ -92,17 +95,16 @@ def broken_copy(model: Path, into: Path) -> Path:
     return broken
 
 
-def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, Any]) -> Path:
-    """A JSON profile serving ``tools``, ``plain`` and ``broken`` with the tiny engine settings."""
+def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, Any], *, default: str = "tools") -> Path:
+    """A JSON profile serving ``models`` with the tiny engine settings and each tiny model's own frontend."""
     entries: dict[str, Any] = {}
     for name, path in models.items():
-        entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / TEMPLATES[name])}
-    entries["tools"].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
-    profile = {
-        "default_model": "tools",
-        "models": entries,
-        "switching": {"drain_timeout": 5, **switching},
-    }
+        tools = path.name == "tiny-tools"
+        template = TEMPLATES["tools" if tools else "plain"]
+        entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / template)}
+        if tools:
+            entries[name].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
+    profile = {"default_model": default, "models": entries, "switching": {"drain_timeout": 5, **switching}}
     path = folder / "profile.json"
     path.write_text(json.dumps(profile, indent=2))
     return path

@@ -202,18 +202,16 @@ def test_a_slow_stream_reader_gets_its_whole_stream_and_holds_up_nobody(live: Li
 
 async def test_a_stalled_stream_reader_does_not_hold_up_a_switch(live: LiveServer) -> None:
     _activate(live, "tools")
-    body = json.dumps({**LONG_STREAM, "n": 4}).encode()
+    body = json.dumps({**LONG_STREAM, "n": 4, "temperature": 1.0, "seed": 1}).encode()
     with _raw_request(live, "/v1/chat/completions", body) as sock:
         sock.sendall(body)
         assert sock.recv(256).startswith(b"HTTP/1.1 200")  # the stream started; now the client stops reading
         await asyncio.sleep(1)
-        started = time.monotonic()
         async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=300) as client:
             report = (await client.post("/v1/models/switch", json={"model": "plain", "drain_timeout": 1})).json()
-        took = time.monotonic() - started
         assert report["current_model"] == "plain", report
-        # drain_timeout + the manager's abort grace (10 s), with room for a loaded machine.
-        assert took < 60, report
+        # The drain took drain_timeout + at most the manager's abort grace (10 s), with room for a loaded machine.
+        assert report["drain_ms"] < 15_000, report
         sock.settimeout(120)
         events = _sse_events(_read_all(sock))
     assert events[-1] == "[DONE]"

@@ -1,0 +1,53 @@
+"""A switch to a broken model (tiny-plain with a corrupt model.safetensors) under load: the previous model keeps
+serving, and no request is lost or answered by the wrong model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from tests.api.live_server import LiveServer
+from tests.reliability.conftest import ADMIN_TOKEN, save_summary
+from tests.reliability.traffic import RequestSpec, run_traffic
+
+pytestmark = pytest.mark.engine
+
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        pytest.param("keep", marks=pytest.mark.live_server("keep")),
+        pytest.param("stop", marks=pytest.mark.live_server("stop")),
+    ],
+)
+async def test_a_switch_to_a_broken_model_under_load_keeps_the_previous_one_serving(
+    profile: str, live: LiveServer, completion_prompts: dict[str, str]
+) -> None:
+    async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=600) as client:
+        assert (await client.post("/v1/models/switch", json={"model": "tools"})).status_code == 200
+        # Requests naming the active model, and requests naming none, while the switch fails and rolls back.
+        specs = [
+            RequestSpec(api="chat", stream=index % 2 == 0, model=None if index % 3 else "tools") for index in range(60)
+        ]
+        specs += [RequestSpec(api="completion", stream=index % 2 == 0, model="tools") for index in range(20)]
+        traffic = asyncio.create_task(run_traffic(live.url, specs, prompts=completion_prompts, concurrency=4))
+        await asyncio.sleep(1)
+        switch = await client.post("/v1/models/switch", json={"model": "broken", "drain_timeout": 1})
+        report = await traffic
+        status = (await client.get("/admin/status")).json()
+    summary = report.summary()
+    save_summary(f"broken-{profile}", {**summary, "switch": switch.json()})
+    error = switch.json()["error"]
+    assert switch.status_code == 500 and error["code"] == "switch_failed", switch.text
+    assert "'tools' was restored and keeps serving" in error["message"]
+    assert status["active_model"] == "tools" and status["switching_to"] is None
+    assert {slot["name"]: slot["state"] for slot in status["slots"]}["broken"] == "failed"
+    counts = report.counts()
+    assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
+    assert counts["completed"] >= len(specs) // 2, summary
+    ready = httpx.get(f"{live.url}/ready", timeout=30)
+    assert ready.status_code == 200 and ready.json()["active_model"] == "tools"
