@@ -136,7 +136,7 @@ class ServerPool:
         folder.mkdir(exist_ok=True)
         profile = write_profile(folder, self._models, PROFILES[name])
         server = start_server(profile, folder / "server.log", {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN})
-        wait_ready(server)
+        wait_ready(server, timeout=900)  # a busy machine can take minutes per engine start
         self._current = (name, server)
         return server
 

@@ -110,6 +110,15 @@ class TrafficReport:
     switches: list[SwitchLog] = field(default_factory=list)
     seconds: float = 0.0
 
+    @classmethod
+    def merged(cls, reports: Sequence[TrafficReport]) -> TrafficReport:
+        """One report of several runs, one after another."""
+        return cls(
+            results=[result for report in reports for result in report.results],
+            switches=[log for report in reports for log in report.switches],
+            seconds=sum(report.seconds for report in reports),
+        )
+
     def counts(self) -> dict[str, int]:
         """``{outcome: count}`` for every outcome (zeros included)."""
         counted = Counter(result.outcome for result in self.results)
