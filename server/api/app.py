@@ -31,8 +31,8 @@ from server.api.controllers import (
 )
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.metrics import metrics_registry
-from server.api.reloader import Reloader
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
+from server.api.reloader import Reloader
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 

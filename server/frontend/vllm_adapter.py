@@ -382,7 +382,7 @@ def _unsupported(model_name: str, api: str) -> JsonResult:
     # `vllm serve` registers a route only for the tasks its model supports, so it answers 404 here (the same
     # status OpenAI gives a model used on the wrong endpoint); never a 5xx, the server is fine.
     message = f"The model '{model_name}' does not support the {api} API."
-    return JsonResult(404, error_payload(message, status_code=404, err_type="NotFoundError", param="model"))
+    return JsonResult(404, error_body(404, message, param="model"))
 
 
 def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:
