@@ -31,6 +31,7 @@ from server.engine.vllm_loader import (
     ram_allows_another_engine,
     stash_host_factory,
 )
+from server.engine.vllm_reconfigure import WORKER_EXTENSION
 from server.profiles.schema import Profile
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
@@ -107,12 +108,22 @@ def build_manager(
     memory_plan: MemoryPlan | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here."""
+    device = device or detect_device()
+    stash_factory = stash_host_factory(profile.models)
+    in_place = None
+    name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
+    if name == "reconfigure" and loader is None:
+        from server.engine.vllm_reconfigure.swap import InPlaceSwap
+
+        vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
+        loader, in_place = vllm_loader, InPlaceSwap(vllm_loader.vllm_config)
     strategy = select_strategy(
         profile.switching,
         loader or VllmEngineLoader(),
-        device=device or detect_device(),
-        stash_factory=stash_host_factory(profile.models),
+        device=device,
+        stash_factory=stash_factory,
         memory_allows=ram_allows_another_engine,
+        in_place=in_place,
     )
     return EngineManager(
         profile.models,

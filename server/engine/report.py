@@ -29,6 +29,13 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         drain_ms: Time spent waiting for in-flight requests.
         aborted_requests: In-flight requests aborted when the drain timeout ran out.
         strategy: The strategy that parked the old model.
+        method: How the target came up: ``reconfigure`` (in place, same engine processes) or ``restart`` (a
+            fresh engine); None for strategies that do not say.
+        unload_ms: In-place unload of the old model (``reconfigure``): pause, workers' release, garbage
+            collection.
+        load_ms: In-place load of the target: model runner and weights.
+        kv_cache_ms: In-place KV cache sizing and allocation, scheduler and prefix-cache hashing.
+        frontend_ms: Refresh of the engine's frontend state (model config, renderer, processors).
     """
 
     previous_model: str | None
@@ -43,13 +50,24 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
     drain_ms: float = 0.0
     aborted_requests: int = 0
     strategy: str = ""
+    method: str | None = None
+    unload_ms: float | None = None
+    load_ms: float | None = None
+    kv_cache_ms: float | None = None
+    frontend_ms: float | None = None
 
 
 class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
-    """Extras a strategy may measure itself (vLLM-Gaudi's reconfigure reports its own)."""
+    """Extras a strategy may measure itself (vLLM-Gaudi's reconfigure reports its own); as in
+    :class:`SwitchReport`."""
 
     reconfigure_ms: float | None = None
     stash_memory_after_mb: float | None = None
+    method: str | None = None
+    unload_ms: float | None = None
+    load_ms: float | None = None
+    kv_cache_ms: float | None = None
+    frontend_ms: float | None = None
 
 
 class SwitchAttempt(msgspec.Struct, frozen=True, kw_only=True):

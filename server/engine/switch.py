@@ -228,4 +228,13 @@ class SwitchRun(Generic[B]):
             drain_ms=round(drain_ms, 1),
             aborted_requests=aborted,
             strategy=self.strategy.name,
+            method=metrics.method if metrics else None,
+            unload_ms=_rounded(metrics.unload_ms if metrics else None),
+            load_ms=_rounded(metrics.load_ms if metrics else None),
+            kv_cache_ms=_rounded(metrics.kv_cache_ms if metrics else None),
+            frontend_ms=_rounded(metrics.frontend_ms if metrics else None),
         )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

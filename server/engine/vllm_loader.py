@@ -56,11 +56,30 @@ def quant_config_env(quant_config: str | None) -> Iterator[None]:
             os.environ[QUANT_CONFIG_ENV] = saved
 
 
-def build_engine_args(name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
-    """vLLM ``AsyncEngineArgs`` for ``model``: its engine args, its path, and the served name."""
+def build_engine_args(
+    name: str, model: ModelProfile, *, sleep_mode: bool = False, worker_extension: str | None = None
+) -> Any:
+    """vLLM ``AsyncEngineArgs`` for ``model``: its engine args, its path, and the served name.
+
+    Args:
+        name: The served model name.
+        model: The model's profile.
+        sleep_mode: Start the engine with vLLM sleep mode enabled.
+        worker_extension: A ``worker_extension_cls`` to mix into vLLM's workers (the reconfigure strategy's).
+
+    Raises:
+        ValueError: ``worker_extension`` is given and the profile names another one.
+    """
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     kwargs: dict[str, Any] = dict(model.engine_args)
+    if worker_extension is not None:
+        own = kwargs.setdefault("worker_extension_cls", worker_extension)
+        if own != worker_extension:
+            raise ValueError(
+                f"model {name!r} sets worker_extension_cls {own!r}; strategy 'reconfigure' needs its own "
+                f"({worker_extension})"
+            )
     kwargs["model"] = model.model
     kwargs.setdefault("served_model_name", name)
     if model.reasoning_parser is not None:
@@ -76,13 +95,26 @@ class VllmEngineLoader:
 
     Start-up and shutdown block for seconds (process spawn, weight loading, warm-up), so both run in a worker
     thread: the event loop keeps answering ``/health`` and streaming other requests meanwhile.
+
+    Args:
+        worker_extension: ``worker_extension_cls`` for every engine it starts (the reconfigure strategy's).
     """
+
+    def __init__(self, *, worker_extension: str | None = None) -> None:
+        self.worker_extension = worker_extension
+
+    def vllm_config(self, name: str, model: ModelProfile) -> Any:
+        """The ``VllmConfig`` an engine for ``model`` would start with (reads the model's config from disk)."""
+        from vllm.usage.usage_lib import UsageContext
+
+        args = build_engine_args(name, model, worker_extension=self.worker_extension)
+        return args.create_engine_config(UsageContext.OPENAI_API_SERVER)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = build_engine_args(name, model, sleep_mode=sleep_mode)
+        args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
         async with _env_lock:
             with quant_config_env(model.quant_config):

@@ -31,7 +31,7 @@ NonNegativeFloat = Annotated[float, Meta(ge=0)]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 SwitchMode = Literal["manual", "auto"]
-StrategyName = Literal["auto", "stop", "keep", "sleep", "stash"]
+StrategyName = Literal["auto", "stop", "keep", "sleep", "reconfigure", "stash"]
 SleepLevel = Literal[1, 2]
 
 DEFAULT_ADMIN_TOKEN_ENV = "TURNOUT_ADMIN_TOKEN"
@@ -84,8 +84,10 @@ class Switching(Base, frozen=True, kw_only=True):
             configured model gets 409. ``auto``: a request for another configured model switches to it.
         drain_timeout: Seconds a switch waits for in-flight requests before it aborts them.
         strategy: What happens to the model being left: ``stop`` unloads it, ``keep`` leaves it resident,
-            ``sleep`` uses vLLM sleep mode, ``stash`` uses vLLM-Gaudi's in-process reconfigure. ``auto`` picks
-            stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop.
+            ``sleep`` uses vLLM sleep mode, ``reconfigure`` swaps the model inside the running engine processes
+            (CPU and CUDA; a pair it cannot swap in place, such as another tensor-parallel size, restarts the
+            engine), ``stash`` uses vLLM-Gaudi's in-process reconfigure. ``auto`` picks stash on HPU with
+            vllm_gaudi; on CPU and CUDA it keeps models resident while memory allows, otherwise reconfigures.
         sleep_level: vLLM sleep level for ``sleep``: 1 offloads weights to host RAM, 2 discards them.
         max_active: How many engines may be resident at once under ``keep`` (the active one included). Unset:
             no count limit; with ``strategy: auto`` on CPU, host RAM still bounds residency.

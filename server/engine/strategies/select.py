@@ -2,6 +2,7 @@
 
 ``auto``: stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop (a keep
 strategy whose memory check unloads the least recently used resident engine before a new one loads).
+``reconfigure`` runs on vLLM's CPU and CUDA workers; on Gaudi, vLLM-Gaudi's own in-process swap is ``stash``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
+from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStrategy
 from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
@@ -34,6 +36,10 @@ def resolve_strategy_name(requested: str, *, device: str, stash_available: bool)
         raise StrategyUnavailable("strategy 'stash' needs vLLM-Gaudi (the vllm_gaudi package), which is not installed")
     if requested == "sleep" and device == "cpu":
         raise StrategyUnavailable("strategy 'sleep' needs vLLM sleep mode, which vLLM refuses on CPU; use keep or stop")
+    if requested == "reconfigure" and device == "hpu":
+        raise StrategyUnavailable(
+            "strategy 'reconfigure' runs on vLLM's CPU and CUDA workers; on Gaudi use 'stash' (vLLM-Gaudi's own)"
+        )
     return requested
 
 
@@ -44,6 +50,7 @@ def select_strategy(
     device: str,
     stash_factory: StashHostFactory | None = None,
     memory_allows: Callable[[], bool] | None = None,
+    in_place: InPlaceSwapper | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
 
@@ -53,12 +60,18 @@ def select_strategy(
         device: ``cpu``, ``cuda`` or ``hpu``.
         stash_factory: Builds vLLM-Gaudi's host; None when vllm_gaudi is not installed.
         memory_allows: The RAM check of the CPU ``auto`` policy.
+        in_place: Swaps models inside a running engine (``reconfigure``); ``loader`` must start engines with
+            its worker extension.
     """
     name = resolve_strategy_name(switching.strategy, device=device, stash_available=stash_factory is not None)
     if name == "stop":
         return StopStrategy(loader)
     if name == "sleep":
         return SleepStrategy(loader, level=switching.sleep_level)
+    if name == "reconfigure":
+        if in_place is None:
+            raise StrategyUnavailable("strategy 'reconfigure' needs the in-place swap (server/engine/vllm_reconfigure)")
+        return ReconfigureStrategy(loader, in_place)
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
         return StashStrategy(stash_factory)

@@ -1,0 +1,151 @@
+"""``reconfigure``: one engine host; a switch swaps the model inside vLLM's running processes.
+
+The engine-core and worker processes stay, so a switch skips process spawn, the torch and vLLM imports and
+engine shutdown: it costs the unload, the weights, the KV cache and the frontend refresh
+(``server/engine/vllm_reconfigure``). Memory holds one model at a time, as with ``stop``.
+
+Transitions of the host (what it holds: a model, nothing, or unknown after a failure):
+    * deactivate: unload the old model in place; if that fails the host's state is unknown, so it is stopped
+      and the target starts a fresh engine;
+    * activate: load the target in place and check which model the engine core then reports (a mismatch is
+      an error, never published); a target the running processes cannot take (another tensor-parallel size,
+      device, executor, quantization config) restarts the host instead;
+    * rollback: the switch brings the previous model back through ``activate``; if loading it in place
+      fails, the host restarts on it (the ``stop`` path).
+The report says which happened: ``method: reconfigure | restart``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from server.engine.report import ActivationMetrics
+from server.engine.states import Slot, SlotState
+from server.engine.strategies.base import EngineLoader
+from server.engine.vllm_reconfigure.protocol import UnloadResult
+from server.engine.vllm_reconfigure.swap import LoadOutcome
+from server.profiles.schema import ModelProfile
+
+__all__ = ["InPlaceSwapper", "ReconfigureStrategy"]
+
+logger = logging.getLogger("turnout.engine")
+
+
+class InPlaceSwapper(Protocol):
+    """Swaps models inside one running engine (``server/engine/vllm_reconfigure/swap.py``: ``InPlaceSwap``)."""
+
+    async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
+        """Why ``engine`` cannot take ``name`` in place, or None."""
+
+    async def unload(self, engine: Any) -> UnloadResult:
+        """Release the engine's model and KV cache."""
+
+    async def load(self, engine: Any, name: str, profile: ModelProfile) -> LoadOutcome:
+        """Load ``name`` into ``engine`` and verify what the engine core reports."""
+
+
+class ReconfigureStrategy:
+    """Holds one engine host and reloads its model in place on every switch."""
+
+    name = "reconfigure"
+
+    def __init__(self, loader: EngineLoader, swap: InPlaceSwapper) -> None:
+        """Create the strategy.
+
+        Args:
+            loader: Starts and stops engines; its engines must carry the reconfigure worker extension.
+            swap: Unloads and loads models inside a running engine.
+        """
+        self._loader = loader
+        self._swap = swap
+        self._host: Any = None
+        self._host_profile: ModelProfile | None = None
+        # The model the host holds; None when it holds none, or after a failure left it unknown.
+        self._held: str | None = None
+        # The model that last came up successfully: a rollback to it may fall back to a restart.
+        self._last_good: str | None = None
+        self._unloaded: UnloadResult | None = None
+
+    async def deactivate(self, slot: Slot) -> SlotState:
+        if slot.engine is not None and slot.engine is self._host and self._held == slot.name:
+            try:
+                self._unloaded = await self._swap.unload(self._host)
+            except Exception:
+                # Half unloaded is no state to serve from: stop the host, the target starts a fresh one.
+                slot.engine = None
+                await self._stop_host()
+                raise
+            self._held = None
+        slot.engine = None
+        return SlotState.STOPPED
+
+    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
+        unloaded, self._unloaded = self._unloaded, None
+        if self._host is None:
+            return await self._restart(slot)
+        if self._held == slot.name:
+            slot.engine = self._host
+            return None
+        reason = await self._restart_reason(slot)
+        if reason is not None:
+            logger.info("reconfigure: restarting the engine for %s: %s", slot.name, reason)
+            return await self._restart(slot)
+        try:
+            outcome = await self._swap.load(self._host, slot.name, slot.profile)
+        except Exception as exc:
+            self._held = None
+            if slot.name != self._last_good:
+                raise
+            logger.error("reconfigure: loading %s back in place failed (%s); restarting its engine", slot.name, exc)
+            return await self._restart(slot)
+        self._adopt(slot)
+        result = outcome.result
+        return ActivationMetrics(
+            method="reconfigure",
+            unload_ms=unloaded.unload_ms if unloaded is not None else None,
+            load_ms=result.load_ms,
+            kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
+            frontend_ms=outcome.frontend_ms,
+        )
+
+    async def release(self, slot: Slot) -> None:
+        engine, slot.engine = slot.engine, None
+        # The host goes only with the model it holds (eviction, shutdown); after a failed load it stays for the
+        # rollback to load the previous model into.
+        if engine is not None and engine is self._host and self._held == slot.name:
+            await self._stop_host()
+
+    async def close(self) -> None:
+        """Stop the host (manager shutdown)."""
+        await self._stop_host()
+
+    async def _restart_reason(self, slot: Slot) -> str | None:
+        assert self._host_profile is not None
+        if slot.profile.quant_config != self._host_profile.quant_config:
+            # QUANT_CONFIG is read from the engine processes' environment, which only a new process changes.
+            return "quant_config differs"
+        return await self._swap.incompatibility(self._host, slot.name, slot.profile)
+
+    async def _restart(self, slot: Slot) -> ActivationMetrics:
+        await self._stop_host()
+        started = time.perf_counter()
+        self._host = await self._loader.load(slot.name, slot.profile)
+        self._adopt(slot)
+        return ActivationMetrics(method="restart", load_ms=(time.perf_counter() - started) * 1000.0)
+
+    def _adopt(self, slot: Slot) -> None:
+        self._held = self._last_good = slot.name
+        self._host_profile = slot.profile
+        slot.engine = self._host
+
+    async def _stop_host(self) -> None:
+        host, self._host, self._held = self._host, None, None
+        if host is None:
+            return
+        try:
+            await self._loader.unload(host)
+        except Exception:  # a broken host may fail its shutdown; it is dropped either way
+            logger.exception("reconfigure: stopping the engine host failed")

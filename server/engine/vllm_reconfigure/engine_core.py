@@ -1,0 +1,231 @@
+"""The engine-core side of the in-place model swap: utilities installed on vLLM's ``EngineCore`` by the plugin.
+
+They run in the engine-core process, on its busy-loop thread (vLLM calls a utility between two engine steps), so
+nothing steps the scheduler while they work. Each one pauses the scheduler first; when vLLM has a batch in
+flight the pause completes later, and the utility returns a ``Future`` that vLLM answers once it resolves.
+
+Unload: pause and abort what is left, have every worker drop its model runner (weights, KV cache, input
+batch), then collect the garbage. The old scheduler stays in place, paused and empty, until a load replaces it:
+vLLM's busy loop asks it for work between utility calls.
+
+Load: the target's ``VllmConfig`` arrives as cloudpickled bytes (vLLM's utility channel carries msgpack) and
+goes on to the workers as ``collective_rpc`` kwargs. The workers build a model runner from it and load the
+weights; then the engine core re-runs its own start-up steps for the new model: KV cache sizing and
+allocation, scheduler, structured-output manager, prefix-cache hashing, batch queue. Written against vLLM
+0.32.0's ``EngineCore.__init__``; the plugin installs nothing on another version.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from server.engine.vllm_reconfigure import worker
+from server.engine.vllm_reconfigure.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
+
+__all__ = ["install"]
+
+logger = logging.getLogger("turnout.engine.reconfigure")
+
+_LOADED_ATTR = "_turnout_model_loaded"
+
+
+def install(engine_core_cls: type) -> None:
+    """Add the three utilities to ``EngineCore`` (idempotent; names from :mod:`protocol`)."""
+    setattr(engine_core_cls, UNLOAD_UTILITY, unload_model)
+    setattr(engine_core_cls, LOAD_UTILITY, load_model)
+    setattr(engine_core_cls, LOADED_MODEL_UTILITY, loaded_model)
+
+
+def loaded_model(core: Any) -> dict[str, Any]:
+    """What the engine core holds now: the model and the KV cache it settled on; model None after an unload."""
+    if not getattr(core, _LOADED_ATTR, True):
+        return {"model": None, "served_model_name": None}
+    config = core.vllm_config
+    served = config.model_config.served_model_name
+    return {
+        "model": str(config.model_config.model),
+        "served_model_name": served[0] if isinstance(served, list | tuple) else served,
+        "max_model_len": int(config.model_config.max_model_len),
+        "num_gpu_blocks": int(config.cache_config.num_gpu_blocks or 0),
+        "block_size": int(config.cache_config.block_size),
+    }
+
+
+def unload_model(core: Any) -> dict[str, Any] | Future[dict[str, Any]]:
+    """Pause, abort what is left, and have the workers release the model and its KV cache."""
+
+    def run() -> dict[str, Any]:
+        started = time.perf_counter()
+        setattr(core, _LOADED_ATTR, False)  # first: a failure half-way leaves "unknown", never the old name
+        answers = core.collective_rpc(worker.unload_on_worker)
+        gc.collect()  # the engine core's own share: cached grammars, multimodal receiver cache entries
+        gc_ms = max((float(a.get("gc_ms", 0.0)) for a in answers), default=0.0)
+        return {"unload_ms": (time.perf_counter() - started) * 1000.0, "gc_ms": gc_ms}
+
+    return _after_pause(core, run)
+
+
+def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[dict[str, Any]]:
+    """Load the model of ``vllm_config_bytes`` into the running workers and rebuild the engine core around it."""
+    new_config = _decode_config(vllm_config_bytes)
+
+    def run() -> dict[str, Any]:
+        if getattr(core, _LOADED_ATTR, True):
+            unload_model_now(core)
+        _abort_leftovers(core)
+        started = time.perf_counter()
+        core.collective_rpc(worker.load_on_worker, kwargs={"vllm_config": new_config})
+        loaded = time.perf_counter()
+        _rebind_config(core, new_config)
+        kv_cache_config = core._initialize_kv_caches(new_config)
+        kv_done = time.perf_counter()
+        _rebuild_scheduler(core, new_config, kv_cache_config)
+        setattr(core, _LOADED_ATTR, True)
+        core.resume_scheduler()
+        done = time.perf_counter()
+        logger.info(
+            "reconfigured to %s: load %.0f ms, kv cache %.0f ms, scheduler %.0f ms",
+            new_config.model_config.model,
+            (loaded - started) * 1000.0,
+            (kv_done - loaded) * 1000.0,
+            (done - kv_done) * 1000.0,
+        )
+        return {
+            "load_ms": (loaded - started) * 1000.0,
+            "kv_cache_ms": (kv_done - loaded) * 1000.0,
+            "scheduler_ms": (done - kv_done) * 1000.0,
+            "loaded": loaded_model(core),
+        }
+
+    return _after_pause(core, run)
+
+
+def unload_model_now(core: Any) -> None:
+    """The unload of :func:`unload_model` for a caller already on the busy-loop thread with the scheduler paused."""
+    setattr(core, _LOADED_ATTR, False)
+    core.collective_rpc(worker.unload_on_worker)
+
+
+# -- steps ----------------------------------------------------------------------------------------------------
+
+
+def _after_pause(core: Any, step: Callable[[], dict[str, Any]]) -> dict[str, Any] | Future[dict[str, Any]]:
+    """Pause the scheduler (aborting what is left), then run ``step``; a Future when the pause completes later."""
+    # clear_cache=False: the KV cache and the prefix cache are thrown away with the model anyway.
+    pending = core.pause_scheduler(mode="abort", clear_cache=False)
+    if pending is None:
+        return step()
+    answer: Future[dict[str, Any]] = Future()
+
+    def paused(done: Future[Any]) -> None:
+        try:
+            done.result()
+            answer.set_result(step())
+        except Exception as exc:
+            answer.set_exception(exc)
+
+    pending.add_done_callback(paused)
+    return answer
+
+
+def _decode_config(payload: bytes) -> Any:
+    import cloudpickle
+    from vllm.config import VllmConfig
+
+    if not isinstance(payload, bytes | bytearray) or not payload:
+        raise TypeError(f"{LOAD_UTILITY} needs the target's VllmConfig as cloudpickled bytes")
+    # The bytes come from Turnout's process over the engine's private IPC socket, the same channel that carries
+    # every request; vLLM's own utility channel refuses pickled objects, hence the explicit bytes.
+    config = cloudpickle.loads(bytes(payload))
+    if not isinstance(config, VllmConfig):
+        raise TypeError(f"{LOAD_UTILITY} expected a VllmConfig, got {type(config).__name__}")
+    return config
+
+
+def _abort_leftovers(core: Any) -> None:
+    """Requests queued while paused would be lost with the old scheduler: end them as aborted."""
+    from vllm.v1.request import RequestStatus
+
+    aborted = core.scheduler.finish_requests(None, RequestStatus.FINISHED_ABORTED)
+    send = getattr(core, "_send_abort_outputs", None)
+    if aborted and send is not None:
+        send(aborted)
+
+
+def _rebind_config(core: Any, config: Any) -> None:
+    """Point the engine core and its executor at the new config, as their constructors did for the first."""
+    core.vllm_config = config
+    core.available_gpu_memory_for_kv_cache = -1
+    core._pooler_config_logged = False
+    executor = core.model_executor
+    executor.vllm_config = config
+    for name in (
+        "model_config",
+        "cache_config",
+        "lora_config",
+        "load_config",
+        "parallel_config",
+        "scheduler_config",
+        "device_config",
+        "speculative_config",
+        "observability_config",
+    ):
+        setattr(executor, name, getattr(config, name))
+    # A cached_property on the executor: the new model may support other tasks (generate, embed, ...).
+    executor.__dict__.pop("supported_tasks", None)
+
+
+def _rebuild_scheduler(core: Any, config: Any, kv_cache_config: Any) -> None:
+    """Everything ``EngineCore.__init__`` builds after the KV cache, rebuilt for ``config``."""
+    from vllm.multimodal.cache import engine_receiver_cache_from_config
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash, resolve_kv_cache_block_sizes
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    old_scheduler = core.scheduler
+    include_finished_set = getattr(old_scheduler, "finished_req_ids_dict", None) is not None
+    core.structured_output_manager.clear_backend()
+    core.structured_output_manager = StructuredOutputManager(config)
+
+    if len(kv_cache_config.kv_cache_groups) == 0 and config.scheduler_config.enable_chunked_prefill:
+        logger.warning("disabling chunked prefill for a model without KV cache")
+        config.scheduler_config.enable_chunked_prefill = False
+    scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
+    scheduler_cls = config.scheduler_config.get_scheduler_cls()
+    core.scheduler = scheduler_cls(
+        vllm_config=config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=core.structured_output_manager,
+        include_finished_set=include_finished_set,
+        log_stats=core.log_stats,
+        block_size=scheduler_block_size,
+        hash_block_size=hash_block_size,
+    )
+    old_scheduler.shutdown()
+    del old_scheduler
+    core._initialize_effective_attention_block_size()
+    core.use_spec_decode = config.speculative_config is not None
+    core.check_for_draft_tokens = core.use_spec_decode or config.model_config.is_diffusion
+    core.mm_receiver_cache = engine_receiver_cache_from_config(config)
+
+    core.batch_queue_size = config.max_concurrent_batches
+    core.batch_queue = deque(maxlen=core.batch_queue_size) if core.batch_queue_size > 1 else None
+    core.step_fn = core.step if core.batch_queue is None else core.step_with_batch_queue
+    core.async_scheduling = config.scheduler_config.async_scheduling
+    core.is_mm_encoder_only = config.is_mm_encoder_only
+    core.is_pooling_model = config.model_config.runner_type == "pooling"
+
+    core.request_block_hasher = None
+    if config.cache_config.enable_prefix_caching:
+        hash_fn = get_hash_fn_by_name(config.cache_config.prefix_caching_hash_algo)
+        init_none_hash(hash_fn)
+        core.request_block_hasher = get_request_block_hasher(hash_block_size, hash_fn)
+    # The old scheduler's block pool is a doubly linked list (reference cycles): only the collector frees it.
+    # vLLM froze the start-up heap, so this pass only walks what was allocated since.
+    gc.collect()

@@ -1,0 +1,37 @@
+"""The ``vllm.general_plugins`` entry point: vLLM calls :func:`register` in every process it starts.
+
+It must be cheap and change nothing for an engine that never swaps models in place: vLLM's own API server in
+the same environment loads it too (the benchmark baseline). So it only adds three utility methods to
+``EngineCore`` in the engine-core process, where vLLM has imported that class already; elsewhere it does nothing.
+On a vLLM version the utilities were not written for it installs nothing and logs why; Turnout's reconfigure
+strategy then refuses to start with the version error (see ``server/profiles/vllm_version.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+__all__ = ["register"]
+
+logger = logging.getLogger("turnout.engine.reconfigure")
+
+
+def register() -> None:
+    """Install the reconfigure utilities on vLLM's ``EngineCore`` when this process has one."""
+    core_module = sys.modules.get("vllm.v1.engine.core")
+    if core_module is None:
+        return  # not an engine-core process (API server, worker): nothing to install
+    from server.profiles.vllm_version import SUPPORTED_VLLM_VERSIONS, installed_vllm_version
+
+    version = installed_vllm_version()
+    if version not in SUPPORTED_VLLM_VERSIONS:
+        logger.warning(
+            "Turnout's reconfigure utilities support vLLM %s, not %s: not installed",
+            ", ".join(sorted(SUPPORTED_VLLM_VERSIONS)),
+            version,
+        )
+        return
+    from server.engine.vllm_reconfigure.engine_core import install
+
+    install(core_module.EngineCore)

@@ -1,0 +1,85 @@
+"""What travels between Turnout's process and the engine core: the utility names and the results they return.
+
+The utilities run in vLLM's engine-core process and answer through vLLM's own utility channel
+(``EngineCoreClient.call_utility_async``), which carries msgpack: plain dicts of numbers and strings. The
+:class:`UnloadResult` and :class:`LoadResult` Structs give those dicts a typed shape on Turnout's side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "LOADED_MODEL_UTILITY",
+    "LOAD_UTILITY",
+    "UNLOAD_UTILITY",
+    "WORKER_EXTENSION",
+    "LoadResult",
+    "LoadedModel",
+    "UnloadResult",
+]
+
+#: Engine-core utility: pause, abort what is left, have the workers release the model and the KV cache.
+UNLOAD_UTILITY = "turnout_unload_model"
+#: Engine-core utility: load the target's ``VllmConfig`` (cloudpickled bytes), rebuild KV cache and scheduler.
+LOAD_UTILITY = "turnout_load_model"
+#: Engine-core utility: which model the engine core holds now.
+LOADED_MODEL_UTILITY = "turnout_loaded_model"
+#: ``worker_extension_cls`` of every engine the reconfigure strategy starts.
+WORKER_EXTENSION = "server.engine.vllm_reconfigure.worker.ReconfigureWorkerExtension"
+
+
+class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
+    """What the engine core says it holds.
+
+    Attributes:
+        model: ``model_config.model`` (the path or hub id), or None when no model is loaded.
+        served_model_name: The served name, or None when no model is loaded.
+        max_model_len: The context length the engine core settled on (auto-fit may lower it).
+        num_gpu_blocks: KV cache blocks the engine core allocated.
+        block_size: KV cache block size.
+    """
+
+    model: str | None
+    served_model_name: str | None
+    max_model_len: int | None = None
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+
+
+class UnloadResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Phase times of an in-place unload, in milliseconds.
+
+    Attributes:
+        unload_ms: The whole unload inside the engine core (pause, workers' release, garbage collection).
+        gc_ms: Of that, the longest time a worker spent in garbage collection.
+    """
+
+    unload_ms: float
+    gc_ms: float = 0.0
+
+
+class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Phase times of an in-place load, in milliseconds, and what the engine core holds afterwards.
+
+    Attributes:
+        load_ms: Workers building the model runner and loading the weights.
+        kv_cache_ms: KV cache profiling and allocation (and warm-up, where the platform does one).
+        scheduler_ms: Scheduler, structured-output manager and prefix-cache hashing.
+        loaded: The model the engine core reports afterwards.
+    """
+
+    load_ms: float
+    kv_cache_ms: float
+    scheduler_ms: float
+    loaded: LoadedModel
+
+
+def decode_result(value: Any, kind: type[msgspec.Struct]) -> Any:
+    """Convert a utility's dict answer into ``kind``; a clear error when the engine core answered nonsense."""
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise RuntimeError(f"the engine core answered the reconfigure utility with {value!r}: {exc}") from exc

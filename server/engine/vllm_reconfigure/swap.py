@@ -1,0 +1,169 @@
+"""Drives an in-place model swap from Turnout's process: unload, load, refresh the frontend, verify.
+
+This is the only part of the in-place swap that runs in Turnout's process; it talks to the engine core through
+vLLM's utility calls (``engine.engine_core.call_utility_async``), names from :mod:`protocol`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from server.engine.vllm_reconfigure.frontend_state import refresh_async_llm
+from server.engine.vllm_reconfigure.protocol import (
+    LOAD_UTILITY,
+    LOADED_MODEL_UTILITY,
+    UNLOAD_UTILITY,
+    WORKER_EXTENSION,
+    LoadedModel,
+    LoadResult,
+    UnloadResult,
+    decode_result,
+)
+from server.profiles.schema import ModelProfile
+from server.profiles.vllm_version import check_vllm_version
+
+__all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "TargetConfig"]
+
+_ADAPTER = "server/engine/vllm_reconfigure"
+
+
+class LoadedModelMismatch(RuntimeError):
+    """The engine core reports another model than the one it was asked to load."""
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """One model's ``VllmConfig``, cloudpickled once and unpickled fresh for every use (vLLM mutates it)."""
+
+    profile: ModelProfile
+    payload: bytes
+    model: str
+    served_model_name: str
+
+    def fresh(self) -> Any:
+        """A new ``VllmConfig`` object from the payload."""
+        import cloudpickle
+
+        return cloudpickle.loads(self.payload)
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """An in-place load: the engine core's phase times and the frontend refresh time."""
+
+    result: LoadResult
+    frontend_ms: float
+
+
+#: Builds a model's ``VllmConfig``: ``(name, profile) -> VllmConfig``.
+ConfigBuilder = Callable[[str, ModelProfile], Any]
+
+
+class InPlaceSwap:
+    """Unloads and loads models inside one running vLLM engine (``AsyncLLM``) started with the worker extension.
+
+    Args:
+        build_config: Builds a model's ``VllmConfig`` (vllm_loader's engine args with the worker extension).
+    """
+
+    def __init__(self, build_config: ConfigBuilder) -> None:
+        check_vllm_version(adapter=_ADAPTER)
+        self._build_config = build_config
+        self._targets: dict[str, TargetConfig] = {}
+
+    async def target(self, name: str, profile: ModelProfile) -> TargetConfig:
+        """``name``'s config, built on first use (it reads the model's config from disk) and cached."""
+        cached = self._targets.get(name)
+        if cached is not None and cached.profile == profile:
+            return cached
+        config = await asyncio.to_thread(self._build_config, name, profile)
+        target = await asyncio.to_thread(_pickle_target, profile, config)
+        self._targets[name] = target
+        return target
+
+    async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
+        """Why ``engine`` cannot take ``name`` in place (a restart can), or None when it can."""
+        target = (await self.target(name, profile)).fresh()
+        return describe_incompatibility(engine.vllm_config, target)
+
+    async def unload(self, engine: Any) -> UnloadResult:
+        """Release the engine's model and KV cache; the engine processes stay."""
+        answer = await engine.engine_core.call_utility_async(UNLOAD_UTILITY)
+        result: UnloadResult = decode_result(answer, UnloadResult)
+        return result
+
+    async def load(self, engine: Any, name: str, profile: ModelProfile) -> LoadOutcome:
+        """Load ``name`` into ``engine``, refresh its frontend state and check what the engine core holds.
+
+        Raises:
+            LoadedModelMismatch: The engine core reports another model afterwards.
+            Exception: Whatever the engine core or a worker raised while loading (vLLM reports it as
+                ``Exception("Call to turnout_load_model method failed: ...")``).
+        """
+        target = await self.target(name, profile)
+        answer = await engine.engine_core.call_utility_async(LOAD_UTILITY, target.payload)
+        result: LoadResult = decode_result(answer, LoadResult)
+        _expect(target, result.loaded)
+        started = time.perf_counter()
+        await refresh_async_llm(engine, target.fresh(), result.loaded)
+        frontend_ms = (time.perf_counter() - started) * 1000.0
+        _expect(target, await self.loaded_model(engine))
+        if str(engine.model_config.model) != target.model:
+            raise LoadedModelMismatch(f"the frontend state names {engine.model_config.model}, not {target.model}")
+        return LoadOutcome(result, frontend_ms)
+
+    async def loaded_model(self, engine: Any) -> LoadedModel:
+        """What the engine core reports it holds now."""
+        answer = await engine.engine_core.call_utility_async(LOADED_MODEL_UTILITY)
+        loaded: LoadedModel = decode_result(answer, LoadedModel)
+        return loaded
+
+
+def _pickle_target(profile: ModelProfile, config: Any) -> TargetConfig:
+    import cloudpickle
+
+    served = config.model_config.served_model_name
+    return TargetConfig(
+        profile=profile,
+        payload=cloudpickle.dumps(config),
+        model=str(config.model_config.model),
+        served_model_name=str(served[0] if isinstance(served, list | tuple) else served),
+    )
+
+
+def _expect(target: TargetConfig, loaded: LoadedModel) -> None:
+    if loaded.model != target.model or loaded.served_model_name != target.served_model_name:
+        raise LoadedModelMismatch(
+            f"the engine core reports {loaded.served_model_name!r} ({loaded.model}) loaded, "
+            f"not {target.served_model_name!r} ({target.model})"
+        )
+
+
+def describe_incompatibility(current: Any, target: Any) -> str | None:
+    """Why an engine running ``current`` cannot load ``target`` in place, or None.
+
+    The worker processes, their devices and distributed groups, and the executor stay across an in-place swap,
+    so everything that shaped them must match. Disaggregated serving connectors are left to a restart.
+    """
+    checks = (
+        ("tensor_parallel_size", lambda c: c.parallel_config.tensor_parallel_size),
+        ("pipeline_parallel_size", lambda c: c.parallel_config.pipeline_parallel_size),
+        ("data_parallel_size", lambda c: c.parallel_config.data_parallel_size),
+        ("distributed_executor_backend", lambda c: str(c.parallel_config.distributed_executor_backend)),
+        ("worker_cls", lambda c: str(c.parallel_config.worker_cls)),
+        ("device", lambda c: str(c.device_config.device_type)),
+        ("async_scheduling", lambda c: bool(c.scheduler_config.async_scheduling)),
+        ("enable_sleep_mode", lambda c: bool(c.model_config.enable_sleep_mode)),
+    )
+    for what, read in checks:
+        if read(current) != read(target):
+            return f"{what} differs ({read(current)} -> {read(target)})"
+    if target.parallel_config.worker_extension_cls != WORKER_EXTENSION:
+        return f"worker_extension_cls is {target.parallel_config.worker_extension_cls!r}, not Turnout's"
+    if target.kv_transfer_config is not None or target.ec_transfer_config is not None:
+        return "a KV or encoder-cache transfer connector is configured"
+    return None
