@@ -1,69 +1,263 @@
-"""Switch times of the ``keep`` and ``stop`` strategies on real tiny vLLM engines, measured side by side.
+"""Switch times of ``stop``, ``reconfigure`` and ``keep`` on the demo models, measured through the real server.
 
-    .venv/bin/python benchmarks/switch_times.py [--rounds 3]
+    .venv/bin/python benchmarks/switch_times.py [--rounds 3] [--json-out switch_times.json]
 
-Prints each switch's report and, per strategy, the median switch time and the stop/keep ratio. Absolute numbers
-depend on the machine (engine start-up dominates ``stop``); compare the ratio.
+For each strategy it starts ``turnout serve`` on the demo profile with that strategy, then switches between the
+two demo models ``2 x rounds`` times with ``POST /v1/models/switch`` (timed until the 200 arrives) and after each
+switch times the first token of a streamed chat on the new model. It prints the switch reports' phase breakdown,
+the engine processes' RSS, and the ratios to ``stop`` measured in the same run (the issue's goal: a warm
+``reconfigure`` switch at most 0.08x a ``stop`` switch). The first switch of ``keep`` (it starts the second
+engine) and of ``reconfigure`` (its first unload walks the worker's whole heap once) are reported apart as cold.
+
+Absolute numbers depend on the machine and on what else runs on it; compare the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
+import os
+import signal
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from server.engine import EngineManager
-from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
-from server.engine.vllm_loader import VllmEngineLoader
-from server.profiles.schema import ModelProfile
-from server.tinymodels.builder import build_tiny_models
+import httpx
+import psutil
 
-ENGINE_ARGS = {
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "kv_cache_memory_bytes": 64 << 20,
-    "enforce_eager": True,
-}
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "profiles" / "demo.yaml"
+STRATEGIES = ("stop", "reconfigure", "keep")
+PHASES = ("drain_ms", "unload_ms", "load_ms", "kv_cache_ms", "frontend_ms")
+TOKEN = "switch-times-benchmark"
+GOAL = 0.08
 
 
-async def _name_bundle(name: str, profile: ModelProfile, engine: Any) -> str:
-    return name
+@dataclass
+class Switch:
+    """One measured switch."""
+
+    target: str
+    switch_ms: float
+    ttft_ms: float
+    engine_rss_mb: float
+    report: dict[str, Any]
 
 
-async def measure(strategy: SwitchStrategy, models: dict[str, ModelProfile], rounds: int) -> list[float]:
-    manager: EngineManager[str] = EngineManager(models, strategy, _name_bundle)
-    durations: list[float] = []
+@dataclass
+class StrategyRun:
+    """Every switch of one strategy, cold ones first."""
+
+    strategy: str
+    start_s: float
+    switches: list[Switch] = field(default_factory=list)
+
+    def warm(self) -> list[Switch]:
+        # keep's first switch starts the second engine; reconfigure's first unload collects the whole heap once.
+        return (
+            self.switches[1:] if self.strategy in ("keep", "reconfigure") and len(self.switches) > 1 else self.switches
+        )
+
+    def median(self, read: Any, switches: list[Switch] | None = None) -> float | None:
+        values = [v for v in (read(s) for s in (switches if switches is not None else self.warm())) if v is not None]
+        return round(statistics.median(values), 1) if values else None
+
+    def summary(self) -> dict[str, Any]:
+        warm = self.warm()
+        return {
+            "engine_start_s": round(self.start_s, 1),
+            "cold_switch_ms": self.switches[0].switch_ms if self.switches and warm is not self.switches else None,
+            "switch_ms": self.median(lambda s: s.switch_ms),
+            "server_duration_ms": self.median(lambda s: s.report.get("duration_ms")),
+            "ttft_ms": self.median(lambda s: s.ttft_ms),
+            "engine_rss_mb": self.median(lambda s: s.engine_rss_mb),
+            "methods": sorted({str(s.report.get("method")) for s in warm}),
+            **{phase: self.median(lambda s, p=phase: s.report.get(p)) for phase in PHASES},
+        }
+
+
+def demo_profile(strategy: str, folder: Path) -> Path:
+    """The demo profile with ``strategy``, as a JSON profile with absolute paths."""
+    from server.profiles import load_profile
+
+    demo = load_profile(DEMO)
+    models: dict[str, Any] = {}
+    for name, model in demo.models.items():
+        entry: dict[str, Any] = {"model": model.model, **model.engine_args}
+        for key in ("chat_template", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser"):
+            if getattr(model, key) is not None:
+                entry[key] = getattr(model, key)
+        models[name] = entry
+    switching: dict[str, Any] = {"strategy": strategy, "drain_timeout": 30}
+    if strategy == "keep":
+        switching["max_active"] = 2
+    path = folder / f"demo-{strategy}.json"
+    path.write_text(json.dumps({"default_model": demo.default_model, "models": models, "switching": switching}))
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """``turnout serve`` in a subprocess."""
+
+    def __init__(self, profile: Path, log: Path) -> None:
+        self.url = f"http://127.0.0.1:{_free_port()}"
+        port = self.url.rsplit(":", 1)[1]
+        self._log = log.open("wb")
+        env = {**os.environ, "TURNOUT_ADMIN_TOKEN": TOKEN}
+        command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", port, "--log-level", "warning"]
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        self.log_path = log
+
+    def wait_ready(self, timeout: float = 600.0) -> float:
+        started = time.perf_counter()
+        while time.perf_counter() - started < timeout:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"turnout serve exited:\n{self.log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return time.perf_counter() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"turnout serve not ready after {timeout:.0f} s")
+
+    def engine_rss_mb(self) -> float:
+        total = 0
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                continue
+        return total / (1024 * 1024)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(90)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def time_to_first_token(client: httpx.Client, model: str) -> float:
+    """Milliseconds from sending a streamed chat to its first content chunk."""
+    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "stream": True}
+    started = time.perf_counter()
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                delta = json.loads(line[6:])["choices"][0]["delta"]
+                if delta.get("content"):
+                    return (time.perf_counter() - started) * 1000.0
+    raise RuntimeError(f"{model} streamed no content")
+
+
+def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
+    server = Server(demo_profile(strategy, folder), folder / f"serve-{strategy}.log")
     try:
-        await manager.initialize("tools")
-        for index in range(rounds * 2):
-            report = await manager.switch("plain" if index % 2 == 0 else "tools")
-            print(
-                f"  {strategy.name}: {report.previous_model} -> {report.current_model}: "
-                f"{report.duration_ms:.0f} ms, memory {report.memory_before_mb} -> {report.memory_after_unload_mb} MB"
-            )
-            durations.append(report.duration_ms)
+        run = StrategyRun(strategy, server.wait_ready())
+        with httpx.Client(base_url=server.url, timeout=600) as client:
+            time_to_first_token(client, "tools")  # the first request warms the frontend up
+            for index in range(rounds * 2):
+                target = "plain" if index % 2 == 0 else "tools"
+                started = time.perf_counter()
+                response = client.post(
+                    "/v1/models/switch", json={"model": target}, headers={"Authorization": f"Bearer {TOKEN}"}
+                )
+                switch_ms = (time.perf_counter() - started) * 1000.0
+                if response.status_code != 200:
+                    raise RuntimeError(
+                        f"{strategy}: switch to {target} answered {response.status_code}: {response.text}"
+                    )
+                ttft = time_to_first_token(client, target)
+                switch = Switch(
+                    target, round(switch_ms, 1), round(ttft, 1), round(server.engine_rss_mb(), 1), response.json()
+                )
+                run.switches.append(switch)
+                print(
+                    f"  {strategy:<11} -> {target:<5} {switch.switch_ms:8.0f} ms  ttft {switch.ttft_ms:6.0f} ms  "
+                    f"method {switch.report.get('method')}  engines {switch.engine_rss_mb:.0f} MB",
+                    flush=True,
+                )
+        return run
     finally:
-        await manager.shutdown()
-    return durations
+        server.stop()
 
 
-async def main(rounds: int) -> None:
-    paths = build_tiny_models()
-    models = {
-        "tools": ModelProfile(model=str(paths["tiny-tools"]), engine_args=ENGINE_ARGS),
-        "plain": ModelProfile(model=str(paths["tiny-plain"]), engine_args=ENGINE_ARGS),
+def _cell(value: Any, width: int) -> str:
+    return f"{'-' if value is None else value:>{width}}"
+
+
+def report(runs: dict[str, StrategyRun]) -> dict[str, Any]:
+    """Print the side-by-side table and the ratios; return everything as JSON-ready data."""
+    summaries = {name: run.summary() for name, run in runs.items()}
+    columns = ("switch_ms", "ttft_ms", *PHASES, "engine_rss_mb", "engine_start_s", "cold_switch_ms")
+    print()
+    print(f"{'strategy':<12}" + "".join(_cell(c, 15) for c in columns) + "  method")
+    for name, summary in summaries.items():
+        print(f"{name:<12}" + "".join(_cell(summary[c], 15) for c in columns) + f"  {','.join(summary['methods'])}")
+    ratios: dict[str, float | None] = {}
+    stop = summaries.get("stop", {}).get("switch_ms")
+    for name in ("reconfigure", "keep"):
+        value = summaries.get(name, {}).get("switch_ms")
+        ratios[f"{name}/stop"] = round(value / stop, 4) if value is not None and stop else None
+    print()
+    for label, ratio in ratios.items():
+        goal = (
+            f"  (goal <= {GOAL}x: {'met' if ratio is not None and ratio <= GOAL else 'NOT met'})"
+            if label == "reconfigure/stop"
+            else ""
+        )
+        print(f"ratio {label}: {ratio}x{goal}")
+    return {
+        "summary": summaries,
+        "ratios": ratios,
+        "goal_reconfigure_over_stop": GOAL,
+        "switches": {name: [asdict(s) for s in run.switches] for name, run in runs.items()},
     }
-    keep = await measure(KeepStrategy(VllmEngineLoader()), models, rounds)
-    stop = await measure(StopStrategy(VllmEngineLoader()), models, rounds)
-    # The first keep switch loads the second engine; later ones are pointer swaps.
-    keep_warm = keep[1:] or keep
-    print(f"keep: first switch {keep[0]:.0f} ms (loads plain), then median {statistics.median(keep_warm):.1f} ms")
-    print(f"stop: median {statistics.median(stop):.0f} ms")
-    print(f"ratio stop/keep (warm): {statistics.median(stop) / max(statistics.median(keep_warm), 0.001):.0f}x")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns (and optionally writes) the results."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="round trips (tools -> plain -> tools) per strategy")
+    parser.add_argument(
+        "--strategies", default=",".join(STRATEGIES), help="comma-separated, from stop,reconfigure,keep"
+    )
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the results here as JSON")
+    args = parser.parse_args(argv)
+    from server.tinymodels import build_tiny_models
+
+    build_tiny_models()
+    runs: dict[str, StrategyRun] = {}
+    with tempfile.TemporaryDirectory(prefix="turnout-switch-times-") as tmp:
+        for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
+            if strategy not in STRATEGIES:
+                parser.error(f"unknown strategy {strategy!r}")
+            print(f"{strategy}:", flush=True)
+            runs[strategy] = measure(strategy, args.rounds, Path(tmp))
+    results = report(runs)
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {args.json_out}")
+    return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=2)
-    asyncio.run(main(parser.parse_args().rounds))
+    main()

@@ -1,7 +1,8 @@
-"""Memory readings for switch reports: device memory where it can be read, process-tree RSS otherwise.
+"""Memory readings for switch reports: device memory where it can be read, the engine processes' RSS otherwise.
 
 The frontend process must not create a CUDA context just to read memory (that alone costs hundreds of MB), so
-CUDA memory comes from NVML; vLLM's engines run in child processes, so the CPU reading sums the whole tree.
+CUDA memory comes from NVML. vLLM's engines run in child processes (engine core, then its workers), so the CPU
+reading sums the RSS of every descendant of this process: the engines, without Turnout's own process.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 
 import psutil
 
-__all__ = ["available_ram_mb", "memory_in_use_mb"]
+__all__ = ["available_ram_mb", "engine_processes_rss_mb", "memory_in_use_mb"]
 
 logger = logging.getLogger("turnout.engine")
 _MB = 1024 * 1024
@@ -27,10 +28,10 @@ def _nvml_used_mb() -> float | None:
         return None
 
 
-def _process_tree_rss_mb() -> float:
-    root = psutil.Process()
-    total = root.memory_info().rss
-    for child in root.children(recursive=True):
+def engine_processes_rss_mb(root: psutil.Process | None = None) -> float:
+    """RSS of every descendant of ``root`` (this process by default): the engine-core and worker processes."""
+    total = 0
+    for child in (root or psutil.Process()).children(recursive=True):
         try:
             total += child.memory_info().rss
         except psutil.Error:  # a child may exit between listing and reading
@@ -39,9 +40,9 @@ def _process_tree_rss_mb() -> float:
 
 
 def memory_in_use_mb() -> float:
-    """Device memory in use, or the RSS of this process and its children (the engine cores) on CPU."""
+    """Device memory in use, or the RSS of the engine processes (this process's descendants) on CPU."""
     used = _nvml_used_mb()
-    return used if used is not None else _process_tree_rss_mb()
+    return used if used is not None else engine_processes_rss_mb()
 
 
 def available_ram_mb() -> float:

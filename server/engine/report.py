@@ -22,7 +22,7 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         switched: Whether the active model changed.
         duration_ms: Wall time of the whole switch, drain included.
         reconfigure_ms: Time spent deactivating the old model and activating the new one.
-        memory_before_mb: Device memory (process-tree RSS on CPU) before the switch.
+        memory_before_mb: Device memory (on CPU: RSS of the engine processes) before the switch.
         memory_after_unload_mb: The same after the old model was parked or unloaded.
         freed_memory_mb: ``memory_before_mb - memory_after_unload_mb``.
         stash_memory_after_mb: Memory held by stashed models after the switch (stash strategy only).

@@ -1,0 +1,128 @@
+"""The reconfigure strategy against a fake in-place swap: one engine host, rollback, restart fallbacks, reports.
+
+The real swap runs in ``tests/engine/test_reconfigure_engines.py`` on tiny vLLM engines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from server.engine import SlotState, SwitchFailed
+from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
+from server.engine.strategies.reconfigure import ReconfigureStrategy
+from server.profiles.schema import Switching
+from tests.engine.conftest import MakeManager
+from tests.fakes.engines import FakeLoader
+from tests.fakes.in_place import FakeInPlaceSwap
+
+
+@pytest.fixture
+def swap() -> FakeInPlaceSwap:
+    return FakeInPlaceSwap()
+
+
+async def _answer(manager: Any) -> str:
+    """The model that answers a request now (the fake engine yields the name of the model it holds)."""
+    async with manager.admit(None) as lease:
+        return "".join([token async for token in lease.published.engine.generate(lease.request_id, 1)])
+
+
+async def test_switches_reuse_one_engine_and_report_the_phases(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    first = await manager.initialize("a")
+    host = manager.published.engine  # type: ignore[union-attr]
+    assert first.method == "restart" and loader.loads == ["a"]
+    report = await manager.switch("b")
+    assert manager.published.engine is host and loader.loads == ["a"], "no second engine"  # type: ignore[union-attr]
+    assert swap.unloads == ["a"] and swap.loads == ["b"]
+    assert (report.method, report.unload_ms, report.load_ms, report.kv_cache_ms, report.frontend_ms) == (
+        "reconfigure",
+        5.0,
+        10.0,
+        4.0,
+        2.0,
+    )
+    assert manager.slot_state("a") is SlotState.STOPPED and await _answer(manager) == "b"
+    bundle_b = manager.published.bundle  # type: ignore[union-attr]
+    await manager.switch("a")
+    assert await _answer(manager) == "a"
+    await manager.switch("b")
+    assert manager.published.bundle is not bundle_b, "the same engine with another model needs a fresh bundle"  # type: ignore[union-attr]
+    await manager.shutdown()
+    assert loader.unloads == ["b"] and not host.alive
+
+
+async def test_a_failed_target_reconfigures_back_to_the_previous_model(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    swap.fail_load.add("b")
+    with pytest.raises(SwitchFailed):
+        await manager.switch("b")
+    assert swap.loads == ["b", "a"] and loader.loads == ["a"], "rolled back in place, no restart"
+    assert manager.active_model == "a" and manager.slot_state("b") is SlotState.FAILED
+    assert await _answer(manager) == "a"
+
+
+async def test_when_reconfiguring_back_fails_the_previous_model_restarts(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    swap.fail_load |= {"b", "a"}
+    with pytest.raises(SwitchFailed):
+        await manager.switch("b")
+    assert loader.loads == ["a", "a"] and loader.unloads == ["<broken>"], "the broken host was stopped, a restarted"
+    assert manager.active_model == "a" and await _answer(manager) == "a"
+
+
+async def test_a_mismatched_model_is_never_published(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    swap.wrong_model.add("b")
+    with pytest.raises(SwitchFailed, match="reports"):
+        await manager.switch("b")
+    assert manager.active_model == "a" and await _answer(manager) == "a"
+
+
+async def test_a_pair_the_engine_cannot_swap_in_place_restarts(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    swap.incompatible["b"] = "tensor_parallel_size differs (1 -> 2)"
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    report = await manager.switch("b")
+    assert report.method == "restart" and loader.loads == ["a", "b"] and len(loader.unloads) == 1
+    assert await _answer(manager) == "b"
+    report = await manager.switch("c")
+    assert report.method == "reconfigure" and loader.loads == ["a", "b"]
+
+
+async def test_a_failed_unload_stops_the_host_and_the_target_starts_fresh(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    swap.fail_unload = True
+    report = await manager.switch("b")
+    assert report.method == "restart" and loader.loads == ["a", "b"] and len(loader.unloads) == 1
+    assert await _answer(manager) == "b"
+
+
+def test_reconfigure_runs_on_cpu_and_cuda_only() -> None:
+    assert resolve_strategy_name("reconfigure", device="cpu", stash_available=False) == "reconfigure"
+    assert resolve_strategy_name("reconfigure", device="cuda", stash_available=False) == "reconfigure"
+    with pytest.raises(StrategyUnavailable, match="stash"):
+        resolve_strategy_name("reconfigure", device="hpu", stash_available=True)
+    loader, swap = FakeLoader(), FakeInPlaceSwap()
+    built = select_strategy(Switching(strategy="reconfigure"), loader, device="cpu", in_place=swap)
+    assert isinstance(built, ReconfigureStrategy)
+    with pytest.raises(StrategyUnavailable, match="in-place swap"):
+        select_strategy(Switching(strategy="reconfigure"), loader, device="cpu")
