@@ -22,8 +22,10 @@ from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.profiles.schema import ModelProfile
 
 __all__ = [
+    "INSECURE_SERIALIZATION_ENV",
     "QUANT_CONFIG_ENV",
     "VllmEngineLoader",
+    "allow_insecure_serialization",
     "build_engine_args",
     "detect_device",
     "quant_config_env",
@@ -34,6 +36,8 @@ __all__ = [
 logger = logging.getLogger("turnout.engine")
 
 QUANT_CONFIG_ENV = "QUANT_CONFIG"
+#: vLLM refuses pickled payloads on its engine channels unless this is "1"; vLLM-Gaudi's reconfigure needs them.
+INSECURE_SERIALIZATION_ENV = "VLLM_ALLOW_INSECURE_SERIALIZATION"
 # Engines spawn their core process with a copy of os.environ, so the variable is set around the spawn and
 # restored after; the lock keeps two loads from seeing each other's value.
 _env_lock = asyncio.Lock()
@@ -142,6 +146,18 @@ def ram_allows_another_engine(reserve_fraction: float = 0.25) -> bool:
     return available_ram_mb() >= total_mb * reserve_fraction
 
 
+def allow_insecure_serialization() -> None:
+    """Set ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` for the stash host's processes (they inherit the environment).
+
+    vLLM-Gaudi's ``gaudi_reconfigure_engine`` cloudpickles the target's ``VllmConfig`` to the engine core and
+    refuses to run without it. The pickles only travel between Turnout's process and the engine processes it
+    started, over their private IPC sockets.
+    """
+    if os.environ.get(INSECURE_SERIALIZATION_ENV) != "1":
+        logger.warning("stash: setting %s=1, which vLLM-Gaudi's in-place reconfigure needs", INSECURE_SERIALIZATION_ENV)
+        os.environ[INSECURE_SERIALIZATION_ENV] = "1"
+
+
 def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory | None:
     """A factory for vLLM-Gaudi's ``MultiModelAsyncLLM`` over ``models``; None when vllm_gaudi is absent.
 
@@ -152,6 +168,7 @@ def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory |
         return None
 
     async def build(first: str) -> StashHost:
+        allow_insecure_serialization()
         from vllm.usage.usage_lib import UsageContext
         from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM
 

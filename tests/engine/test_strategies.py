@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from server.engine import SlotState
+from server.engine import SlotState, SwitchFailed
 from server.engine.states import IllegalTransition, Slot, transition
 from server.engine.strategies import (
     KeepStrategy,
@@ -22,7 +22,12 @@ from server.engine.strategies import (
     resolve_strategy_name,
     select_strategy,
 )
-from server.engine.vllm_loader import QUANT_CONFIG_ENV, quant_config_env
+from server.engine.vllm_loader import (
+    INSECURE_SERIALIZATION_ENV,
+    QUANT_CONFIG_ENV,
+    allow_insecure_serialization,
+    quant_config_env,
+)
 from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
@@ -91,6 +96,52 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
     assert manager.published.bundle is not bundle_a, "a reconfigured engine needs a fresh bundle"
     await manager.shutdown()
     assert hosts[0].shut_down
+
+
+async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_manager: MakeManager) -> None:
+    hosts: list[FakeStashHost] = []
+
+    async def factory(first: str) -> Any:
+        host = FakeStashHost()
+        await host.initialize(first)
+        hosts.append(host)
+        return host
+
+    manager = make_manager(StashStrategy(factory))
+    await manager.initialize("a")
+    hosts[0].fail_switch.add("b")
+    with pytest.raises(SwitchFailed):
+        await manager.switch("b")
+    # vLLM-Gaudi still names "a" and would return early; the strategy restarted the host on "a" instead.
+    assert hosts[0].current_model == "a" and hosts[0].shut_down and len(hosts) == 2
+    assert manager.active_model == "a" and manager.published.engine is hosts[1].engine  # type: ignore[union-attr]
+    assert hosts[1].engine.name == "a"
+
+
+async def test_a_stash_host_that_names_another_model_is_not_published(make_manager: MakeManager) -> None:
+    class LyingHost(FakeStashHost):
+        async def switch_model(self, model: str, drain_timeout: int = 60) -> dict[str, Any]:
+            await super().switch_model(model, drain_timeout)
+            if model == "b":
+                self.current_model = "c"
+            return {}
+
+    async def factory(first: str) -> Any:
+        host = LyingHost()
+        await host.initialize(first)
+        return host
+
+    manager = make_manager(StashStrategy(factory))
+    await manager.initialize("a")
+    with pytest.raises(SwitchFailed, match="reports 'c'"):
+        await manager.switch("b")
+    assert manager.active_model == "a"
+
+
+def test_the_stash_host_gets_insecure_serialization(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
+    allow_insecure_serialization()
+    assert os.environ[INSECURE_SERIALIZATION_ENV] == "1"
 
 
 def test_auto_resolves_by_device() -> None:

@@ -5,7 +5,17 @@ restores or loads the target, skipping warm-up. Turnout drains and gates request
 switch with ``drain_timeout=0``.
 
 Only verified against a fake that follows the contract documented for vLLM-Gaudi's ``MultiModelAsyncLLM``
-(``initialize``, ``switch_model`` returning metrics, ``engine``, ``shutdown``): ``vllm_gaudi`` needs Gaudi.
+(``initialize``, ``switch_model`` returning metrics, ``current_model``, ``engine``, ``shutdown``): ``vllm_gaudi``
+needs Gaudi. The API followed is vLLM-Gaudi's main branch as of its multi-model server (commits 5c0e2a45 of
+``vllm_gaudi/v1/engine/multi_model_async_llm.py`` and 09a1609b of ``core_patch.py``, with
+``gaudi_reconfigure_engine(vllm_config_bytes, quant_config_path)`` and ``model_quant_configs``).
+
+Hardening against that code:
+    * ``switch_model`` returns early when the name matches, and its failure path leaves the name as it was. So
+      the host's ``current_model`` is checked after every switch, and after a failed switch the name proves
+      nothing: bringing back the model it still names restarts the host instead of trusting the early return.
+    * its reconfigure refuses to run without ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (it cloudpickles the
+      ``VllmConfig``); ``server/engine/vllm_loader.py`` sets it for the host's processes.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ class StashHost(Protocol):
     """The part of vLLM-Gaudi's ``MultiModelAsyncLLM`` Turnout uses."""
 
     engine: Any
+    current_model: str | None
 
     async def switch_model(self, model: str, drain_timeout: int = 60) -> Mapping[str, Any] | None:
         """Reconfigure the engine core to ``model``; returns metrics such as ``reconfigure_s``."""
@@ -43,6 +54,8 @@ class StashStrategy:
     def __init__(self, host_factory: StashHostFactory) -> None:
         self._host_factory = host_factory
         self._host: StashHost | None = None
+        # The last switch failed: the host's engine may hold anything, whatever current_model says.
+        self._uncertain = False
 
     async def deactivate(self, slot: Slot) -> SlotState:
         # The runner is parked by the host when the next model activates; the shared engine object must not
@@ -51,16 +64,34 @@ class StashStrategy:
         return SlotState.STASHED
 
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
+        if self._host is not None and self._uncertain and self._host.current_model == slot.name:
+            # vLLM-Gaudi would return early on the matching name without checking its engine: restart instead.
+            await self.close()
         if self._host is None:
             self._host = await self._host_factory(slot.name)
+            self._expect(slot.name)
             slot.engine = self._host.engine
-            return None
-        metrics = await self._host.switch_model(slot.name, drain_timeout=0) or {}
+            return ActivationMetrics(method="restart")
+        try:
+            metrics = await self._host.switch_model(slot.name, drain_timeout=0) or {}
+        except Exception:
+            self._uncertain = True
+            raise
+        self._expect(slot.name)
         slot.engine = self._host.engine
         return ActivationMetrics(
             reconfigure_ms=_ms(metrics.get("reconfigure_s")),
             stash_memory_after_mb=_number(metrics.get("stash_memory_after_mb")),
+            method="reconfigure",
         )
+
+    def _expect(self, name: str) -> None:
+        """Trust the host's own ``current_model``, never the call alone."""
+        assert self._host is not None
+        if self._host.current_model != name:
+            self._uncertain = True
+            raise RuntimeError(f"vLLM-Gaudi's host reports {self._host.current_model!r} active, not {name!r}")
+        self._uncertain = False
 
     async def release(self, slot: Slot) -> None:
         slot.engine = None
@@ -68,6 +99,7 @@ class StashStrategy:
     async def close(self) -> None:
         """Shut the shared host down (manager shutdown)."""
         host, self._host = self._host, None
+        self._uncertain = False
         if host is not None:
             host.shutdown()
 
