@@ -28,7 +28,7 @@ from server.engine.vllm_configs import build_engine_configs, model_shape, read_d
 from server.engine.vllm_loader import (
     VllmEngineLoader,
     detect_device,
-    ram_allows_another_engine,
+    memory_check,
     stash_host_factory,
 )
 from server.engine.vllm_reconfigure import WORKER_EXTENSION
@@ -112,7 +112,8 @@ def build_manager(
     stash_factory = stash_host_factory(profile.models)
     in_place = None
     name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
-    if name == "reconfigure" and loader is None:
+    may_reconfigure = name == "reconfigure" or (profile.switching.strategy == "auto" and device in ("cpu", "cuda"))
+    if may_reconfigure and loader is None:
         from server.engine.vllm_reconfigure.swap import InPlaceSwap
 
         vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
@@ -122,7 +123,7 @@ def build_manager(
         loader or VllmEngineLoader(),
         device=device,
         stash_factory=stash_factory,
-        memory_allows=ram_allows_another_engine,
+        memory_allows=memory_check(device, profile.models),
         in_place=in_place,
     )
     return EngineManager(

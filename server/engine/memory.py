@@ -11,7 +11,7 @@ import logging
 
 import psutil
 
-__all__ = ["available_ram_mb", "engine_processes_rss_mb", "memory_in_use_mb"]
+__all__ = ["available_device_fraction", "available_ram_mb", "engine_processes_rss_mb", "memory_in_use_mb"]
 
 logger = logging.getLogger("turnout.engine")
 _MB = 1024 * 1024
@@ -43,6 +43,18 @@ def memory_in_use_mb() -> float:
     """Device memory in use, or the RSS of the engine processes (this process's descendants) on CPU."""
     used = _nvml_used_mb()
     return used if used is not None else engine_processes_rss_mb()
+
+
+def available_device_fraction() -> float | None:
+    """Free share of CUDA device 0's memory (NVML), or None where NVML cannot read one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return float(info.free) / float(info.total)
+    except Exception:  # no NVML, no NVIDIA device
+        return None
 
 
 def available_ram_mb() -> float:

@@ -14,10 +14,10 @@ import contextlib
 import importlib.util
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from server.engine.memory import available_ram_mb
+from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.profiles.schema import ModelProfile
 
@@ -28,6 +28,8 @@ __all__ = [
     "allow_insecure_serialization",
     "build_engine_args",
     "detect_device",
+    "device_allows_another_engine",
+    "memory_check",
     "quant_config_env",
     "ram_allows_another_engine",
     "stash_host_factory",
@@ -138,6 +140,12 @@ def detect_device() -> str:
     return device if device in ("hpu", "cuda") else "cpu"
 
 
+def device_allows_another_engine(share: float) -> bool:
+    """The CUDA ``auto`` policy: another engine fits while ``share`` of device 0 is free (NVML; False without)."""
+    free = available_device_fraction()
+    return free is not None and free >= share
+
+
 def ram_allows_another_engine(reserve_fraction: float = 0.25) -> bool:
     """The CPU ``auto`` policy: keep engines resident while a quarter of host RAM stays available."""
     import psutil
@@ -156,6 +164,18 @@ def allow_insecure_serialization() -> None:
     if os.environ.get(INSECURE_SERIALIZATION_ENV) != "1":
         logger.warning("stash: setting %s=1, which vLLM-Gaudi's in-place reconfigure needs", INSECURE_SERIALIZATION_ENV)
         os.environ[INSECURE_SERIALIZATION_ENV] = "1"
+
+
+def memory_check(device: str, models: Mapping[str, ModelProfile]) -> Callable[[], bool]:
+    """The ``auto`` policy's "does another engine fit": host RAM on CPU, device memory on CUDA.
+
+    On CUDA an engine claims ``gpu_memory_utilization`` of the device (0.9 unless a model sets less), so another
+    fits while that share of the device is free for the most demanding model of the profile.
+    """
+    if device != "cuda":
+        return ram_allows_another_engine
+    share = max(float(m.engine_args.get("gpu_memory_utilization", 0.9)) for m in models.values())
+    return lambda: device_allows_another_engine(share)
 
 
 def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory | None:

@@ -126,3 +126,23 @@ def test_reconfigure_runs_on_cpu_and_cuda_only() -> None:
     assert isinstance(built, ReconfigureStrategy)
     with pytest.raises(StrategyUnavailable, match="in-place swap"):
         select_strategy(Switching(strategy="reconfigure"), loader, device="cpu")
+
+
+async def test_auto_keeps_while_memory_allows_then_reconfigures_the_oldest_resident(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    room = {"another": True}
+    strategy = select_strategy(
+        Switching(strategy="auto"), loader, device="cpu", memory_allows=lambda: room["another"], in_place=swap
+    )
+    manager = make_manager(strategy)
+    await manager.initialize("a")
+    assert (await manager.switch("b")).method == "restart" and loader.loads == ["a", "b"]
+    assert manager.slot_state("a") is SlotState.RESIDENT
+    room["another"] = False
+    report = await manager.switch("c")
+    assert report.method == "reconfigure" and loader.loads == ["a", "b"], "a's engine took c in place"
+    assert swap.unloads == ["a"] and swap.loads == ["c"]
+    assert manager.slot_state("a") is SlotState.STOPPED and manager.slot_state("b") is SlotState.RESIDENT
+    assert await _answer(manager) == "c"
+    assert (await manager.switch("b")).switched and loader.loads == ["a", "b"], "b is still resident"

@@ -147,7 +147,7 @@ def test_the_stash_host_gets_insecure_serialization(monkeypatch: pytest.MonkeyPa
 def test_auto_resolves_by_device() -> None:
     assert resolve_strategy_name("auto", device="hpu", stash_available=True) == "stash"
     assert resolve_strategy_name("auto", device="hpu", stash_available=False) == "keep"
-    assert resolve_strategy_name("auto", device="cuda", stash_available=False) == "sleep"
+    assert resolve_strategy_name("auto", device="cuda", stash_available=False) == "keep"
     assert resolve_strategy_name("auto", device="cpu", stash_available=False) == "keep"
     with pytest.raises(StrategyUnavailable, match="refuses on CPU"):
         resolve_strategy_name("sleep", device="cpu", stash_available=False)

@@ -1,7 +1,8 @@
 """Picks the strategy a profile asks for, resolving ``auto`` by device.
 
-``auto``: stash on HPU with vllm_gaudi, sleep on CUDA, and on CPU keep while RAM allows, otherwise stop (a keep
-strategy whose memory check unloads the least recently used resident engine before a new one loads).
+``auto``: stash on HPU with vllm_gaudi; on CPU and CUDA keep engines resident while memory allows, otherwise
+reconfigure (a keep strategy whose memory check makes the least recently used resident engine take the target in
+place; without the in-place swap it unloads that engine before a new one loads).
 ``reconfigure`` runs on vLLM's CPU and CUDA workers; on Gaudi, vLLM-Gaudi's own in-process swap is ``stash``.
 """
 
@@ -29,8 +30,6 @@ def resolve_strategy_name(requested: str, *, device: str, stash_available: bool)
     if requested == "auto":
         if device == "hpu" and stash_available:
             return "stash"
-        if device == "cuda":
-            return "sleep"
         return "keep"
     if requested == "stash" and not stash_available:
         raise StrategyUnavailable("strategy 'stash' needs vLLM-Gaudi (the vllm_gaudi package), which is not installed")
@@ -59,9 +58,9 @@ def select_strategy(
         loader: Starts and stops engines.
         device: ``cpu``, ``cuda`` or ``hpu``.
         stash_factory: Builds vLLM-Gaudi's host; None when vllm_gaudi is not installed.
-        memory_allows: The RAM check of the CPU ``auto`` policy.
-        in_place: Swaps models inside a running engine (``reconfigure``); ``loader`` must start engines with
-            its worker extension.
+        memory_allows: The memory check of the ``auto`` policy (host RAM on CPU, device memory on CUDA).
+        in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
+            ``loader`` must start engines with its worker extension.
     """
     name = resolve_strategy_name(switching.strategy, device=device, stash_available=stash_factory is not None)
     if name == "stop":
@@ -75,5 +74,6 @@ def select_strategy(
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
         return StashStrategy(stash_factory)
-    ram_check = memory_allows if switching.strategy == "auto" else None
-    return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=ram_check)
+    if switching.strategy == "auto":
+        return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place)
+    return KeepStrategy(loader, max_resident=switching.max_active)
