@@ -73,7 +73,7 @@ def test_wrong_types_and_out_of_range_values(check: Check) -> None:
         "(vLLM's AsyncEngineArgs.max_model_len is int)",
         "7:9: switching.mode must be one of 'auto', 'manual', got 'fast'",
         "8:18: switching.drain_timeout must be a number >= 0, got -1",
-        "9:13: switching.strategy must be one of 'auto', 'keep', 'sleep', 'stash', 'stop', got 3",
+        "9:13: switching.strategy must be one of 'auto', 'keep', 'reconfigure', 'sleep', 'stash', 'stop', got 3",
         "10:16: switching.sleep_level must be one of 1, 2, got 3",
         "11:15: switching.max_active must be an integer >= 1, got 0",
         "13:16: server.api_key_env must be an environment variable name, got 'not a name'",
