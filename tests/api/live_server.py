@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -37,6 +38,10 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # The server ran in its own session: whatever it left behind (an engine core orphaned when it was killed
+        # mid-start) goes too, so no test leaves engines on a shared machine.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.log_file.close()
 
 
@@ -52,7 +57,9 @@ def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str)
     port = _free_port()
     command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(port), *args]
     log = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
+    )
     return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log)
 
 

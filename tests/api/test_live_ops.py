@@ -44,7 +44,7 @@ def profile(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
 def server(profile: Path) -> Iterator[LiveServer]:
     live = start_server(profile, profile.parent / "serve.log", {"TURNOUT_ADMIN_TOKEN": TOKEN})
     try:
-        wait_ready(live)
+        wait_ready(live, timeout=600)  # an engine start takes minutes on a busy shared machine
         yield live
     finally:
         live.stop()
