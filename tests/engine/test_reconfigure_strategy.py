@@ -12,6 +12,7 @@ import pytest
 from server.engine import SlotState, SwitchFailed
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
 from server.engine.strategies.reconfigure import ReconfigureStrategy
+from server.engine.vllm_reconfigure.swap import PluginMissing, check_plugin
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
@@ -146,3 +147,12 @@ async def test_auto_keeps_while_memory_allows_then_reconfigures_the_oldest_resid
     assert manager.slot_state("a") is SlotState.STOPPED and manager.slot_state("b") is SlotState.RESIDENT
     assert await _answer(manager) == "c"
     assert (await manager.switch("b")).switched and loader.loads == ["a", "b"], "b is still resident"
+
+
+def test_the_strategy_refuses_to_start_without_its_vllm_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_plugin({})  # installed by scripts/setup.sh (pip install -e .)
+    with pytest.raises(PluginMissing, match="VLLM_PLUGINS"):
+        check_plugin({"VLLM_PLUGINS": "lora_filesystem_resolver"})
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [])
+    with pytest.raises(PluginMissing, match="pip install -e"):
+        check_plugin({})

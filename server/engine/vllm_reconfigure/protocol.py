@@ -14,6 +14,8 @@ import msgspec
 __all__ = [
     "LOADED_MODEL_UTILITY",
     "LOAD_UTILITY",
+    "PLUGIN_GROUP",
+    "PLUGIN_NAME",
     "UNLOAD_UTILITY",
     "WORKER_EXTENSION",
     "LoadResult",
@@ -27,6 +29,9 @@ UNLOAD_UTILITY = "turnout_unload_model"
 LOAD_UTILITY = "turnout_load_model"
 #: Engine-core utility: which model the engine core holds now.
 LOADED_MODEL_UTILITY = "turnout_loaded_model"
+#: The plugin's entry point (``[project.entry-points."vllm.general_plugins"]`` in pyproject.toml).
+PLUGIN_GROUP = "vllm.general_plugins"
+PLUGIN_NAME = "turnout_reconfigure"
 #: ``worker_extension_cls`` of every engine the reconfigure strategy starts.
 WORKER_EXTENSION = "server.engine.vllm_reconfigure.worker.ReconfigureWorkerExtension"
 

@@ -7,8 +7,9 @@ vLLM's utility calls (``engine.engine_core.call_utility_async``), names from :mo
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,8 @@ from server.engine.vllm_reconfigure.frontend_state import refresh_async_llm
 from server.engine.vllm_reconfigure.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
+    PLUGIN_GROUP,
+    PLUGIN_NAME,
     UNLOAD_UTILITY,
     WORKER_EXTENSION,
     LoadedModel,
@@ -26,9 +29,33 @@ from server.engine.vllm_reconfigure.protocol import (
 from server.profiles.schema import ModelProfile
 from server.profiles.vllm_version import check_vllm_version
 
-__all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "TargetConfig"]
+__all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "PluginMissing", "TargetConfig", "check_plugin"]
 
 _ADAPTER = "server/engine/vllm_reconfigure"
+
+
+class PluginMissing(RuntimeError):
+    """vLLM would not load Turnout's engine-core plugin, so the engine core would lack the utilities."""
+
+
+def check_plugin(environ: Mapping[str, str] | None = None) -> None:
+    """Fail at start, not at the first switch, when vLLM's engine core would not get the reconfigure utilities.
+
+    Raises:
+        PluginMissing: The entry point is not installed (the package was installed without ``pip install -e .``
+            or before the entry point existed), or ``VLLM_PLUGINS`` leaves it out.
+    """
+    from importlib.metadata import entry_points
+
+    env = os.environ if environ is None else environ
+    if not any(point.name == PLUGIN_NAME for point in entry_points(group=PLUGIN_GROUP)):
+        raise PluginMissing(
+            f"strategy 'reconfigure' needs the {PLUGIN_GROUP} entry point {PLUGIN_NAME!r} of this package; "
+            "reinstall it (bash scripts/setup.sh, or pip install -e .)"
+        )
+    allowed = env.get("VLLM_PLUGINS")
+    if allowed is not None and PLUGIN_NAME not in allowed.split(","):
+        raise PluginMissing(f"strategy 'reconfigure' needs {PLUGIN_NAME!r} in VLLM_PLUGINS (now {allowed!r})")
 
 
 class LoadedModelMismatch(RuntimeError):
@@ -72,6 +99,7 @@ class InPlaceSwap:
 
     def __init__(self, build_config: ConfigBuilder) -> None:
         check_vllm_version(adapter=_ADAPTER)
+        check_plugin()
         self._build_config = build_config
         self._targets: dict[str, TargetConfig] = {}
 
