@@ -1,7 +1,8 @@
 """Real engines: builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles.
 
-The only module of the engine layer that imports vLLM, and only its engine API (``AsyncEngineArgs``,
-``AsyncLLM``, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter.py``.
+The engine layer imports vLLM only in its ``vllm_*`` modules (this one; ``vllm_configs.py``: engine configs
+and memory; ``vllm_flags.py``: the engine CLI flags), and only its engine API (``AsyncEngineArgs``, ``AsyncLLM``,
+configs, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter.py``.
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
