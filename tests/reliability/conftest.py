@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,13 +86,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def broken_copy(model: Path, into: Path) -> Path:
-    """A copy of ``model`` whose weights file is corrupt: vLLM fails to load it after its processes started."""
+    """A copy of ``model`` whose weights file misnames one tensor.
+
+    Its header stays valid, so vLLM's engine-config check at start-up accepts the model; loading it fails when
+    vLLM finds ``model.embed_tokens.weight`` missing from the checkpoint.
+    """
     broken = into / "tiny-broken"
     if not broken.exists():
         shutil.copytree(model, broken)
         weights = broken / "model.safetensors"
-        size = weights.stat().st_size
-        weights.write_bytes(b"\x00corrupt" * (size // 8))
+        data = weights.read_bytes()
+        (size,) = struct.unpack("<Q", data[:8])
+        header = data[8 : 8 + size]
+        assert b'"model.embed_tokens.weight"' in header
+        header = header.replace(b'"model.embed_tokens.weight"', b'"model.embed_tokenz.weight"')  # same length
+        weights.write_bytes(data[:8] + header + data[8 + size :])
     return broken
 
 

@@ -51,7 +51,7 @@ async def test_a_switch_to_a_broken_model_under_load_keeps_the_previous_one_serv
     assert {slot["name"]: slot["state"] for slot in status["slots"]}["broken"] == "failed"
     counts = report.counts()
     assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
-    assert len(runs) >= 3, summary  # traffic ran all along the failed switch
+    assert len(runs) >= 2, summary  # traffic ran along the failed switch (requests without a model wait it out)
     assert counts["completed"] >= len(report.results) // 3, summary
     ready = httpx.get(f"{live.url}/ready", timeout=30)
     assert ready.status_code == 200 and ready.json()["active_model"] == "tools"
