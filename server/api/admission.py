@@ -1,7 +1,8 @@
 """Per-request admission, provided through Litestar DI.
 
 The provider reads the JSON body, admits the request to the model it names (or the active one) through the
-manager, and yields an :class:`AdmittedRequest` whose lease pins that model's bundle. A non-streaming response is
+manager, installs the lease's abort hook (the one way a switch aborts a request: through the bundle that started
+it), and yields an :class:`AdmittedRequest` whose lease pins that model's bundle. A non-streaming response is
 done when the handler returns, so the provider's cleanup releases the lease; a stream takes the lease over and
 releases it in its generator's ``finally``, because Litestar runs a yield dependency's cleanup before it sends a
 streamed body.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from litestar import Request
@@ -22,12 +23,29 @@ from litestar.exceptions import ValidationException
 from server.api.errors import sse_error_event
 from server.engine import EngineError, EngineManager, Lease
 
-__all__ = ["AdmittedRequest", "ServingBundle", "leased_stream", "provide_admitted", "read_json_object"]
+__all__ = [
+    "AbortsRequests",
+    "AdmittedRequest",
+    "ServingBundle",
+    "install_abort_hook",
+    "leased_stream",
+    "provide_admitted",
+    "read_json_object",
+]
 
 logger = logging.getLogger("turnout.api")
 
 
-class ServingBundle(Protocol):
+class AbortsRequests(Protocol):
+    """A bundle's abort: ends a request's engine work, including engine requests not submitted yet."""
+
+    async def abort(self, request_id: str) -> Any: ...
+
+
+A = TypeVar("A", bound=AbortsRequests)
+
+
+class ServingBundle(AbortsRequests, Protocol):
     """What the API needs of one model's frontend bundle (``server.frontend``'s, or a test fake)."""
 
     max_model_len: int
@@ -42,10 +60,6 @@ class ServingBundle(Protocol):
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
 
-    async def abort(self, request_id: str) -> Any:
-        """Abort ``request_id``'s engine requests, including one not submitted yet."""
-        ...
-
 
 @dataclass(eq=False)
 class AdmittedRequest:
@@ -53,7 +67,7 @@ class AdmittedRequest:
 
     Attributes:
         manager: The manager that admitted it.
-        lease: The lease that pins the model, engine and bundle.
+        lease: The lease that pins the model and its bundle.
         body: The request's JSON object.
         handed_over: Set when a stream took over releasing the lease.
     """
@@ -96,12 +110,19 @@ async def provide_admitted(
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
     lease = await manager.acquire(model or None)
+    install_abort_hook(lease)
     admitted = AdmittedRequest(manager=manager, lease=lease, body=body)
     try:
         yield admitted
     finally:
         if not admitted.handed_over:
             admitted.release()
+
+
+def install_abort_hook(lease: Lease[A]) -> None:
+    """Let a switch abort the leased request through the bundle it was admitted to (and only that way)."""
+    bundle, request_id = lease.bundle, lease.request_id
+    lease.abort_hook = lambda: bundle.abort(request_id)
 
 
 async def leased_stream(admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any) -> AsyncIterator[str]:

@@ -1,7 +1,7 @@
 """The engine manager: owns one slot per configured model and moves the device between them.
 
 Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
-    * A request is served only by the model, engine and bundle it was admitted to (its :class:`Lease` pins them).
+    * A request is served only by the model and bundle it was admitted to (its :class:`Lease` pins them).
     * Every admitted request ends, completed or with a typed :class:`EngineError`; none is silently dropped.
     * At most one switch runs; the gate never deadlocks: every wait is bounded, and every state change wakes the
       waiters.
@@ -155,8 +155,13 @@ class EngineManager(Generic[B]):
 
     @property
     def published(self) -> Published[B] | None:
-        """The active model, engine and bundle, as one object."""
+        """The active model and its bundle, as one object (the active slot's own snapshot)."""
         return self._published
+
+    @property
+    def active_engine(self) -> Any:
+        """The engine the active model runs on, or None (diagnostics and tests; requests use their bundle)."""
+        return self._slots[self._published.model].engine if self._published is not None else None
 
     @property
     def strategy_name(self) -> str:
@@ -196,7 +201,7 @@ class EngineManager(Generic[B]):
                     state=slot.state.value,
                     reason=slot.reason,
                     in_flight=len(self._inflight[slot.name]),
-                    max_model_len=getattr(slot.bundle, "max_model_len", None),
+                    max_model_len=_max_model_len(slot),
                     queued=self._auto.scheduler.queue_depth(slot.name) if self._auto else 0,
                     retry_in_s=self._auto.retry_in(slot.name) if self._auto else None,
                 )
@@ -381,7 +386,7 @@ class EngineManager(Generic[B]):
             previous=self._published,
             target=self._slots[target],
             inflight=self._inflight,
-            build_bundle=self._bundle_for,
+            publish=self._published_for,
             wait_change=self._wait_change,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
@@ -435,12 +440,12 @@ class EngineManager(Generic[B]):
         """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""
         return await _wait_for(self._changed, timeout)
 
-    async def _bundle_for(self, slot: Slot) -> B:
-        if slot.bundle is None or slot.bundle_engine is not slot.engine:
-            slot.bundle = await self._build_bundle(slot.name, slot.profile, slot.engine)
-            slot.bundle_engine = slot.engine
-        bundle: B = slot.bundle
-        return bundle
+    async def _published_for(self, slot: Slot) -> Published[B]:
+        """The slot's snapshot for its engine, building the bundle only when the engine has none yet."""
+        published = slot.published
+        if published is None:
+            published = slot.hold_bundle(await self._build_bundle(slot.name, slot.profile, slot.engine))
+        return published
 
     # -- reload -------------------------------------------------------------------------------------------------
 
@@ -473,7 +478,8 @@ class EngineManager(Generic[B]):
         bundle: B | None = None
         if published is not None and published.model in new_frontend:
             try:
-                bundle = await self._build_bundle(published.model, models[published.model], published.engine)
+                engine = self._slots[published.model].engine
+                bundle = await self._build_bundle(published.model, models[published.model], engine)
             except Exception as exc:
                 raise ReloadFailed(published.model, describe_error(exc)) from exc
             if self._check_reloadable(models) is not published:
@@ -483,9 +489,7 @@ class EngineManager(Generic[B]):
         if self._auto is not None:
             self._auto.set_models(self._slots)
         if published is not None and bundle is not None:
-            slot = self._slots[published.model]
-            slot.bundle, slot.bundle_engine = bundle, published.engine
-            self._published = Published(published.model, published.engine, bundle)
+            self._published = self._slots[published.model].hold_bundle(bundle)
             logger.info("reload: published a new frontend bundle for %s", published.model)
         if published is not None and published.model in new_engine:
             self._stale_engines.add(published.model)
@@ -537,6 +541,11 @@ def _failure_reason(error: Exception | None) -> str | None:
     if error is None:
         return None
     return error.reason if isinstance(error, SwitchFailed) else str(error)
+
+
+def _max_model_len(slot: Slot) -> int | None:
+    bundle = slot.published.bundle if slot.published is not None else None
+    return getattr(bundle, "max_model_len", None)
 
 
 def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:

@@ -50,7 +50,7 @@ def swap_models(
         else:
             slot.profile = profile
             if name in new_frontend:
-                slot.bundle = slot.bundle_engine = None  # the next activation builds it anew
+                slot.drop_bundle()  # the next activation builds it anew
         new_slots[name] = slot
     for name, slot in slots.items():
         if name not in models:
@@ -68,5 +68,4 @@ async def release_slot(slot: Slot, strategy: SwitchStrategy) -> None:
         await strategy.release(slot)
     except Exception as exc:
         logger.error("releasing %s failed: %s", slot.name, describe_error(exc))
-    slot.bundle = slot.bundle_engine = None
     transition(slot, SlotState.STOPPED)

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.engine.lease import Published
 from server.profiles.schema import ModelProfile
 
 __all__ = ["TRANSITIONS", "IllegalTransition", "Slot", "SlotState", "transition"]
@@ -57,16 +58,19 @@ class IllegalTransition(RuntimeError):
 
 @dataclass(eq=False)
 class Slot:
-    """One configured model and the engine it holds, if any. Owned and mutated by the manager only.
+    """One configured model, the engine it holds, and what it publishes when it is active.
+
+    The manager owns the slots; the others change them only through this API. Strategies use :meth:`attach`
+    and :meth:`detach` (and :func:`transition` when they evict); the switch run uses :func:`transition`,
+    :meth:`hold_bundle` and ``last_active``; a reload sets ``profile`` and calls :meth:`drop_bundle`. Attaching
+    or detaching an engine drops the published snapshot, so a bundle never outlives the engine it was built for
+    (a parked ``keep`` or ``sleep`` slot keeps both, and switching back reuses its bundle).
 
     Attributes:
         name: The served model name (the profile's key).
         profile: The model's profile.
         state: Current state.
         reason: Why the slot failed (``failed`` only).
-        engine: The live engine, when one is held.
-        bundle: The frontend bundle built for ``engine`` (reused while the engine stays the same object).
-        bundle_engine: The engine ``bundle`` was built for.
         last_active: Monotonic time the slot last stopped being active (for least-recently-used eviction).
     """
 
@@ -74,10 +78,40 @@ class Slot:
     profile: ModelProfile
     state: SlotState = SlotState.STOPPED
     reason: str | None = None
-    engine: Any = None
-    bundle: Any = None
-    bundle_engine: Any = None
-    last_active: float = field(default=0.0)
+    last_active: float = 0.0
+    _engine: Any = field(default=None, repr=False)
+    _published: Published[Any] | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> Any:
+        """The live engine, or None."""
+        return self._engine
+
+    @property
+    def published(self) -> Published[Any] | None:
+        """The model and the bundle built for the engine held now: what the manager publishes when the slot is
+        active. None until a bundle is held, and again after the engine changes."""
+        return self._published
+
+    def attach(self, engine: Any) -> None:
+        """Hold ``engine`` (a load, or a shared engine handed over); any earlier bundle is dropped."""
+        self._engine, self._published = engine, None
+
+    def detach(self) -> Any:
+        """Stop holding the engine and its bundle; return the engine (None when there was none)."""
+        engine, self._engine, self._published = self._engine, None, None
+        return engine
+
+    def drop_bundle(self) -> None:
+        """Forget the bundle (its frontend settings changed); the next activation builds one anew."""
+        self._published = None
+
+    def hold_bundle(self, bundle: Any) -> Published[Any]:
+        """Keep ``bundle``, built for the engine held now, as what the slot publishes."""
+        if self._engine is None:
+            raise IllegalTransition(f"{self.name}: a bundle needs an engine")
+        self._published = Published(self.name, bundle)
+        return self._published
 
 
 def transition(slot: Slot, new: SlotState, reason: str | None = None) -> None:

@@ -57,7 +57,7 @@ class SwitchRun(Generic[B]):
     previous: Published[B] | None
     target: Slot
     inflight: Mapping[str, set[Lease[B]]]
-    build_bundle: Callable[[Slot], Awaitable[B]]
+    publish: Callable[[Slot], Awaitable[Published[B]]]
     wait_change: Callable[[float], Awaitable[bool]]
     memory_probe: Callable[[], float]
     abort_grace: float
@@ -85,7 +85,7 @@ class SwitchRun(Generic[B]):
         try:
             transition(self.target, SlotState.LOADING)
             metrics = await self.strategy.activate(self.target, list(self.slots.values()))
-            bundle = await self.build_bundle(self.target)
+            published = await self.publish(self.target)
         except Exception as exc:
             return await self._roll_back(old, exc)
         transition(self.target, SlotState.ACTIVE)
@@ -100,7 +100,7 @@ class SwitchRun(Generic[B]):
             aborted,
             self.strategy.name,
         )
-        return SwitchOutcome(Published(self.target.name, self.target.engine, bundle), report, None)
+        return SwitchOutcome(published, report, None)
 
     # -- steps ----------------------------------------------------------------------------------------------
 
@@ -127,28 +127,14 @@ class SwitchRun(Generic[B]):
             old.name,
             self.target.name,
         )
-        ids: set[str] = set()
-        hooks = []
-        for lease in leases:
-            # Flag first: by the time the engine ends the request, the API knows why it ended.
-            lease.aborted_by = RequestAbortedBySwitch(old.name, self.target.name)
-            if lease.abort_hook is not None:
-                hooks.append(lease.abort_hook())
-            ids |= lease.engine_request_ids
-        results = await asyncio.gather(*hooks, return_exceptions=True)
+        error = RequestAbortedBySwitch(old.name, self.target.name)
+        results = await asyncio.gather(*(lease.abort(error) for lease in leases), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 logger.error("aborting a request on %s failed: %s", old.name, describe_error(result))
-        if ids and old.engine is not None:
-            try:
-                await old.engine.abort(sorted(ids))
-            except Exception as exc:
-                logger.error("aborting requests on %s failed: %s", old.name, describe_error(exc))
 
     async def _park(self, old: Slot) -> None:
-        parked = await self.strategy.deactivate(old)
-        if parked in (SlotState.STOPPED, SlotState.STASHED):
-            old.bundle = old.bundle_engine = None  # the bundle wrapped an engine that is gone or reused
+        parked = await self.strategy.deactivate(old)  # a slot whose engine goes drops its bundle with it
         old.last_active = time.monotonic()
         transition(old, parked)
 
@@ -171,7 +157,7 @@ class SwitchRun(Generic[B]):
         try:
             transition(old, SlotState.LOADING)
             await self.strategy.activate(old, list(self.slots.values()))
-            bundle = await self.build_bundle(old)
+            restored = await self.publish(old)
         except Exception as restore_exc:
             restore_reason = describe_error(restore_exc)
             logger.error("restoring %s failed too: %s", old.name, restore_reason)
@@ -179,16 +165,13 @@ class SwitchRun(Generic[B]):
             transition(old, SlotState.FAILED, f"restore after a failed switch failed: {restore_reason}")
             return SwitchOutcome(None, None, SwitchFailed(self.target.name, reason, None))
         transition(old, SlotState.ACTIVE)
-        return SwitchOutcome(
-            Published(old.name, old.engine, bundle), None, SwitchFailed(self.target.name, reason, old.name)
-        )
+        return SwitchOutcome(restored, None, SwitchFailed(self.target.name, reason, old.name))
 
     async def _release_quietly(self, slot: Slot) -> None:
         try:
             await self.strategy.release(slot)
         except Exception:
             logger.exception("releasing %s failed", slot.name)
-        slot.bundle = slot.bundle_engine = None
 
     # -- reporting ------------------------------------------------------------------------------------------
 

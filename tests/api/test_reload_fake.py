@@ -91,7 +91,7 @@ async def test_a_template_edited_in_place_gets_a_new_bundle_at_once(served: Serv
         ("tools", ["chat_template"], "now", [])
     ]
     after = served.manager.published
-    assert after is not None and after.bundle is not before.bundle and after.engine is before.engine
+    assert after is not None and after.bundle is not before.bundle and after.bundle.engine is before.bundle.engine
     # Saved again without edits: nothing to do.
     assert (await served.reload()).json()["changed"] is False
 

@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 
+from server.api.admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
 from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy, SwitchStrategy
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
@@ -34,11 +35,11 @@ async def _request(manager: EngineManager, model: str | None, steps: int, outcom
     try:
         async with manager.admit(model, wait_timeout=0.5) as lease:
             assert model in (None, lease.model)
-            assert lease.bundle.name == lease.model and lease.bundle.engine is lease.engine
+            assert lease.bundle.name == lease.model
+            install_abort_hook(lease)  # as the API's admission does: a switch aborts through the bundle
             rid = lease.request_id
-            lease.track(rid)
             received = 0
-            async for token in lease.engine.generate(rid, steps):
+            async for token in lease.bundle.engine.generate(rid, steps):
                 # Invariant 1: every token comes from the model the request was admitted for.
                 assert token == lease.model, f"{rid} admitted for {lease.model} got a token from {token}"
                 received += 1
@@ -100,7 +101,9 @@ async def _scenario(seed: int, strategy_name: str, mode: str) -> Counter[str]:
     active = [name for name in NAMES if manager.slot_state(name) is SlotState.ACTIVE]
     assert active == ([manager.active_model] if manager.active_model else []), (active, manager.active_model)
     if manager.published is not None:
-        assert manager.published.engine.alive and not manager.published.engine.asleep
+        assert manager.active_engine.alive and not manager.active_engine.asleep
+        # The published bundle was built for the engine the active slot holds (never a stale one).
+        assert manager.published.bundle.engine is manager.active_engine
     assert manager.snapshot().in_flight == 0
     await manager.shutdown()
     assert loader.live == [], "shutdown left engines running"

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from server.api.admission import install_abort_hook
 from server.engine import (
     AdmissionTimeout,
     EngineManager,
@@ -26,8 +27,8 @@ from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 
 async def _generate(manager: EngineManager, model: str | None, steps: int, step_s: float = 0.01) -> list[str]:
     async with manager.admit(model) as lease:
-        lease.track(lease.request_id)
-        tokens = [token async for token in lease.engine.generate(lease.request_id, steps, step_s)]
+        install_abort_hook(lease)  # as the API's admission does: the one abort path
+        tokens = [token async for token in lease.bundle.engine.generate(lease.request_id, steps, step_s)]
         lease.raise_if_aborted()
         return tokens
 
@@ -65,7 +66,7 @@ async def test_keep_switch_back_is_a_pointer_swap(
 async def test_stop_unloads_the_model_being_left(make_manager: MakeManager, loader: FakeLoader) -> None:
     manager = make_manager("stop")
     await manager.initialize("a")
-    engine_a = manager.published.engine  # type: ignore[union-attr]
+    engine_a = manager.active_engine
     report = await manager.switch("b", drain_timeout=0)
     assert not engine_a.alive and manager.slot_state("a") is SlotState.STOPPED
     assert report.memory_before_mb == 100.0 and report.freed_memory_mb == 0.0
@@ -135,7 +136,7 @@ async def test_drain_lets_a_short_request_finish(make_manager: MakeManager) -> N
 async def test_drain_timeout_aborts_with_the_switch_error(make_manager: MakeManager) -> None:
     manager = make_manager()
     await manager.initialize("a")
-    engine_a = manager.published.engine  # type: ignore[union-attr]
+    engine_a = manager.active_engine
     request = asyncio.create_task(_generate(manager, "a", 1000, 0.01))
     await asyncio.sleep(0.02)
     report = await manager.switch("b", drain_timeout=0.05)
@@ -155,7 +156,7 @@ async def test_failed_load_rolls_back_to_the_previous_model(make_manager: MakeMa
     assert manager.active_model == "a" and manager.slot_state("b") is SlotState.FAILED
     assert "injected load failure" in (manager.snapshot().slots[1].reason or "")
     assert await _generate(manager, "a", 1) == ["a"]
-    assert manager.published.engine.alive  # type: ignore[union-attr]
+    assert manager.active_engine.alive
     await manager.switch("b")  # a failed model can be retried
     assert manager.active_model == "b"
 

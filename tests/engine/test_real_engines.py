@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from server.api.admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
+from tests.fakes.engines import FakeBundle
 
 pytestmark = pytest.mark.engine
 
@@ -42,8 +44,8 @@ class CountingLoader(VllmEngineLoader):
         return await super().load(name, model, sleep_mode=sleep_mode)
 
 
-async def _name_bundle(name: str, profile: ModelProfile, engine: Any) -> str:
-    return name  # the manager's tests need no frontend; the bundle only has to belong to the right model
+async def _engine_bundle(name: str, profile: ModelProfile, engine: Any) -> FakeBundle:
+    return FakeBundle(name, engine)  # the manager's tests need no frontend: a bundle that aborts through the engine
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +71,16 @@ def models(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
 
 
 async def _generate(
-    manager: EngineManager[str], prompt: str, max_tokens: int = 40, *, ignore_eos: bool = False
+    manager: EngineManager[FakeBundle], prompt: str, max_tokens: int = 40, *, ignore_eos: bool = False
 ) -> tuple[str, str | None]:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos)
     async with manager.admit(None) as lease:
-        assert lease.bundle == lease.model
-        lease.track(lease.request_id)
+        assert lease.bundle.name == lease.model
+        install_abort_hook(lease)  # as the API's admission does: the one abort path
         final = None
-        async for output in lease.engine.generate(prompt, params, lease.request_id):
+        async for output in lease.bundle.engine.generate(prompt, params, lease.request_id):
             final = output
         assert final is not None
         lease.raise_if_aborted()
@@ -86,7 +88,7 @@ async def _generate(
 
 
 async def _long_request_on_tools(
-    manager: EngineManager[str], prompt: str, max_tokens: int, settle_s: float
+    manager: EngineManager[FakeBundle], prompt: str, max_tokens: int, settle_s: float
 ) -> asyncio.Task[tuple[str, str | None]]:
     """Make tools active, then start a generation of exactly ``max_tokens`` tokens and let it get going."""
     if manager.active_model != "tools":
@@ -99,9 +101,9 @@ async def _long_request_on_tools(
 @pytest.fixture(scope="module")
 async def keep_manager(
     models: dict[str, ModelProfile],
-) -> AsyncIterator[tuple[EngineManager[str], CountingLoader]]:
+) -> AsyncIterator[tuple[EngineManager[FakeBundle], CountingLoader]]:
     loader = CountingLoader()
-    manager: EngineManager[str] = EngineManager(models, KeepStrategy(loader), _name_bundle, abort_grace=30)
+    manager: EngineManager[FakeBundle] = EngineManager(models, KeepStrategy(loader), _engine_bundle, abort_grace=30)
     await manager.initialize("tools")
     yield manager, loader
     await manager.shutdown()
@@ -109,7 +111,7 @@ async def keep_manager(
 
 async def test_stop_switches_a_b_a_and_each_model_answers(models: dict[str, ModelProfile], tools_prompt: str) -> None:
     loader = CountingLoader()
-    manager: EngineManager[str] = EngineManager(models, StopStrategy(loader), _name_bundle)
+    manager: EngineManager[FakeBundle] = EngineManager(models, StopStrategy(loader), _engine_bundle)
     try:
         await manager.initialize("tools")
         first, _ = await _generate(manager, tools_prompt)
@@ -126,7 +128,7 @@ async def test_stop_switches_a_b_a_and_each_model_answers(models: dict[str, Mode
 
 
 async def test_keep_switches_a_b_a_with_a_pointer_swap_back(
-    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+    keep_manager: tuple[EngineManager[FakeBundle], CountingLoader], tools_prompt: str
 ) -> None:
     manager, loader = keep_manager
     first, _ = await _generate(manager, tools_prompt)
@@ -141,7 +143,7 @@ async def test_keep_switches_a_b_a_with_a_pointer_swap_back(
 
 
 async def test_a_corrupt_model_folder_rolls_back(
-    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+    keep_manager: tuple[EngineManager[FakeBundle], CountingLoader], tools_prompt: str
 ) -> None:
     manager, _ = keep_manager
     before, _ = await _generate(manager, tools_prompt)
@@ -153,7 +155,7 @@ async def test_a_corrupt_model_folder_rolls_back(
 
 
 async def test_drain_lets_a_generation_finish_within_the_timeout(
-    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+    keep_manager: tuple[EngineManager[FakeBundle], CountingLoader], tools_prompt: str
 ) -> None:
     manager, _ = keep_manager
     request = await _long_request_on_tools(manager, tools_prompt, 48, settle_s=0.05)
@@ -163,7 +165,7 @@ async def test_drain_lets_a_generation_finish_within_the_timeout(
 
 
 async def test_drain_timeout_aborts_with_the_switch_error(
-    keep_manager: tuple[EngineManager[str], CountingLoader], tools_prompt: str
+    keep_manager: tuple[EngineManager[FakeBundle], CountingLoader], tools_prompt: str
 ) -> None:
     manager, _ = keep_manager
     request = await _long_request_on_tools(manager, tools_prompt, 440, settle_s=0.3)

@@ -134,7 +134,7 @@ Host = tuple[httpx.AsyncClient, EngineManager[Any], dict[str, Any]]
 
 async def test_a_b_a_answers_equal_fresh_engines(host: Host, fresh_plain: dict[str, Any]) -> None:
     client, manager, fresh_tools = host
-    engine = manager.published.engine  # type: ignore[union-attr]
+    engine = manager.active_engine
     assert fresh_tools["max_model_len"] == 1024 and fresh_plain["max_model_len"] == 512
     assert fresh_tools["prompt_tokens"] != fresh_plain["prompt_tokens"], "the models render chats differently"
 
@@ -144,7 +144,7 @@ async def test_a_b_a_answers_equal_fresh_engines(host: Host, fresh_plain: dict[s
     assert report["method"] == "reconfigure" and report["current_model"] == "plain"
     for phase in ("unload_ms", "load_ms", "kv_cache_ms", "frontend_ms"):
         assert report[phase] is not None and report[phase] >= 0, phase
-    assert manager.published.engine is engine, "the same engine processes serve the next model"  # type: ignore[union-attr]
+    assert manager.active_engine is engine, "the same engine processes serve the next model"
     assert await _answers(client, "plain") == fresh_plain
 
     back = await _switch(client, "tools")
@@ -197,7 +197,7 @@ async def test_corrupt_target_weights_roll_back_to_the_previous_model(host: Host
 
 def _host_rss_mb(manager: EngineManager[Any]) -> float:
     """RSS of the host's engine core and its worker (other tests' engines may run in this session too)."""
-    engine = manager.published.engine  # type: ignore[union-attr]
+    engine = manager.active_engine
     core = psutil.Process(engine.engine_core.resources.engine_manager.processes[0].pid)
     return float(core.memory_info().rss) / (1024 * 1024) + engine_processes_rss_mb(core)
 

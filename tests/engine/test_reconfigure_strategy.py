@@ -27,7 +27,7 @@ def swap() -> FakeInPlaceSwap:
 async def _answer(manager: Any) -> str:
     """The model that answers a request now (the fake engine yields the name of the model it holds)."""
     async with manager.admit(None) as lease:
-        return "".join([token async for token in lease.published.engine.generate(lease.request_id, 1)])
+        return "".join([token async for token in lease.bundle.engine.generate(lease.request_id, 1)])
 
 
 async def test_switches_reuse_one_engine_and_report_the_phases(
@@ -35,10 +35,10 @@ async def test_switches_reuse_one_engine_and_report_the_phases(
 ) -> None:
     manager = make_manager(ReconfigureStrategy(loader, swap))
     first = await manager.initialize("a")
-    host = manager.published.engine  # type: ignore[union-attr]
+    host = manager.active_engine
     assert first.method == "restart" and loader.loads == ["a"]
     report = await manager.switch("b")
-    assert manager.published.engine is host and loader.loads == ["a"], "no second engine"  # type: ignore[union-attr]
+    assert manager.active_engine is host and loader.loads == ["a"], "no second engine"
     assert swap.unloads == ["a"] and swap.loads == ["b"]
     assert (report.method, report.unload_ms, report.load_ms, report.kv_cache_ms, report.frontend_ms) == (
         "reconfigure",

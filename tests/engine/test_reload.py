@@ -61,7 +61,7 @@ async def test_a_frontend_change_republishes_while_requests_in_flight_keep_the_o
         assert old_lease.bundle.template is None  # the request in flight finishes on the bundle it started with
         async with manager.admit("a") as new_lease:
             assert new_lease.bundle.template == "/t/new.jinja"
-            assert new_lease.engine is old_lease.engine  # same engine: no reload of the weights
+            assert new_lease.bundle.engine is old_lease.bundle.engine  # same engine: no reload of the weights
     assert loader.loads == ["a"]
     await manager.shutdown()
 

@@ -62,12 +62,12 @@ async def test_sleep_parks_and_wakes_with_the_level_sequence(
 ) -> None:
     manager = make_manager(SleepStrategy(loader, level=level))
     await manager.initialize("a")
-    engine_a = manager.published.engine  # type: ignore[union-attr]
+    engine_a = manager.active_engine
     assert engine_a.sleep_mode, "engines for the sleep strategy must start with enable_sleep_mode"
     await manager.switch("b")
     assert manager.slot_state("a") is SlotState.SLEEPING and engine_a.sleep_calls == [level]
     await manager.switch("a")
-    assert manager.published.engine is engine_a and not engine_a.asleep  # type: ignore[union-attr]
+    assert manager.active_engine is engine_a and not engine_a.asleep
     if level == 1:
         assert engine_a.wake_calls == [None] and engine_a.rpc_calls == []
     else:
@@ -114,7 +114,7 @@ async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_mana
         await manager.switch("b")
     # vLLM-Gaudi still names "a" and would return early; the strategy restarted the host on "a" instead.
     assert hosts[0].current_model == "a" and hosts[0].shut_down and len(hosts) == 2
-    assert manager.active_model == "a" and manager.published.engine is hosts[1].engine  # type: ignore[union-attr]
+    assert manager.active_model == "a" and manager.active_engine is hosts[1].engine
     assert hosts[1].engine.name == "a"
 
 
@@ -174,6 +174,20 @@ def test_transition_table_refuses_illegal_moves() -> None:
     assert slot.reason == "boom"
     transition(slot, SlotState.LOADING)
     assert slot.reason is None
+
+
+def test_a_slot_drops_its_bundle_whenever_its_engine_changes() -> None:
+    slot = Slot(name="a", profile=ModelProfile(model="/m"))
+    with pytest.raises(IllegalTransition):
+        slot.hold_bundle("bundle")  # a bundle is built for an engine
+    slot.attach("engine-1")
+    published = slot.hold_bundle("bundle-1")
+    assert slot.published is published and (published.model, published.bundle) == ("a", "bundle-1")
+    slot.attach("engine-2")  # a shared engine handed over (stash) or a fresh load: the old bundle is stale
+    assert slot.published is None and slot.engine == "engine-2"
+    slot.hold_bundle("bundle-2")
+    assert slot.detach() == "engine-2"
+    assert slot.engine is None and slot.published is None
 
 
 def test_quant_config_is_set_for_one_load_and_never_inherited(monkeypatch: pytest.MonkeyPatch) -> None:

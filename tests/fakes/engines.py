@@ -127,10 +127,14 @@ class FakeLoader:
 
 @dataclass(frozen=True)
 class FakeBundle:
-    """A frontend bundle: remembers the model and engine it was built for."""
+    """A frontend bundle: remembers the model and engine it was built for, and aborts a request through that
+    engine, as the real bundle does (the real bundle also catches engine requests submitted after the abort)."""
 
     name: str
-    engine: FakeEngine
+    engine: Any
+
+    async def abort(self, request_id: str) -> None:
+        await self.engine.abort(request_id)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Profile test fixtures: a workspace with real support files, an isolated env, a fake parser registry."""
+"""Profile test fixtures: a workspace with real support files, an isolated env, a fake parser registry, and
+vLLM's engine-arg fields as recorded (so these tests pass without vLLM; ``test_without_vllm.py`` holds that)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from server.profiles import ValidationResult, validate_profile
+from tests.fakes.engine_args import RECORDED_ENGINE_ARG_FIELDS
 from tests.fakes.parsers import FakeParserRegistry
 from tests.fakes.profile_files import isolated_env, make_workspace, write_profile
 
@@ -20,6 +22,13 @@ def _inc_present(monkeypatch: pytest.MonkeyPatch) -> None:
     # Whether Intel Neural Compressor is installed depends on the machine; tests must not. Tests that
     # check the "INC missing" warning patch it back.
     monkeypatch.setattr("server.profiles.quant_checks.inc_installed", lambda: True)
+
+
+@pytest.fixture(autouse=True)
+def _recorded_engine_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Validation reads AsyncEngineArgs' fields from the installed vLLM's source; the tests use a recording of
+    # them instead, so they neither need vLLM nor change when it does. Tests of the "no vLLM" path patch it again.
+    monkeypatch.setattr("server.profiles.loader.engine_arg_fields", lambda: RECORDED_ENGINE_ARG_FIELDS)
 
 
 @pytest.fixture

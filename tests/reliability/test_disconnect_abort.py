@@ -47,7 +47,7 @@ class InProcessServer:
 
     @property
     def engine(self) -> Any:
-        return self.manager.published.engine
+        return self.manager.active_engine
 
     def unfinished(self) -> int:
         count: int = self.engine.output_processor.get_num_unfinished_requests()

@@ -21,12 +21,6 @@ _ADMITTED = {"admitted": Provide(provide_admitted)}
 _BODY_DOC = "An OpenAI request object; see https://platform.openai.com/docs/api-reference"
 
 
-def _track(admitted: AdmittedRequest) -> None:
-    """Let a switch abort this request's engine work through the bundle that started it."""
-    bundle, lease = admitted.bundle, admitted.lease
-    lease.abort_hook = lambda: bundle.abort(lease.request_id)
-
-
 class OpenAIController(Controller):
     """``/v1``: chat, completions, embeddings and the model list."""
 
@@ -42,7 +36,6 @@ class OpenAIController(Controller):
     )
     async def chat_completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create a chat completion (``stream: true`` for SSE) with the active model's frontend."""
-        _track(admitted)
         return respond(admitted, await admitted.bundle.chat(admitted.body, admitted.lease.request_id))
 
     @post(
@@ -54,7 +47,6 @@ class OpenAIController(Controller):
     )
     async def completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create a text completion (``stream: true`` for SSE)."""
-        _track(admitted)
         return respond(admitted, await admitted.bundle.completion(admitted.body, admitted.lease.request_id))
 
     @post(
@@ -66,7 +58,6 @@ class OpenAIController(Controller):
     )
     async def embeddings(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
         """Create embeddings (pooling models only)."""
-        _track(admitted)
         return respond(admitted, await admitted.bundle.embeddings(admitted.body, admitted.lease.request_id))
 
     @get("/models")

@@ -52,7 +52,8 @@ class EngineLoader(Protocol):
 class SwitchStrategy(Protocol):
     """What happens to the model being left, and how the target is brought up.
 
-    ``activate`` must leave ``slot.engine`` live and ready to generate. ``deactivate`` returns the state the
+    Strategies change a slot's engine only through ``Slot.attach`` and ``Slot.detach``. ``activate`` must
+    leave ``slot.engine`` live and ready to generate. ``deactivate`` returns the state the
     slot is parked in. ``release`` frees whatever the slot still holds (eviction, failure, shutdown). ``close``
     frees what the strategy itself holds, once, after every slot is released at shutdown.
     """
@@ -74,6 +75,6 @@ class SwitchStrategy(Protocol):
 
 async def unload_slot(slot: Slot, loader: EngineLoader) -> None:
     """Detach ``slot``'s engine first (so a failed shutdown never leaves it reachable), then unload it."""
-    engine, slot.engine = slot.engine, None
+    engine = slot.detach()
     if engine is not None:
         await loader.unload(engine)

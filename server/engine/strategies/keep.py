@@ -59,7 +59,7 @@ class KeepStrategy:
             if reused is not None:
                 return reused
         await self._evict_for_one_more(slot, slots)
-        slot.engine = await self._loader.load(slot.name, slot.profile)
+        slot.attach(await self._loader.load(slot.name, slot.profile))
         return ActivationMetrics(method="restart") if self._in_place is not None else None
 
     async def release(self, slot: Slot) -> None:
@@ -90,11 +90,10 @@ class KeepStrategy:
                 logger.info("keep: %s cannot take %s in place (%s)", victim.name, incoming.name, reason)
                 continue
             logger.info("keep: no room for another engine; %s's engine takes %s in place", victim.name, incoming.name)
-            engine, victim.engine = victim.engine, None
-            victim.bundle = victim.bundle_engine = None
+            engine = victim.detach()
             transition(victim, SlotState.STOPPED)
             # From here on the engine is the incoming slot's: a failure releases it with that slot.
-            incoming.engine = engine
+            incoming.attach(engine)
             unloaded = await in_place.unload(engine)
             outcome = await in_place.load(engine, incoming.name, incoming.profile)
             result = outcome.result

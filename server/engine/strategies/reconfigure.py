@@ -75,11 +75,11 @@ class ReconfigureStrategy:
                 self._unloaded = await self._swap.unload(self._host)
             except Exception:
                 # Half unloaded is no state to serve from: stop the host, the target starts a fresh one.
-                slot.engine = None
+                slot.detach()
                 await self._stop_host()
                 raise
             self._held = None
-        slot.engine = None
+        slot.detach()
         return SlotState.STOPPED
 
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
@@ -87,7 +87,7 @@ class ReconfigureStrategy:
         if self._host is None:
             return await self._restart(slot)
         if self._held == slot.name:
-            slot.engine = self._host
+            slot.attach(self._host)
             return None
         reason = await self._restart_reason(slot)
         if reason is not None:
@@ -112,7 +112,7 @@ class ReconfigureStrategy:
         )
 
     async def release(self, slot: Slot) -> None:
-        engine, slot.engine = slot.engine, None
+        engine = slot.detach()
         # The host goes only with the model it holds (eviction, shutdown); after a failed load it stays for the
         # rollback to load the previous model into.
         if engine is not None and engine is self._host and self._held == slot.name:
@@ -139,7 +139,7 @@ class ReconfigureStrategy:
     def _adopt(self, slot: Slot) -> None:
         self._held = self._last_good = slot.name
         self._host_profile = slot.profile
-        slot.engine = self._host
+        slot.attach(self._host)
 
     async def _stop_host(self) -> None:
         host, self._host, self._held = self._host, None, None

@@ -33,7 +33,7 @@ class SleepStrategy:
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
         if slot.engine is None:
             # Engines are created with sleep mode on; vLLM cannot enable it on a running engine.
-            slot.engine = await self._loader.load(slot.name, slot.profile, sleep_mode=True)
+            slot.attach(await self._loader.load(slot.name, slot.profile, sleep_mode=True))
         elif slot.state is SlotState.LOADING and await _is_asleep(slot.engine):
             await self._wake(slot.engine)
         return None

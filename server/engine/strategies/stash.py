@@ -60,7 +60,7 @@ class StashStrategy:
     async def deactivate(self, slot: Slot) -> SlotState:
         # The runner is parked by the host when the next model activates; the shared engine object must not
         # stay reachable from the parked slot.
-        slot.engine = None
+        slot.detach()
         return SlotState.STASHED
 
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
@@ -70,7 +70,7 @@ class StashStrategy:
         if self._host is None:
             self._host = await self._host_factory(slot.name)
             self._expect(slot.name)
-            slot.engine = self._host.engine
+            slot.attach(self._host.engine)
             return ActivationMetrics(method="restart")
         try:
             metrics = await self._host.switch_model(slot.name, drain_timeout=0) or {}
@@ -78,7 +78,7 @@ class StashStrategy:
             self._uncertain = True
             raise
         self._expect(slot.name)
-        slot.engine = self._host.engine
+        slot.attach(self._host.engine)
         return ActivationMetrics(
             reconfigure_ms=_ms(metrics.get("reconfigure_s")),
             stash_memory_after_mb=_number(metrics.get("stash_memory_after_mb")),
@@ -94,7 +94,7 @@ class StashStrategy:
         self._uncertain = False
 
     async def release(self, slot: Slot) -> None:
-        slot.engine = None
+        slot.detach()
 
     async def close(self) -> None:
         """Shut the shared host down (manager shutdown)."""

@@ -25,7 +25,7 @@ class StopStrategy:
 
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
         if slot.engine is None:
-            slot.engine = await self._loader.load(slot.name, slot.profile)
+            slot.attach(await self._loader.load(slot.name, slot.profile))
         return None
 
     async def release(self, slot: Slot) -> None:
