@@ -45,10 +45,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     "keep": {"strategy": "keep", "max_active": 2},
     "stop": {"strategy": "stop"},
     "auto": {"strategy": "keep", "max_active": 2, "mode": "auto"},
+    "reconfigure": {"strategy": "reconfigure"},
 }
 
 #: The order the tests of each server run in; ``in-process`` is the disconnect test's own server.
-ORDER = ["keep", "in-process", "stop", "auto"]
+ORDER = ["keep", "in-process", "stop", "reconfigure", "auto"]
 
 
 @dataclass(frozen=True)

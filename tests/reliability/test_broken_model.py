@@ -22,6 +22,7 @@ AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     [
         pytest.param("keep", marks=pytest.mark.live_server("keep")),
         pytest.param("stop", marks=pytest.mark.live_server("stop")),
+        pytest.param("reconfigure", marks=pytest.mark.live_server("reconfigure")),
     ],
 )
 async def test_a_switch_to_a_broken_model_under_load_keeps_the_previous_one_serving(
