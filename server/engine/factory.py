@@ -7,6 +7,7 @@ before any engine starts) and sizes the KV caches that the profile leaves to Tur
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -23,7 +24,13 @@ from server.engine.kv_budget import (
 )
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.scheduler import SchedulerPolicy
-from server.engine.strategies import EngineLoader, resolve_strategy_name, select_strategy
+from server.engine.strategies import (
+    EngineLoader,
+    StrategyUnavailable,
+    resolve_strategy_name,
+    select_strategy,
+)
+from server.engine.strategies.reconfigure import InPlaceSwapper
 from server.engine.vllm_configs import build_engine_configs, model_shape, read_device_memory
 from server.engine.vllm_loader import (
     VllmEngineLoader,
@@ -37,6 +44,7 @@ from server.profiles.schema import Profile
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
 
 B = TypeVar("B")
+logger = logging.getLogger("turnout.engine")
 
 
 def prepare_profile(
@@ -98,6 +106,25 @@ def with_engine_defaults(profile: Profile, defaults: Mapping[str, Any]) -> Profi
     return msgspec.structs.replace(profile, models=models)
 
 
+def _in_place_loader(*, required: bool) -> tuple[EngineLoader | None, InPlaceSwapper | None]:
+    """A loader whose engines carry the reconfigure worker extension, and the in-place swap over them.
+
+    ``auto`` only prefers the in-place swap: where it cannot run (another vLLM, the plugin not installed) auto
+    falls back to unloading resident engines, with a warning. ``reconfigure`` refuses to start instead.
+    """
+    from server.engine.vllm_reconfigure.swap import InPlaceSwap, PluginMissing
+    from server.profiles.vllm_version import UnsupportedVllmError
+
+    vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
+    try:
+        return vllm_loader, InPlaceSwap(vllm_loader.vllm_config)
+    except (PluginMissing, UnsupportedVllmError) as exc:
+        if required:
+            raise StrategyUnavailable(str(exc)) from exc
+        logger.warning("strategy auto: no in-place swap (%s); resident engines are unloaded instead", exc)
+        return None, None
+
+
 def build_manager(
     profile: Profile,
     build_bundle: BundleBuilder[B],
@@ -114,10 +141,7 @@ def build_manager(
     name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
     may_reconfigure = name == "reconfigure" or (profile.switching.strategy == "auto" and device in ("cpu", "cuda"))
     if may_reconfigure and loader is None:
-        from server.engine.vllm_reconfigure.swap import InPlaceSwap
-
-        vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
-        loader, in_place = vllm_loader, InPlaceSwap(vllm_loader.vllm_config)
+        loader, in_place = _in_place_loader(required=name == "reconfigure")
     strategy = select_strategy(
         profile.switching,
         loader or VllmEngineLoader(),

@@ -156,3 +156,23 @@ def test_the_strategy_refuses_to_start_without_its_vllm_plugin(monkeypatch: pyte
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [])
     with pytest.raises(PluginMissing, match="pip install -e"):
         check_plugin({})
+
+
+async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.engine.factory import build_manager
+    from server.engine.strategies import KeepStrategy
+    from server.profiles.schema import ModelProfile, Profile
+
+    monkeypatch.setenv("VLLM_PLUGINS", "lora_filesystem_resolver")
+    models = {"a": ModelProfile(model="/m/a"), "b": ModelProfile(model="/m/b")}
+
+    async def bundle(name: str, profile: ModelProfile, engine: Any) -> str:
+        return name
+
+    auto = build_manager(Profile(path="/p.yaml", default_model="a", models=models), bundle, device="cpu")
+    assert isinstance(auto._strategy, KeepStrategy) and auto._strategy._in_place is None
+    explicit = Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
+    with pytest.raises(StrategyUnavailable, match="VLLM_PLUGINS"):
+        build_manager(explicit, bundle, device="cpu")
+    monkeypatch.delenv("VLLM_PLUGINS")
+    assert build_manager(explicit, bundle, device="cpu").strategy_name == "reconfigure"
