@@ -241,7 +241,8 @@ def test_the_source_tables_list_exactly_vllms_registered_parsers() -> None:
     assert set(fast.reasoning_parsers()) == set(live.reasoning_parsers())
 
 
-def test_validate_is_fast_by_default_and_imports_no_vllm(tmp_path: Path) -> None:
+def test_validate_is_fast_by_default_and_imports_no_vllm(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    # tiny_models: the demo profile names their folders, which must exist for it to validate.
     code = (
         "import sys; from click.testing import CliRunner; from server.cli.main import main; "
         f"r = CliRunner().invoke(main, ['validate', {str(REPO / 'profiles' / 'demo.yaml')!r}]); "

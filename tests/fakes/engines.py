@@ -44,6 +44,10 @@ class FakeEngine:
             event.set()  # aborted before it started, as a bundle's abort() can do
         try:
             for _ in range(steps):
+                if event.is_set():
+                    # vLLM ends an aborted request's stream without touching the engine again, so a request a
+                    # switch aborted ends quietly even when its consumer resumes after the engine was parked.
+                    return
                 self._check_usable()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), step_s)
