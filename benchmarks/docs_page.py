@@ -77,6 +77,15 @@ def _steady(data: dict[str, Any] | None, before: dict[str, Any] | None) -> list[
         f"Failed requests: {summary['failed']}.",
         "",
         *_goals(summary["goals"]),
+        "How it is measured: both servers are up at once and every workload runs on one and then the other, the "
+        "order swapping each round. Load comes from vLLM's own benchmark client (`vllm.benchmarks.serve`, random "
+        "dataset, 32 tokens in, 8 out with `ignore_eos`, greedy); it always streams, so the `json` rows use a "
+        "non-streaming request function registered beside vLLM's (TTFT there is the whole response). CPU-ms/req "
+        "is utime+stime of the server process alone (`/proc/PID/stat`, not its engine-core child) across the "
+        "client's `benchmark()` call, divided by the requests sent; the client's four `/metrics` scrapes per run "
+        "(for speculative-decoding stats these models do not have) are skipped, since they cost per run, not per "
+        "request, and the two servers' `/metrics` differ in size.",
+        "",
         "Medians per workload (req/s and TTFT are bimodal on this machine; CPU-ms per request of the server process "
         "alone is the stable figure):",
         "",
