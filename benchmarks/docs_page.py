@@ -149,7 +149,9 @@ def _before_after(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         "",
         f'"Before" is main at `{before["machine"]["turnout_commit"]}` ({before["machine"]["date"]}, mode '
         f"`{before['mode']}`, {before['config']['rounds']} rounds), measured the same way against the same vLLM "
-        "server. Ratios are Turnout/vLLM, so each is measured side by side in its own run.",
+        "server. Ratios are Turnout/vLLM, so each is measured side by side in its own run. On this shared machine "
+        "the req/s ratios move between runs by more than any change here could explain (throughput is bimodal); "
+        "the CPU-ms/request ratio is the figure to compare.",
         "",
     ]
     rows = [
