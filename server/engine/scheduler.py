@@ -16,7 +16,8 @@ Policy (the README's "Auto mode" section says the same for users):
        model yields earlier when the oldest waiter would otherwise miss ``max_wait_s`` (at 90% of it, less the
        switch's estimated cost). With nothing in flight
        it lingers for ``min(estimated cost, min_residency_s)`` in case more requests come (ski rental: idling
-       as long as the switch would take costs at most twice the best choice), then yields.
+       as long as the switch would take costs at most twice the best choice), then yields; after a request
+       ends it lingers at least ``IDLE_GAP_S`` (a client's next request is milliseconds away).
     5. Next comes the model whose oldest waiter is oldest (models that are backing off are skipped).
     6. No request waits longer than ``max_wait_s``: past it, it is refused (the API answers 503 + Retry-After).
     7. A model that failed to load backs off for ``failure_backoff_s x 2^(failures-1)``, capped. Meanwhile its
@@ -42,6 +43,7 @@ from typing import Generic, Protocol, TypeVar
 from server.profiles.schema import Switching
 
 __all__ = [
+    "IDLE_GAP_S",
     "RESIDENCY_PER_SWITCH_COST",
     "Refusal",
     "Scheduler",
@@ -59,6 +61,10 @@ T = TypeVar("T")
 RESIDENCY_PER_SWITCH_COST = 4.0
 #: A busy model yields when its oldest waiter has used this share of ``max_wait_s`` less the switch's cost.
 DEADLINE_SHARE = 0.9
+#: An active model that has just finished its requests waits at least this long (within ``min_residency_s``) for
+#: its next one before yielding, however cheap the switch: a client's next request needs a few milliseconds to
+#: come back, and yielding in that gap made a cheap ``keep`` swap on nearly every alternation of mixed traffic.
+IDLE_GAP_S = 0.1
 #: Weight of the newest measurement in the running estimate of a switch's cost.
 COST_SMOOTHING = 0.5
 
@@ -137,7 +143,7 @@ class _Backoff:
 class _Model(Generic[T]):
     queue: deque[Waiter[T]] = field(default_factory=deque)
     in_flight: int = 0
-    last_busy_at: float = 0.0
+    last_busy_at: float = -math.inf  # never busy yet: no gap to wait for
     backoff: _Backoff = field(default_factory=_Backoff)
 
 
@@ -372,8 +378,10 @@ class Scheduler(Generic[T]):
 
     def _idle_until(self, active: str, candidate: str) -> float:
         """When ``active``, with nothing in flight, stops waiting for more requests."""
-        linger = min(self.cost_estimate(active, candidate), self._policy.min_residency_s)
-        return max(self._models[active].last_busy_at, self._active_since) + linger
+        cost, bound = self.cost_estimate(active, candidate), self._policy.min_residency_s
+        after_activation = self._active_since + min(cost, bound)
+        after_last_request = self._models[active].last_busy_at + min(max(cost, IDLE_GAP_S), bound)
+        return max(after_activation, after_last_request)
 
     def _expected_wait(self, model: str, now: float) -> float:
         """A guess at when ``model`` would serve, for ``Retry-After``."""

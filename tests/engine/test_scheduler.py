@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from server.engine.scheduler import RESIDENCY_PER_SWITCH_COST, Refusal, SchedulerPolicy
+from server.engine.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST, Refusal, SchedulerPolicy
 from server.profiles.schema import Switching
 from tests.fakes.scheduling import SchedulerRig
 
@@ -88,6 +88,7 @@ def test_a_cold_start_does_not_make_later_warm_swaps_look_dear() -> None:
     assert rig.scheduler.cost_estimate("a", "b") == 0.0  # nothing measured for a warm swap yet
     rig.finish("b")
     rig.submit("a", "x")
+    rig.advance(IDLE_GAP_S)  # b waits briefly for a next request of its own before it yields
     rig.end_switch(after=0.003)
     assert rig.scheduler.cost_estimate("a", "b") == pytest.approx(0.003)  # the reverse warm swap
     warm.discard("b")  # evicted: the next visit is a cold start again
@@ -280,3 +281,18 @@ def test_random_traffic_keeps_the_invariants(seed: int) -> None:
     assert max(waits) <= max_wait
     # No switch is made for nobody: every switch had waiters for its target when it started.
     assert all(depth > 0 for depth in wanted_at_start)
+
+
+def test_a_model_that_just_finished_waits_for_its_clients_next_request_even_when_switching_is_cheap() -> None:
+    rig = SchedulerRig(min_residency_s=2.0)
+    rig.submit("b", "w")
+    rig.end_switch(after=0.003)  # a cheap, measured swap
+    rig.finish("b")
+    rig.submit("a", "x")
+    rig.advance(IDLE_GAP_S / 2)
+    assert rig.effects.switches == [("a", "b")]
+    rig.submit("b", "next")  # the client came back in time: admitted, no swap
+    assert "next" in rig.effects.admitted_tickets()
+    rig.finish("b")
+    rig.advance(IDLE_GAP_S * 1.01)
+    assert rig.effects.switches == [("a", "b"), ("b", "a")]
