@@ -37,6 +37,7 @@ class CountingLoader(VllmEngineLoader):
     """The real loader, counting loads (a pointer swap must not load)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.loads: list[str] = []
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
