@@ -222,24 +222,30 @@ def test_cli_switch_and_status_clients(server: LiveServer) -> None:
 def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: LiveServer) -> None:
     import threading
 
-    _activate(server, "plain")
-    _activate(server, "tools")
     body = {"model": "tools", "messages": WEATHER, "max_tokens": 800, "ignore_eos": True, "stream": True}
-    events: list[str] = []
-    first_chunk = threading.Event()
+    # On a quiet machine the tiny model can finish its 800 tokens before the switch request lands; such a round
+    # proves nothing, so it is tried again (a few times at most: a switch back and forth costs milliseconds).
+    for _attempt in range(5):
+        _activate(server, "plain")
+        _activate(server, "tools")
+        events: list[str] = []
+        first_chunk = threading.Event()
 
-    def read_stream() -> None:
-        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    events.append(line[6:])
-                    first_chunk.set()
+        def read_stream(events: list[str] = events, first_chunk: threading.Event = first_chunk) -> None:
+            with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        events.append(line[6:])
+                        first_chunk.set()
 
-    reader = threading.Thread(target=read_stream)
-    reader.start()
-    assert first_chunk.wait(60), "the stream never started"
-    report = _switch(server, "plain", drain_timeout=0).json()
-    reader.join(60)
+        reader = threading.Thread(target=read_stream)
+        reader.start()
+        assert first_chunk.wait(60), "the stream never started"
+        report = _switch(server, "plain", drain_timeout=0).json()
+        reader.join(60)
+        if report["aborted_requests"] == 1:
+            break
+        assert events[-1] == "[DONE]" and "error" not in json.loads(events[-2]), "an unaborted stream ended in error"
     assert report["aborted_requests"] == 1 and report["current_model"] == "plain"
     assert events[-1] == "[DONE]"
     error = json.loads(events[-2])["error"]
