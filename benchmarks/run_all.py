@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,25 @@ class Step:
     needs: str | None = None
     #: Keep the step's printout as ``results/<name>.json`` (for a benchmark that writes no JSON of its own).
     capture: bool = False
+    #: A hung step fails alone instead of holding up the run (full mode on this 2-core machine, with margin).
+    timeout_s: float = 45 * 60
+
+
+def _call(command: list[str], timeout_s: float, capture: bool) -> tuple[int | str, str]:
+    """Run one step; on timeout interrupt it (its servers are stopped by its own cleanup), then kill it."""
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE if capture else None, text=True)
+    try:
+        stdout, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, stdout or ""
+    except subprocess.TimeoutExpired:
+        # SIGINT first: the benchmarks stop the servers they started (own sessions) in ``finally`` blocks.
+        process.send_signal(signal.SIGINT)
+        try:
+            stdout, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, _ = process.communicate()
+        return f"timed out after {timeout_s:.0f} s", stdout or ""
 
 
 _PY = [sys.executable, "-m"]
@@ -90,15 +110,12 @@ def _run(step: Step, mode: str) -> dict[str, Any]:
         return {"name": step.name, "command": shown, "status": f"skipped: {step.needs} missing", "seconds": 0.0}
     print(f"\n=== {step.name}: {shown}", flush=True)
     start = time.monotonic()
+    code, stdout = _call(command, step.timeout_s, step.capture)
     if step.capture:
-        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
-        print(completed.stdout, completed.stderr[-3000:], sep="\n", flush=True)
-        write_result(step.name, {"command": shown, "output": completed.stdout})
-        code = completed.returncode
-    else:
-        code = subprocess.call(command, cwd=REPO_ROOT)
+        print(stdout, flush=True)
+        write_result(step.name, {"command": shown, "output": stdout})
     seconds = time.monotonic() - start
-    status = "ok" if code == 0 else f"FAILED (exit {code})"
+    status = "ok" if code == 0 else f"FAILED ({code if isinstance(code, str) else f'exit {code}'})"
     print(f"=== {step.name}: {status} in {seconds:.0f} s", flush=True)
     return {"name": step.name, "command": shown, "status": status, "seconds": seconds}
 
