@@ -133,7 +133,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
-    from server.frontend.vllm_adapter import request_body_schemas
+    from server.frontend.vllm_adapter import build_renderer, request_body_schemas
 
     profile, memory_plan = _prepare(profile, options.engine_defaults)
 
@@ -149,7 +149,11 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 
     try:
         manager = build_manager(
-            profile, build_bundle, admission_timeout=options.admission_timeout, memory_plan=memory_plan
+            profile,
+            build_bundle,
+            build_renderer=build_renderer,
+            admission_timeout=options.admission_timeout,
+            memory_plan=memory_plan,
         )
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)

@@ -39,6 +39,7 @@ from server.engine.vllm_loader import (
     stash_host_factory,
 )
 from server.engine.vllm_reconfigure import WORKER_EXTENSION
+from server.engine.vllm_reconfigure.frontend_state import RendererFactory
 from server.profiles.schema import Profile
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
@@ -106,7 +107,9 @@ def with_engine_defaults(profile: Profile, defaults: Mapping[str, Any]) -> Profi
     return msgspec.structs.replace(profile, models=models)
 
 
-def _in_place_loader(*, required: bool) -> tuple[EngineLoader | None, InPlaceSwapper | None]:
+def _in_place_loader(
+    build_renderer: RendererFactory, *, required: bool
+) -> tuple[EngineLoader | None, InPlaceSwapper | None]:
     """A loader whose engines carry the reconfigure worker extension, and the in-place swap over them.
 
     ``auto`` only prefers the in-place swap: where it cannot run (another vLLM, the plugin not installed) auto
@@ -117,7 +120,7 @@ def _in_place_loader(*, required: bool) -> tuple[EngineLoader | None, InPlaceSwa
 
     vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
     try:
-        return vllm_loader, InPlaceSwap(vllm_loader.vllm_config)
+        return vllm_loader, InPlaceSwap(vllm_loader.vllm_config, build_renderer)
     except (PluginMissing, UnsupportedVllmError) as exc:
         if required:
             raise StrategyUnavailable(str(exc)) from exc
@@ -129,19 +132,24 @@ def build_manager(
     profile: Profile,
     build_bundle: BundleBuilder[B],
     *,
+    build_renderer: RendererFactory,
     loader: EngineLoader | None = None,
     device: str | None = None,
     admission_timeout: float = 600.0,
     memory_plan: MemoryPlan | None = None,
 ) -> EngineManager[B]:
-    """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here."""
+    """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
+
+    ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
+    loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
+    """
     device = device or detect_device()
     stash_factory = stash_host_factory(profile.models)
     in_place = None
     name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
     may_reconfigure = name == "reconfigure" or (profile.switching.strategy == "auto" and device in ("cpu", "cuda"))
     if may_reconfigure and loader is None:
-        loader, in_place = _in_place_loader(required=name == "reconfigure")
+        loader, in_place = _in_place_loader(build_renderer, required=name == "reconfigure")
     strategy = select_strategy(
         profile.switching,
         loader or VllmEngineLoader(),

@@ -45,6 +45,7 @@ from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.exceptions import VLLMValidationError
 from vllm.parser.metrics import init_parser_metrics
 from vllm.reasoning import ReasoningParserManager
+from vllm.renderers import renderer_from_config
 from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.inputs.preprocess import extract_prompt_components
 from vllm.renderers.online_renderer import OnlineRenderer
@@ -59,6 +60,7 @@ __all__ = [
     "SUPPORTED_VLLM_VERSIONS",
     "ParserRegistry",
     "VllmFrontend",
+    "build_renderer",
     "check_vllm_version",
     "parser_registry",
     "request_body_schemas",
@@ -80,6 +82,15 @@ _REQUEST_BODIES: dict[str, Any] = {
     "TokenizeRequest": TokenizeCompletionRequest | TokenizeChatRequest,
     "DetokenizeRequest": DetokenizeRequest,
 }
+
+
+def build_renderer(vllm_config: Any) -> Any:
+    """``AsyncLLM``'s renderer for ``vllm_config``, built as ``AsyncLLM.__init__`` builds it.
+
+    The engine layer's in-place swap (``server/engine/vllm_reconfigure``) rebuilds the renderer after its engine
+    core loaded another model; the CLI hands it this function, so vLLM's renderers stay imported here only.
+    """
+    return renderer_from_config(vllm_config)
 
 
 def request_body_schemas(ref_prefix: str = "#/components/schemas/") -> dict[str, dict[str, Any]]:

@@ -25,6 +25,7 @@ from server.engine import EngineManager
 from server.engine.factory import build_manager
 from server.engine.memory import engine_processes_rss_mb
 from server.frontend import FrontendSettings, build_bundle_for_profile
+from server.frontend.vllm_adapter import build_renderer
 from server.profiles import load_profile
 from server.profiles.schema import ModelProfile, Profile
 
@@ -70,7 +71,9 @@ async def _serve(profile: Profile, first: str) -> Served:
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings())
 
-    manager: EngineManager[Any] = build_manager(profile, build_bundle, admission_timeout=120.0)
+    manager: EngineManager[Any] = build_manager(
+        profile, build_bundle, build_renderer=build_renderer, admission_timeout=120.0
+    )
     await manager.initialize(first)
     app = create_app(manager, ApiSettings(admin_token=TOKEN))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)

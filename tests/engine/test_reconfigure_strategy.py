@@ -169,10 +169,15 @@ async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkey
     async def bundle(name: str, profile: ModelProfile, engine: Any) -> str:
         return name
 
-    auto = build_manager(Profile(path="/p.yaml", default_model="a", models=models), bundle, device="cpu")
+    def renderer(config: Any) -> Any:
+        raise AssertionError("no model loads in this test")
+
+    auto = build_manager(
+        Profile(path="/p.yaml", default_model="a", models=models), bundle, build_renderer=renderer, device="cpu"
+    )
     assert isinstance(auto._strategy, KeepStrategy) and auto._strategy._in_place is None
     explicit = Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
     with pytest.raises(StrategyUnavailable, match="VLLM_PLUGINS"):
-        build_manager(explicit, bundle, device="cpu")
+        build_manager(explicit, bundle, build_renderer=renderer, device="cpu")
     monkeypatch.delenv("VLLM_PLUGINS")
-    assert build_manager(explicit, bundle, device="cpu").strategy_name == "reconfigure"
+    assert build_manager(explicit, bundle, build_renderer=renderer, device="cpu").strategy_name == "reconfigure"

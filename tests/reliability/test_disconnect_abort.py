@@ -66,6 +66,7 @@ async def in_process(
     from server.api import ApiSettings, create_app
     from server.engine.factory import build_manager
     from server.frontend import FrontendSettings, build_bundle_for_profile
+    from server.frontend.vllm_adapter import build_renderer
     from server.profiles import load_profile
 
     server_pool.close()  # the two-engines rule: no pool server alongside this one
@@ -76,7 +77,7 @@ async def in_process(
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings())
 
-    manager: Any = build_manager(profile, build_bundle)
+    manager: Any = build_manager(profile, build_bundle, build_renderer=build_renderer)
     app = create_app(manager, ApiSettings(dev_mode=True), default_model=MODEL)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))

@@ -12,16 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from server.engine.vllm_reconfigure.protocol import LoadedModel
 
-__all__ = ["refresh_async_llm"]
+__all__ = ["RendererFactory", "refresh_async_llm"]
+
+#: Builds ``AsyncLLM``'s renderer for a ``VllmConfig``, as ``AsyncLLM.__init__`` does. It comes from the frontend
+#: adapter (``server/frontend/vllm_adapter.py``: ``build_renderer``), the one module that imports vLLM's renderers;
+#: the CLI wires it in, as it wires the bundle builder.
+RendererFactory = Callable[[Any], Any]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
 
 
-async def refresh_async_llm(engine: Any, config: Any, loaded: LoadedModel) -> None:
+async def refresh_async_llm(engine: Any, config: Any, loaded: LoadedModel, build_renderer: RendererFactory) -> None:
     """Point ``engine`` (vLLM's ``AsyncLLM``) at ``config``, the model its engine core now holds.
 
     Args:
@@ -29,8 +35,8 @@ async def refresh_async_llm(engine: Any, config: Any, loaded: LoadedModel) -> No
         config: A fresh copy of the target's ``VllmConfig`` (never the one the engine core got).
         loaded: What the engine core reported after the load; its KV cache figures are copied into
             ``config`` as vLLM does with the engine core's ready message at start-up.
+        build_renderer: Builds the renderer (tokenizer and chat template machinery) for ``config``.
     """
-    from vllm.renderers import renderer_from_config
     from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.engine.output_processor import OutputProcessor
 
@@ -40,7 +46,7 @@ async def refresh_async_llm(engine: Any, config: Any, loaded: LoadedModel) -> No
 
     old_renderer = engine.renderer
     # The tokenizer loads from disk: off the event loop, so other routes keep answering meanwhile.
-    renderer = await asyncio.to_thread(renderer_from_config, config)
+    renderer = await asyncio.to_thread(build_renderer, config)
     engine.vllm_config = config
     engine.model_config = config.model_config
     engine.scheduler_config = config.scheduler_config

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.vllm_reconfigure.frontend_state import refresh_async_llm
+from server.engine.vllm_reconfigure.frontend_state import RendererFactory, refresh_async_llm
 from server.engine.vllm_reconfigure.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
@@ -95,12 +95,14 @@ class InPlaceSwap:
 
     Args:
         build_config: Builds a model's ``VllmConfig`` (vllm_loader's engine args with the worker extension).
+        build_renderer: Rebuilds ``AsyncLLM``'s renderer for the loaded model (from the frontend adapter).
     """
 
-    def __init__(self, build_config: ConfigBuilder) -> None:
+    def __init__(self, build_config: ConfigBuilder, build_renderer: RendererFactory) -> None:
         check_vllm_version(adapter=_ADAPTER)
         check_plugin()
         self._build_config = build_config
+        self._build_renderer = build_renderer
         self._targets: dict[str, TargetConfig] = {}
 
     async def target(self, name: str, profile: ModelProfile) -> TargetConfig:
@@ -137,7 +139,7 @@ class InPlaceSwap:
         result: LoadResult = decode_result(answer, LoadResult)
         _expect(target, result.loaded)
         started = time.perf_counter()
-        await refresh_async_llm(engine, target.fresh(), result.loaded)
+        await refresh_async_llm(engine, target.fresh(), result.loaded, self._build_renderer)
         frontend_ms = (time.perf_counter() - started) * 1000.0
         _expect(target, await self.loaded_model(engine))
         if str(engine.model_config.model) != target.model:
