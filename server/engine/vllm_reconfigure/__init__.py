@@ -8,7 +8,8 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 * ``worker``: the ``worker_extension_cls`` mixed into vLLM's worker, with the worker-side unload and load;
 * ``frontend_state``: refreshes ``AsyncLLM``'s own model state in Turnout's process after a load;
 * ``swap``: drives a swap from Turnout's process and checks which model the engine core reports;
-* ``protocol``: utility names and result shapes shared by both sides.
+* ``protocol``: utility names and result shapes shared by both sides;
+* ``config_attrs``: the ``VllmConfig`` parts vLLM's executor and worker copy, which a load copies again.
 
 Written against vLLM 0.32.0 (``server/profiles/vllm_version.py`` refuses others). This package belongs to the
 engine layer and never imports the frontend layer. Its modules import vLLM lazily, so that loading the plugin

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from server.engine.vllm_reconfigure import worker
+from server.engine.vllm_reconfigure.config_attrs import EXECUTOR_CONFIG_ATTRS
 from server.engine.vllm_reconfigure.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
 
 __all__ = ["install"]
@@ -165,17 +166,7 @@ def _rebind_config(core: Any, config: Any) -> None:
     core._pooler_config_logged = False
     executor = core.model_executor
     executor.vllm_config = config
-    for name in (
-        "model_config",
-        "cache_config",
-        "lora_config",
-        "load_config",
-        "parallel_config",
-        "scheduler_config",
-        "device_config",
-        "speculative_config",
-        "observability_config",
-    ):
+    for name in EXECUTOR_CONFIG_ATTRS:
         setattr(executor, name, getattr(config, name))
     # A cached_property on the executor: the new model may support other tasks (generate, embed, ...).
     executor.__dict__.pop("supported_tasks", None)

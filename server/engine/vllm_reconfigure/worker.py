@@ -26,25 +26,11 @@ import sys
 import time
 from typing import Any
 
+from server.engine.vllm_reconfigure.config_attrs import WORKER_CONFIG_ATTRS
+
 __all__ = ["ReconfigureWorkerExtension", "load_on_worker", "unload_on_worker"]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
-
-# The config attributes WorkerBase.__init__ copies out of the VllmConfig, plus those Worker.__init__ adds.
-_WORKER_CONFIG_ATTRS = (
-    "model_config",
-    "cache_config",
-    "lora_config",
-    "load_config",
-    "parallel_config",
-    "scheduler_config",
-    "device_config",
-    "speculative_config",
-    "observability_config",
-    "kv_transfer_config",
-    "compilation_config",
-    "profiler_config",
-)
 
 
 def unload_on_worker(wrapper: Any) -> dict[str, float]:
@@ -128,7 +114,7 @@ class ReconfigureWorkerExtension:
     def _turnout_adopt_config(self, vllm_config: Any) -> None:
         worker: Any = self
         worker.vllm_config = vllm_config
-        for name in _WORKER_CONFIG_ATTRS:
+        for name in WORKER_CONFIG_ATTRS:
             if hasattr(vllm_config, name):
                 setattr(worker, name, getattr(vllm_config, name))
         worker.use_v2_model_runner = vllm_config.use_v2_model_runner
