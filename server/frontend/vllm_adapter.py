@@ -318,8 +318,14 @@ class VllmFrontend:
         except pydantic.ValidationError as exc:
             return _invalid_body(exc)
         except Exception as exc:
-            # vLLM's validators also raise VLLMValidationError, which pydantic lets through unwrapped.
-            return _exception_result(exc)
+            # pydantic lets anything but ValueError/AssertionError out of a validator unwrapped: vLLM's
+            # VLLMValidationError, and also the crash of a vLLM validator on a field of a type it did not expect
+            # (`"structured_outputs": ""` raises AttributeError). Both are the body's fault: 400, never 500.
+            error = create_error_response(exc)
+            if error.error.code < 500:
+                return _error_result(error)
+            _log.info("vLLM's request validation failed on a client body: %r", exc)
+            return _bad_request(f"The request body is invalid: {type(exc).__name__}: {exc}")
 
 
 def _check_parsers(settings: FrontendSettings) -> None:
