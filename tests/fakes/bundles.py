@@ -16,7 +16,10 @@ __all__ = ["FakeServingBundle", "build_fake_serving_bundle"]
 
 
 class FakeServingBundle:
-    """Answers with the tokens of its engine; ``max_tokens`` sets the length, ``step_s`` the pace."""
+    """Answers with the tokens of its engine; ``max_tokens`` sets the length, ``step_s`` the pace, ``pad`` the size.
+
+    ``pad`` repeats each streamed token that many times, so a test can fill the socket buffers quickly.
+    """
 
     def __init__(self, name: str, profile: ModelProfile, engine: FakeEngine) -> None:
         self.name = name
@@ -39,7 +42,7 @@ class FakeServingBundle:
         self._running[request_id] = {engine_id}
         steps, step_s = int(body.get("max_tokens", 3)), float(body.get("step_s", 0.001))
         if body.get("stream"):
-            return StreamResult(self._stream(request_id, engine_id, steps, step_s))
+            return StreamResult(self._stream(request_id, engine_id, steps, step_s, int(body.get("pad", 1))))
         try:
             tokens = [t async for t in self.engine.generate(engine_id, steps, step_s)]
         finally:
@@ -48,10 +51,10 @@ class FakeServingBundle:
         message = {"role": "assistant", "content": " ".join(tokens)}
         return JsonResult(200, {"model": self.name, "choices": [{"message": message, "finish_reason": finish}]})
 
-    async def _stream(self, request_id: str, engine_id: str, steps: int, step_s: float) -> AsyncIterator[str]:
+    async def _stream(self, request_id: str, engine_id: str, steps: int, step_s: float, pad: int) -> AsyncIterator[str]:
         try:
             async for token in self.engine.generate(engine_id, steps, step_s):
-                yield f"data: {msgspec.json.encode({'model': self.name, 'delta': token}).decode()}\n\n"
+                yield f"data: {msgspec.json.encode({'model': self.name, 'delta': token * pad}).decode()}\n\n"
         finally:
             self._running.pop(request_id, None)
         if engine_id in self.engine.aborted:
