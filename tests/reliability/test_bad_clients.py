@@ -200,27 +200,34 @@ def test_a_slow_stream_reader_gets_its_whole_stream_and_holds_up_nobody(live: Li
     assert text.startswith(ANSWERS["tools"])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug (notes/reliability.md): when the switch has to start the target's engine, the stalled stream "
-    "is released at once but its client then gets neither the rest nor the end of the response; passes when the "
-    "target is already resident",
-)
+#: When the stalled client reads again: once the drain is over (drain_timeout 1 s + the manager's abort grace 10 s),
+#: not after the whole switch. The switch may start an engine (40 s to minutes on a busy machine), and by then the
+#: server has written the whole response, error event and [DONE] included, and closed the socket. Linux gives up on
+#: such an orphaned socket whose reader keeps a zero window: measured here (notes/stall2.md), a reader silent 10-45 s
+#: got everything, one silent 60 s or 100 s hung (the orphan was killed without a reset), one silent 130-280 s got
+#: ECONNRESET. That, not the server, was this test's old failure when the switch had to start the target's engine.
+RESUME_READING_AFTER_S = 20
+
+
 async def test_a_stalled_stream_reader_does_not_hold_up_a_switch(live: LiveServer) -> None:
     _activate(live, "tools")
-    body = json.dumps({**LONG_STREAM, "n": 4, "temperature": 1.0, "seed": 1}).encode()
+    body = json.dumps({**LONG_STREAM, "n": 16, "temperature": 1.0, "seed": 1}).encode()
     with _raw_request(live, "/v1/chat/completions", body) as sock:
         sock.sendall(body)
         assert sock.recv(256).startswith(b"HTTP/1.1 200")  # the stream started; now the client stops reading
         await asyncio.sleep(1)
-        async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=300) as client:
-            report = (await client.post("/v1/models/switch", json={"model": "plain", "drain_timeout": 1})).json()
+        async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=600) as client:
+            switch = asyncio.create_task(client.post("/v1/models/switch", json={"model": "plain", "drain_timeout": 1}))
+            await asyncio.wait({switch}, timeout=RESUME_READING_AFTER_S)
+            # Unless the switch cut it, the stream runs to its end: 16 x 900 tokens take minutes on a busy machine.
+            sock.settimeout(300)
+            raw = await asyncio.to_thread(_read_all, sock)
+            report = (await switch).json()
         assert report["current_model"] == "plain", report
-        # The drain took drain_timeout + at most the manager's abort grace (10 s), with room for a loaded machine.
+        # The drain took drain_timeout + at most the manager's abort grace (10 s), with room for a loaded machine;
+        # a drain that waited for the reader would have lasted until it read again (RESUME_READING_AFTER_S).
         assert report["drain_ms"] < 15_000, report
-        # Unless the switch cut it, the stream runs to its end: 4 x 900 tokens take minutes on a busy machine.
-        sock.settimeout(300)
-        events = _sse_events(_read_all(sock))
+        events = _sse_events(raw)
     assert events[-1] == "[DONE]"
     last = json.loads(events[-2])
     # Either the stream had been generated in full before the switch, or it ends with the switch error.
