@@ -90,11 +90,14 @@ def create_app(
                 await manager.shutdown()
 
     registry = metrics_registry(manager)
+    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
+    # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
+    keyed = settings.api_key is not None
     openai_routes = Router(
         path="/",
         route_handlers=[OpenAIController, TokenizeController],
-        guards=[ApiKeyGuard(settings)],
-        security=API_KEY_SECURITY if settings.api_key is not None else None,
+        guards=[ApiKeyGuard(settings)] if keyed else None,
+        security=API_KEY_SECURITY if keyed else None,
     )
     admin_routes = Router(
         path="/",
@@ -104,11 +107,12 @@ def create_app(
     )
     app = Litestar(
         route_handlers=[openai_routes, admin_routes, OpsController, StatusPageController],
+        # Constants for the app's life: resolved once, then served from Litestar's cache on every request.
         dependencies={
-            "manager": Provide(lambda: manager, sync_to_thread=False),
-            "metrics_registry": Provide(lambda: registry, sync_to_thread=False),
-            "reloader": Provide(lambda: reloader, sync_to_thread=False),
-            "api_settings": Provide(lambda: settings, sync_to_thread=False),
+            "manager": Provide(lambda: manager, sync_to_thread=False, use_cache=True),
+            "metrics_registry": Provide(lambda: registry, sync_to_thread=False, use_cache=True),
+            "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
+            "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
         },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
         exception_handlers=EXCEPTION_HANDLERS,
