@@ -6,13 +6,16 @@ our frozen `FrontendSettings` instead of an `argparse.Namespace`, and drives the
 that nothing above this module sees FastAPI, Starlette or pydantic. Results come back as `JsonResult` or
 `StreamResult`.
 
-Written against vLLM 0.32.0; `_vllm_pin` refuses other versions before the imports below can fail obscurely.
+Written against vLLM 0.32.0; the version check (``server/profiles/vllm_version.py``) refuses other versions
+before the imports below can fail obscurely.
 """
 
 from __future__ import annotations
 
-# Before any other vLLM import: importing _vllm_pin is the version check.
-from server.frontend._vllm_pin import SUPPORTED_VLLM_VERSIONS, check_vllm_version
+# Before any other vLLM import: importing this module is the version check.
+from server.profiles.vllm_version import SUPPORTED_VLLM_VERSIONS, check_vllm_version
+
+check_vllm_version()
 
 # isort: split
 import asyncio

@@ -9,7 +9,7 @@ import sys
 import pytest
 import vllm
 
-from server.frontend._vllm_pin import (
+from server.profiles.vllm_version import (
     ALLOW_UNKNOWN_ENV,
     SUPPORTED_VLLM_VERSIONS,
     UnknownVllmVersionWarning,
@@ -55,8 +55,7 @@ def test_only_the_exact_override_value_counts(fake_vllm: pytest.MonkeyPatch, val
 
 def test_importing_the_adapter_is_the_check(fake_vllm: pytest.MonkeyPatch) -> None:
     # Re-import from scratch; monkeypatch puts the original modules back afterwards.
-    for name in ("server.frontend.vllm_adapter", "server.frontend._vllm_pin"):
-        fake_vllm.delitem(sys.modules, name, raising=False)
+    fake_vllm.delitem(sys.modules, "server.frontend.vllm_adapter", raising=False)
     # A fresh import defines a fresh exception class, so match on the message rather than the class.
     with pytest.raises(RuntimeError, match=EXPECTED):
         importlib.import_module("server.frontend.vllm_adapter")
