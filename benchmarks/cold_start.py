@@ -10,37 +10,16 @@ one-model server waits to change models (before counting the old server's shutdo
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
 import httpx
 
 from benchmarks.results import RESULTS_DIR, median, write_result
-from benchmarks.servers import DEMO_PROFILE, ServedModel, served_model, start_vllm
+from benchmarks.servers import DEMO_PROFILE, ServedModel, first_token_seconds, served_model, start_vllm
 from server.tinymodels.builder import build_tiny_models
 
-__all__ = ["first_token_seconds", "main", "measure_cold_start"]
-
-
-def first_token_seconds(url: str, model: str, timeout: float = 120.0) -> float:
-    """Seconds from sending a streamed chat to ``url`` until its first content token arrives."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Say hello."}],
-        "max_tokens": 8,
-        "temperature": 0,
-        "stream": True,
-    }
-    start = time.perf_counter()
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=timeout) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                choices = json.loads(line.removeprefix("data: ")).get("choices") or [{}]
-                if choices[0].get("delta", {}).get("content"):
-                    return time.perf_counter() - start
-    raise RuntimeError("the stream ended without a token")
+__all__ = ["main", "measure_cold_start"]
 
 
 def measure_cold_start(model: ServedModel, round_no: int) -> dict[str, float]:
@@ -50,7 +29,8 @@ def measure_cold_start(model: ServedModel, round_no: int) -> dict[str, float]:
     try:
         server.wait_ready()
         ready_s = time.monotonic() - start
-        ttft_s = first_token_seconds(server.url, model.name)
+        with httpx.Client(base_url=server.url, timeout=120.0) as client:
+            ttft_s = first_token_seconds(client, model.name)
     finally:
         stop_start = time.monotonic()
         server.stop()

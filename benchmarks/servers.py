@@ -13,6 +13,7 @@ detokenizing work of the frontend remains.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -32,6 +33,7 @@ __all__ = [
     "DEMO_PROFILE",
     "ServedModel",
     "ServerProcess",
+    "first_token_seconds",
     "free_port",
     "process_cpu_seconds",
     "served_model",
@@ -158,11 +160,13 @@ class ServerProcess:
         self._log.close()
 
 
-def _start(label: str, command: list[str], log_dir: Path, port: int, ready_path: str) -> ServerProcess:
+def _start(
+    label: str, command: list[str], log_dir: Path, port: int, ready_path: str, env: dict[str, str] | None = None
+) -> ServerProcess:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{label}.log"
     log = log_path.open("wb")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     process = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT, start_new_session=True
     )
@@ -187,9 +191,17 @@ def start_vllm(model: ServedModel, log_dir: Path, *, label: str = "vllm", extra:
 
 
 def start_turnout(
-    profile_path: Path, log_dir: Path, *, label: str = "turnout", extra: tuple[str, ...] = ()
+    profile_path: Path,
+    log_dir: Path,
+    *,
+    label: str = "turnout",
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> ServerProcess:
-    """Start ``turnout serve profile_path`` (returns at once; see ``ServerProcess.wait_ready``)."""
+    """Start ``turnout serve profile_path`` (returns at once; see ``ServerProcess.wait_ready``).
+
+    ``env`` adds to the environment (e.g. the admin token for switches).
+    """
     port = free_port()
     command = [
         sys.executable,
@@ -203,4 +215,24 @@ def start_turnout(
         str(port),
         *extra,
     ]
-    return _start(label, command, log_dir, port, "/ready")
+    return _start(label, command, log_dir, port, "/ready", env)
+
+
+def first_token_seconds(client: httpx.Client, model: str, *, max_tokens: int = 8) -> float:
+    """Seconds from sending a streamed chat through ``client`` until its first content token arrives."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+    }
+    start = time.perf_counter()
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                choices = json.loads(line.removeprefix("data: ")).get("choices") or [{}]
+                if choices[0].get("delta", {}).get("content"):
+                    return time.perf_counter() - start
+    raise RuntimeError(f"{model}: the stream ended without a token")

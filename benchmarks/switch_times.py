@@ -1,6 +1,6 @@
 """Switch times of ``stop``, ``reconfigure`` and ``keep`` on the demo models, measured through the real server.
 
-    .venv/bin/python benchmarks/switch_times.py [--rounds 3] [--json-out switch_times.json]
+    .venv/bin/python -m benchmarks.switch_times [--rounds 3] [--json-out switch_times.json]
 
 For each strategy it starts ``turnout serve`` on the demo profile with that strategy, then switches between the
 two demo models ``2 x rounds`` times with ``POST /v1/models/switch`` (timed until the 200 arrives) and after each
@@ -16,12 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,8 +26,8 @@ from typing import Any
 import httpx
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "profiles" / "demo.yaml"
+from benchmarks.servers import DEMO_PROFILE, ServerProcess, first_token_seconds, start_turnout
+
 STRATEGIES = ("stop", "reconfigure", "keep")
 PHASES = ("drain_ms", "unload_ms", "load_ms", "kv_cache_ms", "frontend_ms")
 TOKEN = "switch-times-benchmark"
@@ -86,7 +81,7 @@ def demo_profile(strategy: str, folder: Path) -> Path:
     """The demo profile with ``strategy``, as a JSON profile with absolute paths."""
     from server.profiles import load_profile
 
-    demo = load_profile(DEMO)
+    demo = load_profile(DEMO_PROFILE)
     models: dict[str, Any] = {}
     for name, model in demo.models.items():
         entry: dict[str, Any] = {"model": model.model, **model.engine_args}
@@ -102,78 +97,29 @@ def demo_profile(strategy: str, folder: Path) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Server:
-    """``turnout serve`` in a subprocess."""
-
-    def __init__(self, profile: Path, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}"
-        port = self.url.rsplit(":", 1)[1]
-        self._log = log.open("wb")
-        env = {**os.environ, "TURNOUT_ADMIN_TOKEN": TOKEN}
-        command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", port, "--log-level", "warning"]
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        self.log_path = log
-
-    def wait_ready(self, timeout: float = 600.0) -> float:
-        started = time.perf_counter()
-        while time.perf_counter() - started < timeout:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"turnout serve exited:\n{self.log_path.read_text(errors='replace')[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
-                    return time.perf_counter() - started
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"turnout serve not ready after {timeout:.0f} s")
-
-    def engine_rss_mb(self) -> float:
-        total = 0
-        for child in psutil.Process(self.process.pid).children(recursive=True):
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                continue
-        return total / (1024 * 1024)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(90)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-
-def time_to_first_token(client: httpx.Client, model: str) -> float:
-    """Milliseconds from sending a streamed chat to its first content chunk."""
-    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "stream": True}
-    started = time.perf_counter()
-    with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                delta = json.loads(line[6:])["choices"][0]["delta"]
-                if delta.get("content"):
-                    return (time.perf_counter() - started) * 1000.0
-    raise RuntimeError(f"{model} streamed no content")
+def engine_rss_mb(server: ServerProcess) -> float:
+    """RSS of the server's engine processes (its children), in MiB."""
+    total = 0
+    for child in psutil.Process(server.pid).children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / (1024 * 1024)
 
 
 def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
-    server = Server(demo_profile(strategy, folder), folder / f"serve-{strategy}.log")
+    server = start_turnout(
+        demo_profile(strategy, folder),
+        folder,
+        label=f"serve-{strategy}",
+        extra=("--log-level", "warning"),
+        env={"TURNOUT_ADMIN_TOKEN": TOKEN},
+    )
     try:
         run = StrategyRun(strategy, server.wait_ready())
         with httpx.Client(base_url=server.url, timeout=600) as client:
-            time_to_first_token(client, "tools")  # the first request warms the frontend up
+            first_token_seconds(client, "tools")  # the first request warms the frontend up
             for index in range(rounds * 2):
                 target = "plain" if index % 2 == 0 else "tools"
                 started = time.perf_counter()
@@ -185,9 +131,9 @@ def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
                     raise RuntimeError(
                         f"{strategy}: switch to {target} answered {response.status_code}: {response.text}"
                     )
-                ttft = time_to_first_token(client, target)
+                ttft = first_token_seconds(client, target) * 1000.0
                 switch = Switch(
-                    target, round(switch_ms, 1), round(ttft, 1), round(server.engine_rss_mb(), 1), response.json()
+                    target, round(switch_ms, 1), round(ttft, 1), round(engine_rss_mb(server), 1), response.json()
                 )
                 run.switches.append(switch)
                 print(
