@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency, Provide
+from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, ServingBundle, provide_admitted
@@ -20,6 +22,31 @@ _ADMITTED = {"admitted": Provide(provide_admitted)}
 # The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
 _BODY_DOC = "An OpenAI request object; see https://platform.openai.com/docs/api-reference"
 
+#: What a route asks of the bundle its request was admitted to.
+BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
+
+
+def _bundle_route(path: str, component: str, name: str, call: BundleCall, summary: str) -> HTTPRouteHandler:
+    """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
+
+    Args:
+        path: The route's path below the controller's.
+        component: The OpenAPI component of the request body (see :func:`request_body`).
+        name: The handler's name (Litestar derives the OpenAPI operation id from it).
+        call: The bundle call for the admitted request.
+        summary: The handler's docstring (the operation's summary in the OpenAPI document).
+    """
+
+    async def handler(self: Controller, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
+        return respond(admitted, await call(admitted))
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = summary
+    decorate = post(
+        path, operation_class=request_body(component), dependencies=_ADMITTED, status_code=200, description=_BODY_DOC
+    )
+    return decorate(handler)
+
 
 class OpenAIController(Controller):
     """``/v1``: chat, completions, embeddings and the model list."""
@@ -27,38 +54,27 @@ class OpenAIController(Controller):
     path = "/v1"
     tags = ["OpenAI"]
 
-    @post(
+    chat_completions = _bundle_route(
         "/chat/completions",
-        operation_class=request_body("ChatCompletionRequest"),
-        dependencies=_ADMITTED,
-        status_code=200,
-        description=_BODY_DOC,
+        "ChatCompletionRequest",
+        "chat_completions",
+        lambda admitted: admitted.bundle.chat(admitted.body, admitted.lease.request_id),
+        "Create a chat completion (``stream: true`` for SSE) with the active model's frontend.",
     )
-    async def chat_completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        """Create a chat completion (``stream: true`` for SSE) with the active model's frontend."""
-        return respond(admitted, await admitted.bundle.chat(admitted.body, admitted.lease.request_id))
-
-    @post(
+    completions = _bundle_route(
         "/completions",
-        operation_class=request_body("CompletionRequest"),
-        dependencies=_ADMITTED,
-        status_code=200,
-        description=_BODY_DOC,
+        "CompletionRequest",
+        "completions",
+        lambda admitted: admitted.bundle.completion(admitted.body, admitted.lease.request_id),
+        "Create a text completion (``stream: true`` for SSE).",
     )
-    async def completions(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        """Create a text completion (``stream: true`` for SSE)."""
-        return respond(admitted, await admitted.bundle.completion(admitted.body, admitted.lease.request_id))
-
-    @post(
+    embeddings = _bundle_route(
         "/embeddings",
-        operation_class=request_body("EmbeddingRequest"),
-        dependencies=_ADMITTED,
-        status_code=200,
-        description=_BODY_DOC,
+        "EmbeddingRequest",
+        "embeddings",
+        lambda admitted: admitted.bundle.embeddings(admitted.body, admitted.lease.request_id),
+        "Create embeddings (pooling models only).",
     )
-    async def embeddings(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        """Create embeddings (pooling models only)."""
-        return respond(admitted, await admitted.bundle.embeddings(admitted.body, admitted.lease.request_id))
 
     @get("/models")
     async def list_models(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> dict[str, Any]:
@@ -92,14 +108,18 @@ class TokenizeController(Controller):
 
     path = "/"
     tags = ["Tokenization"]
-    dependencies = _ADMITTED
 
-    @post("/tokenize", operation_class=request_body("TokenizeRequest"), status_code=200, description=_BODY_DOC)
-    async def tokenize(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        """Tokenize a prompt or a chat (rendered with the model's chat template)."""
-        return respond(admitted, await admitted.bundle.tokenize(admitted.body))
-
-    @post("/detokenize", operation_class=request_body("DetokenizeRequest"), status_code=200, description=_BODY_DOC)
-    async def detokenize(self, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        """Turn token ids back into text."""
-        return respond(admitted, await admitted.bundle.detokenize(admitted.body))
+    tokenize = _bundle_route(
+        "/tokenize",
+        "TokenizeRequest",
+        "tokenize",
+        lambda admitted: admitted.bundle.tokenize(admitted.body),
+        "Tokenize a prompt or a chat (rendered with the model's chat template).",
+    )
+    detokenize = _bundle_route(
+        "/detokenize",
+        "DetokenizeRequest",
+        "detokenize",
+        lambda admitted: admitted.bundle.detokenize(admitted.body),
+        "Turn token ids back into text.",
+    )
