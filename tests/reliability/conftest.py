@@ -48,6 +48,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "reconfigure": {"strategy": "reconfigure"},
 }
 
+#: The per-test limit of the long version (the short one keeps pyproject's 600 s).
+LONG_TEST_TIMEOUT_S = 2400
+
 #: The order the tests of each server run in; ``in-process`` is the disconnect test's own server.
 ORDER = ["keep", "in-process", "stop", "reconfigure", "auto"]
 
@@ -84,6 +87,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ordered = sorted((items[index] for index in slots), key=key)
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
+    if Scale.from_env().name == "long":
+        # 10 stop switches each start an engine: 12 min on a busy 2-core machine, past the suite's 10-min limit.
+        for index in slots:
+            items[index].add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT_S))
 
 
 def broken_copy(model: Path, into: Path) -> Path:
