@@ -7,7 +7,9 @@ Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.p
       waiters.
 
 Everything runs on one asyncio loop and state changes happen between awaits, so no lock is needed: waiters
-watch a broadcast event that every change replaces.
+watch a broadcast event that every change replaces (``change_signal.py``). Around this core: the switch itself
+(``switch.py``), auto mode's queues (``auto_admission.py``), the switch history (``switch_history.py``), the
+observers (``observer.py``) and a live reload's steps (``reload.py``, ``model_set.py``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from server.engine.auto_admission import AutoAdmission
+from server.engine.change_signal import ChangeSignal, wait_set
 from server.engine.errors import (
     AdmissionTimeout,
     ManagerClosed,
@@ -30,7 +32,6 @@ from server.engine.errors import (
     ModelNotFound,
     ModelSwitching,
     NoActiveModel,
-    ReloadFailed,
     ReloadRefused,
     SwitchConflict,
     SwitchFailed,
@@ -40,11 +41,13 @@ from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.model_set import PARKED, release_slot, swap_models
 from server.engine.observer import ManagerObserver, Observers
+from server.engine.reload import StaleEngines, check_reloadable, rebuild_active_bundle
 from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.states import Slot, SlotState, transition
 from server.engine.strategies.base import SwitchStrategy
-from server.engine.switch import SwitchRun, describe_error
+from server.engine.switch import SwitchRun
+from server.engine.switch_history import SwitchHistory
 from server.profiles.schema import ModelProfile, SwitchMode
 
 __all__ = ["BundleBuilder", "EngineManager"]
@@ -54,12 +57,6 @@ logger = logging.getLogger("turnout.engine")
 B = TypeVar("B")
 #: Builds one model's frontend bundle: ``(name, profile, engine) -> bundle``. Supplied by the frontend layer.
 BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
-#: How many switch attempts the manager remembers for the status page.
-SWITCH_HISTORY = 20
-
-
-#: States whose model comes back without an engine start.
-_WARM = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
 
 
 @dataclass(frozen=True)
@@ -114,11 +111,10 @@ class EngineManager(Generic[B]):
         self._published: Published[B] | None = None
         self._switch: _InFlightSwitch | None = None
         self._inflight: dict[str, set[Lease[B]]] = {name: set() for name in models}
-        self._changed = asyncio.Event()
+        self._changes = ChangeSignal()
         self._closed = False
-        self._last_report: SwitchReport | None = None
-        self._last_attempt: SwitchAttempt | None = None
         self._observers = Observers()
+        self._history = SwitchHistory(self._observers)
         self._auto: AutoAdmission[B] | None = None
         if mode == "auto":
             self._auto = AutoAdmission(
@@ -130,11 +126,9 @@ class EngineManager(Generic[B]):
                 release=self.release,
                 observer=self._observers,
                 load_failure=lambda model: self._slots[model].reason or "unknown error",
-                warm=lambda model: self._slots[model].state in _WARM,
+                warm=lambda model: self._slots[model].state in PARKED,  # comes back without an engine start
             )
-        self._history: deque[SwitchAttempt] = deque(maxlen=SWITCH_HISTORY)
-        # Models whose engine runs with settings a reload has since changed: unloaded once a switch parks them.
-        self._stale_engines: set[str] = set()
+        self._stale_engines = StaleEngines()
 
     # -- read-only views ------------------------------------------------------------------------------------
 
@@ -207,9 +201,9 @@ class EngineManager(Generic[B]):
                 )
                 for slot in self._slots.values()
             ],
-            last_switch=self._last_report,
-            last_attempt=self._last_attempt,
-            recent_switches=list(self._history),
+            last_switch=self._history.last_report,
+            last_attempt=self._history.last_attempt,
+            recent_switches=self._history.recent,
             memory=self._memory_plan,
         )
 
@@ -291,7 +285,7 @@ class EngineManager(Generic[B]):
                 raise ManagerClosed()
             if waited_for is not None and waited_for.done() and model is not None:
                 self._raise_if_failed(model)
-            changed = self._changed  # taken before the checks, so no change between them is missed
+            changed = self._changes.watch()  # taken before the checks, so no change between them is missed
             switch, published = self._switch, self._published
             if switch is None:
                 if published is not None and model in (None, published.model):
@@ -329,12 +323,11 @@ class EngineManager(Generic[B]):
             raise ModelLoadFailed(model, slot.reason or "unknown error")
 
     async def _wait(self, changed: asyncio.Event, deadline: float, model: str | None, timeout: float) -> None:
-        if not await _wait_for(changed, deadline - asyncio.get_running_loop().time()):
+        if not await wait_set(changed, deadline - asyncio.get_running_loop().time()):
             raise AdmissionTimeout(model, timeout)
 
     def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changes.notify()
 
     # -- switching ------------------------------------------------------------------------------------------
 
@@ -387,7 +380,7 @@ class EngineManager(Generic[B]):
             target=self._slots[target],
             inflight=self._inflight,
             publish=self._published_for,
-            wait_change=self._wait_change,
+            wait_change=self._changes.wait,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
         )
@@ -404,16 +397,16 @@ class EngineManager(Generic[B]):
             outcome = await run.execute(drain_timeout)
             self._published = outcome.published
             if outcome.report is not None:
-                self._last_report = outcome.report
+                self._history.last_report = outcome.report
             error = _failure_reason(outcome.error)
-            await self._unload_stale_engines()
+            await self._stale_engines.unload_parked(self._slots, self._strategy)
             if outcome.error is not None:
                 raise outcome.error
             assert outcome.report is not None
             return outcome.report
         finally:
             self._switch = None
-            self._record_attempt(
+            self._history.record(
                 SwitchAttempt(
                     source=run.previous.model if run.previous else None,
                     target=run.target.name,
@@ -430,15 +423,6 @@ class EngineManager(Generic[B]):
                 # May start the next switch at once (the scheduler decides), so it comes after ``_switch`` is cleared.
                 self._auto.switch_ended(self.active_model, ok=error is None)
             self._notify()
-
-    def _record_attempt(self, attempt: SwitchAttempt) -> None:
-        self._last_attempt = attempt
-        self._history.append(attempt)
-        self._observers.switch_attempted(attempt)
-
-    async def _wait_change(self, timeout: float) -> bool:
-        """Wait for any state change, at most ``timeout`` seconds; False when it timed out."""
-        return await _wait_for(self._changed, timeout)
 
     async def _published_for(self, slot: Slot) -> Published[B]:
         """The slot's snapshot for its engine, building the bundle only when the engine has none yet."""
@@ -475,65 +459,29 @@ class EngineManager(Generic[B]):
             ReloadFailed: The active model's new bundle could not be built; nothing changed.
         """
         published = self._check_reloadable(models)
-        bundle: B | None = None
-        if published is not None and published.model in new_frontend:
-            try:
-                engine = self._slots[published.model].engine
-                bundle = await self._build_bundle(published.model, models[published.model], engine)
-            except Exception as exc:
-                raise ReloadFailed(published.model, describe_error(exc)) from exc
-            if self._check_reloadable(models) is not published:
-                raise ReloadRefused("The active model changed while its new frontend was built; nothing changed.")
+        bundle = await rebuild_active_bundle(published, models, new_frontend, self._slots, self._build_bundle)
+        if bundle is not None and self._check_reloadable(models) is not published:
+            raise ReloadRefused("The active model changed while its new frontend was built; nothing changed.")
         released = swap_models(self._slots, self._inflight, models, new_frontend, new_engine)
-        self._stale_engines &= set(self._slots)
+        self._stale_engines.keep_only(self._slots)
         if self._auto is not None:
             self._auto.set_models(self._slots)
         if published is not None and bundle is not None:
             self._published = self._slots[published.model].hold_bundle(bundle)
             logger.info("reload: published a new frontend bundle for %s", published.model)
         if published is not None and published.model in new_engine:
-            self._stale_engines.add(published.model)
+            self._stale_engines.mark(published.model)
         self._notify()
         for slot in released:
             await release_slot(slot, self._strategy)
         return ModelsReplaced(
             republished=bundle is not None,
             unloaded=[slot.name for slot in released],
-            engine_pending=sorted(self._stale_engines & set(self._slots)),
+            engine_pending=self._stale_engines.pending(self._slots),
         )
 
     def _check_reloadable(self, models: Mapping[str, ModelProfile]) -> Published[B] | None:
-        if self._closed:
-            raise ManagerClosed()
-        if self._switch is not None:
-            raise ReloadRefused(f"A switch to '{self._switch.target}' is under way; reload when it ends.")
-        if self._published is not None and self._published.model not in models:
-            raise ReloadRefused(
-                f"The profile removes the active model '{self._published.model}'; switch to another model first."
-            )
-        return self._published
-
-    async def _unload_stale_engines(self) -> None:
-        """Unload parked engines whose settings a reload changed while they were active (see replace_models)."""
-        for name in sorted(self._stale_engines):
-            slot = self._slots.get(name)
-            if slot is None or slot.engine is None:
-                self._stale_engines.discard(name)
-            elif slot.state in PARKED:
-                logger.info("unloading %s: a reload changed its engine settings", name)
-                await release_slot(slot, self._strategy)
-                self._stale_engines.discard(name)
-
-
-async def _wait_for(event: asyncio.Event, timeout: float) -> bool:
-    """Wait for ``event`` at most ``timeout`` seconds (none when it is not positive); False when it timed out."""
-    if timeout <= 0:
-        return event.is_set()
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        return False
-    return True
+        return check_reloadable(models, closed=self._closed, switching_to=self.switching_to, published=self._published)
 
 
 def _failure_reason(error: Exception | None) -> str | None:
