@@ -1,0 +1,31 @@
+"""The engine package's names load on first use: vLLM's processes import the reconfigure plugin, not the manager."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import server.engine
+
+
+def test_every_exported_name_resolves_to_its_defining_module() -> None:
+    assert sorted(server.engine.__all__) == sorted(server.engine._EXPORTS)
+    for name, module in server.engine._EXPORTS.items():
+        assert getattr(server.engine, name) is getattr(importlib.import_module(module), name), name
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        server.engine.Nope  # noqa: B018
+
+
+def test_the_plugin_does_not_import_the_manager() -> None:
+    code = (
+        "import sys, server.engine.vllm_reconfigure.plugin, server.engine.vllm_reconfigure.engine_core; "
+        "print(sorted(m for m in sys.modules if m.startswith(('server.engine.manager', 'server.profiles', 'ruamel'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
