@@ -3,8 +3,9 @@
 A layer above ``profiles`` and beside ``frontend`` (see ``server/__init__.py``): it imports neither the frontend nor
 Litestar, and knows a model's bundle only as the opaque value its :data:`BundleBuilder` returns.
 
-The names below load on first use (PEP 562): every vLLM process imports ``server.engine.vllm_reconfigure`` for its
-plugin, and must not pay for the manager, the profiles loader and their imports.
+The manager, its reports and the slot states load on first use (PEP 562): every vLLM process imports
+``server.engine.vllm_reconfigure`` for its plugin, and must not pay for the manager, the profiles loader and
+their imports.
 """
 
 from __future__ import annotations
@@ -12,48 +13,31 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Errors and leases import only the standard library: loaded now. The rest imports the profiles loader.
+from server.engine.errors import (
+    AdmissionTimeout,
+    EngineError,
+    ManagerClosed,
+    ModelLoadFailed,
+    ModelNotActive,
+    ModelNotFound,
+    ModelSwitching,
+    NoActiveModel,
+    ReloadFailed,
+    ReloadRefused,
+    RequestAbortedBySwitch,
+    SwitchConflict,
+    SwitchFailed,
+)
+from server.engine.lease import Lease, Published
+
 if TYPE_CHECKING:
-    from server.engine.errors import (
-        AdmissionTimeout,
-        EngineError,
-        ManagerClosed,
-        ModelLoadFailed,
-        ModelNotActive,
-        ModelNotFound,
-        ModelSwitching,
-        NoActiveModel,
-        ReloadFailed,
-        ReloadRefused,
-        RequestAbortedBySwitch,
-        SwitchConflict,
-        SwitchFailed,
-    )
-    from server.engine.lease import Lease, Published
     from server.engine.manager import BundleBuilder, EngineManager
     from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
     from server.engine.states import Slot, SlotState
 
-#: Each public name and the module that defines it.
-_EXPORTS = {
-    **dict.fromkeys(
-        (
-            "AdmissionTimeout",
-            "EngineError",
-            "ManagerClosed",
-            "ModelLoadFailed",
-            "ModelNotActive",
-            "ModelNotFound",
-            "ModelSwitching",
-            "NoActiveModel",
-            "ReloadFailed",
-            "ReloadRefused",
-            "RequestAbortedBySwitch",
-            "SwitchConflict",
-            "SwitchFailed",
-        ),
-        "server.engine.errors",
-    ),
-    **dict.fromkeys(("Lease", "Published"), "server.engine.lease"),
+#: Each name loaded on first use, and the module that defines it.
+_LAZY = {
     **dict.fromkeys(("BundleBuilder", "EngineManager"), "server.engine.manager"),
     **dict.fromkeys(
         ("ManagerSnapshot", "ModelsReplaced", "SlotSnapshot", "SwitchAttempt", "SwitchReport"), "server.engine.report"
@@ -90,7 +74,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -11,10 +11,12 @@ import pytest
 import server.engine
 
 
-def test_every_exported_name_resolves_to_its_defining_module() -> None:
-    assert sorted(server.engine.__all__) == sorted(server.engine._EXPORTS)
-    for name, module in server.engine._EXPORTS.items():
+def test_every_exported_name_resolves_and_lazy_ones_to_their_defining_module() -> None:
+    assert set(server.engine._LAZY) <= set(server.engine.__all__)
+    for name, module in server.engine._LAZY.items():
         assert getattr(server.engine, name) is getattr(importlib.import_module(module), name), name
+    for name in server.engine.__all__:
+        assert getattr(server.engine, name) is not None, name
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
