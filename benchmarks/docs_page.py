@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ratios import paired_ratios, within_noise
 from benchmarks.results import read_result
 from server.tinymodels.spec import REPO_ROOT
 
@@ -39,8 +40,26 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _goals(goals: dict[str, bool]) -> list[str]:
-    return [f"- **{'Met' if met else 'MISSED'}**: {goal}" for goal, met in goals.items()] + [""]
+def _goals(goals: dict[str, bool], paired: dict[str, Any] | None = None) -> list[str]:
+    lines = []
+    for goal, met in goals.items():
+        noise = "; within the noise: the goal lies inside the 95% interval of the paired rounds"
+        shown = noise if paired and within_noise(goal, paired) else ""
+        lines.append(f"- **{'Met' if met else 'MISSED'}**: {goal}{shown}")
+    return [*lines, ""]
+
+
+def _paired(paired: dict[str, Any]) -> list[str]:
+    if "req_per_s" not in paired:
+        return []
+    speed, cpu = paired["req_per_s"], paired["cpu_ms_per_request"]
+    return [
+        f"Pooled over the {paired['pairs']} (workload, round) pairs, where both servers ran back to back: "
+        f"req/s {speed['ratio']:.3f}x (95% interval {speed['low']:.3f} to {speed['high']:.3f}), CPU per request "
+        f"{cpu['ratio']:.3f}x ({cpu['low']:.3f} to {cpu['high']:.3f}). A goal inside an interval cannot be told apart "
+        "from the measured figure on this machine, whichever side of it the median falls.",
+        "",
+    ]
 
 
 def _machine(data: dict[str, Any] | None) -> list[str]:
@@ -62,6 +81,7 @@ def _steady(data: dict[str, Any] | None, before: dict[str, Any] | None) -> list[
     if data is None:
         return [*lines, "**Not measured** in this run (no `steady_state.json`).", ""]
     config, summary = data["config"], data["summary"]
+    paired = summary.get("paired") or paired_ratios(data["rounds"])
     lines += [
         f"Mode `{data['mode']}`: {config['rounds']} alternating rounds per server, {config['prompts']} requests per "
         f"client run ({config.get('c1_prompts', config['prompts'])} at concurrency 1), the `{config['model']}` tiny "
@@ -76,7 +96,8 @@ def _steady(data: dict[str, Any] | None, before: dict[str, Any] | None) -> list[
         f"{summary['req_per_s_ratio']:.3f}x the req/s, {summary['cpu_ratio']:.3f}x the frontend CPU per request.** "
         f"Failed requests: {summary['failed']}.",
         "",
-        *_goals(summary["goals"]),
+        *_paired(paired),
+        *_goals(summary["goals"], paired),
         "How it is measured: both servers are up at once and every workload runs on one and then the other, the "
         "order swapping each round. Load comes from vLLM's own benchmark client (`vllm.benchmarks.serve`, random "
         "dataset, 32 tokens in, 8 out with `ignore_eos`, greedy); it always streams, so the `json` rows use a "

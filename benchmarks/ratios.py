@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from benchmarks.results import median
 
-__all__ = ["GOAL", "SERVERS", "TARGET", "summarize"]
+__all__ = ["GOAL", "SERVERS", "TARGET", "paired_ratios", "summarize", "within_noise"]
 
 SERVERS = ("vllm", "turnout")
 #: The goal and the target for Turnout/vLLM (req/s up, CPU per request down).
@@ -23,6 +24,44 @@ class _Labelled(Protocol):
 def _geomean(values: list[float]) -> float:
     usable = [v for v in values if v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in usable) / len(usable)) if usable else float("nan")
+
+
+def _interval(logs: list[float]) -> dict[str, float]:
+    """Geometric mean of the ratios and its 95% interval (normal approximation of the mean of log ratios)."""
+    mean = statistics.fmean(logs)
+    half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
+    return {"ratio": math.exp(mean), "low": math.exp(mean - half), "high": math.exp(mean + half)}
+
+
+def paired_ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Turnout/vLLM per (workload, round) pair, pooled: the noise of the comparison, not only its median.
+
+    The two servers run each workload back to back within a round, so a pair shares the machine's state more
+    closely than two medians do; the spread of the pairs says how far apart the servers could be told here.
+    """
+    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        pairs.setdefault((row["workload"], row["round"]), {})[row["server"]] = row
+    logs: dict[str, list[float]] = {"req_per_s": [], "cpu_ms_per_request": []}
+    for pair in pairs.values():
+        if set(pair) != set(SERVERS):
+            continue
+        for metric, values in logs.items():
+            turnout, vllm = pair["turnout"][metric], pair["vllm"][metric]
+            if turnout > 0 and vllm > 0:
+                values.append(math.log(turnout / vllm))
+    return {"pairs": len(logs["req_per_s"]), **{m: _interval(v) for m, v in logs.items() if v}}
+
+
+def within_noise(goal: str, paired: dict[str, Any]) -> bool:
+    """Whether ``goal``'s threshold lies inside the 95% interval of its metric: this run cannot tell the two apart."""
+    metric = "req_per_s" if goal.startswith("req_per_s") else "cpu_ms_per_request" if goal.startswith("cpu") else None
+    if metric is None or metric not in paired:
+        return False
+    threshold = TARGET if "target" in goal else GOAL
+    if metric == "cpu_ms_per_request" and "target" in goal:
+        threshold = 1 / TARGET
+    return bool(paired[metric]["low"] <= threshold <= paired[metric]["high"])
 
 
 def summarize(rows: list[dict[str, Any]], workloads: Iterable[_Labelled]) -> dict[str, Any]:
@@ -45,6 +84,7 @@ def summarize(rows: list[dict[str, Any]], workloads: Iterable[_Labelled]) -> dic
     failed = sum(entry[server]["failed"] for entry in per_workload for server in SERVERS)
     return {
         "per_workload": per_workload,
+        "paired": paired_ratios(rows),
         "req_per_s_ratio": speed,
         "cpu_ratio": cpu,
         "failed": failed,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.load import LoadResult, Workload, run_load
-from benchmarks.ratios import SERVERS, summarize
+from benchmarks.ratios import SERVERS, summarize, within_noise
 from benchmarks.results import RESULTS_DIR, write_result
 from benchmarks.servers import DEMO_PROFILE, ServerProcess, served_model, start_turnout, start_vllm
 from server.tinymodels.builder import build_tiny_models
@@ -80,8 +80,17 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary['req_per_s_ratio']:.3f}x, "
         f"CPU per request {summary['cpu_ratio']:.3f}x"
     )
+    paired = summary["paired"]
+    if "req_per_s" in paired:
+        speed, cpu = paired["req_per_s"], paired["cpu_ms_per_request"]
+        print(
+            f"paired rounds ({paired['pairs']}): "
+            f"req/s {speed['ratio']:.3f}x [{speed['low']:.3f}, {speed['high']:.3f}], "
+            f"CPU per request {cpu['ratio']:.3f}x [{cpu['low']:.3f}, {cpu['high']:.3f}] (95% intervals)"
+        )
     for goal, met in summary["goals"].items():
-        print(f"  {'met   ' if met else 'MISSED'}  {goal}")
+        noise = "  (within the noise)" if within_noise(goal, paired) else ""
+        print(f"  {'met   ' if met else 'MISSED'}  {goal}{noise}")
 
 
 def main(

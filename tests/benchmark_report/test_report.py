@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from benchmarks import docs_page, results
-from benchmarks.ratios import summarize
+from benchmarks.ratios import paired_ratios, summarize, within_noise
 
 
 @dataclass(frozen=True)
@@ -85,3 +85,38 @@ def test_the_page_says_what_was_not_measured(tmp_path: Path, monkeypatch: pytest
     assert "| chat stream c16 | 100.0 | 90.0 | 0.90x |" in page
     assert "Turnout's switch times were **not measured**" in page
     assert "## Load-and-fault suite (long mode)\n\n**Not run**" in page
+
+
+def test_paired_rounds_give_an_interval_that_says_when_a_goal_is_within_the_noise() -> None:
+    # Turnout is 0.9x in one round's pair and 1.1x in the other's: the pooled interval spans 1.0.
+    rows = [
+        {"round": 1, "server": "vllm", "workload": "w", "req_per_s": 100.0, "cpu_ms_per_request": 2.0},
+        {"round": 1, "server": "turnout", "workload": "w", "req_per_s": 90.0, "cpu_ms_per_request": 2.0},
+        {"round": 2, "server": "vllm", "workload": "w", "req_per_s": 50.0, "cpu_ms_per_request": 4.0},
+        {"round": 2, "server": "turnout", "workload": "w", "req_per_s": 55.0, "cpu_ms_per_request": 2.0},
+        # An unpaired row (its partner failed to run) is left out.
+        {"round": 3, "server": "vllm", "workload": "w", "req_per_s": 10.0, "cpu_ms_per_request": 9.0},
+    ]
+
+    paired = paired_ratios(rows)
+
+    assert paired["pairs"] == 2
+    speed = paired["req_per_s"]
+    assert speed["ratio"] == pytest.approx((0.9 * 1.1) ** 0.5)
+    assert speed["low"] < 1.0 < speed["high"]
+    assert within_noise("req_per_s >= 1.0x vLLM", paired)
+    assert paired["cpu_ms_per_request"]["ratio"] == pytest.approx(0.5**0.5)
+    assert not within_noise("no failed requests", paired)
+
+
+def test_a_tight_interval_away_from_the_goal_is_not_noise() -> None:
+    rows = [
+        {"round": r, "server": s, "workload": "w", "req_per_s": v, "cpu_ms_per_request": 1.0}
+        for r in range(5)
+        for s, v in (("vllm", 100.0 + r), ("turnout", 80.0 + 0.8 * r))
+    ]
+
+    paired = paired_ratios(rows)
+
+    assert paired["req_per_s"]["high"] < 1.0
+    assert not within_noise("req_per_s >= 1.0x vLLM", paired)
