@@ -43,6 +43,7 @@ class ServeOptions:
     reasoning_parser: str | None = None
     generate_admin_token: bool = False
     watch: bool = False
+    timeout_keep_alive: int = 65
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -201,7 +202,15 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
-    uvicorn.run(app, host=options.host, port=options.port, log_level=options.log_level, loop="uvloop", http="httptools")
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        loop="uvloop",
+        http="httptools",
+        timeout_keep_alive=options.timeout_keep_alive,
+    )
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -228,6 +237,15 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 @click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
 @click.option(
     "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
+)
+@click.option(
+    "--timeout-keep-alive",
+    default=65,
+    show_default=True,
+    type=click.IntRange(min=1),
+    # uvicorn's (and vLLM's) 5 s equals httpx's (so the OpenAI SDK's) idle expiry: a client reusing a connection
+    # at ~5 s meets the server closing it and gets a reset. Longer than the clients' expiry, the race is gone.
+    help="Seconds an idle keep-alive connection stays open (keep it above your clients' and proxies' idle timeouts).",
 )
 @click.pass_context
 def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:

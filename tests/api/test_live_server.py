@@ -256,6 +256,20 @@ def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: Liv
 ANSWERS = {"tools": "Hello from tiny-tools.", "plain": "Hello from tiny-plain."}
 
 
+def test_an_idle_keep_alive_connection_outlives_the_clients_expiry(server: LiveServer) -> None:
+    # httpx (and so the OpenAI SDK) reuses an idle connection for up to 5 s. A server that closes it at 5 s too
+    # (uvicorn's and vLLM's default) races the client's next request, which then gets a connection reset.
+    expiry = httpx.Limits().keepalive_expiry
+    assert expiry is not None
+    with httpx.Client(base_url=server.url, limits=httpx.Limits(keepalive_expiry=expiry + 5)) as client:
+        first = client.get("/health")
+        connection = first.extensions["network_stream"]
+        time.sleep(expiry + 1)
+        second = client.get("/health")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert second.extensions["network_stream"] is connection, "the server closed an idle connection within 6 s"
+
+
 def _switch_count(server: LiveServer) -> float:
     text = httpx.get(f"{server.url}/metrics", timeout=30).text
     total = 0.0
