@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 
 import pytest
 
 import server.engine
+from tests.fresh_python import fresh_python
 
 
 def test_every_exported_name_resolves_and_lazy_ones_to_their_defining_module() -> None:
@@ -29,5 +28,4 @@ def test_the_plugin_does_not_import_the_manager() -> None:
         "import sys, server.engine.vllm_reconfigure.plugin, server.engine.vllm_reconfigure.engine_core; "
         "print(sorted(m for m in sys.modules if m.startswith(('server.engine.manager', 'server.profiles', 'ruamel'))))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    assert done.stdout.strip() == "[]"
+    assert fresh_python(code) == "[]"

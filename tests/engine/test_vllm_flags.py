@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from tests.fresh_python import fresh_python
 
 
 def test_flags_anywhere_around_the_profile_become_defaults() -> None:
@@ -58,5 +56,4 @@ def test_no_flags_import_nothing() -> None:
         "import sys; from server.engine.vllm_flags import parse_engine_flags as p; "
         "print(p(['p.yaml']).positionals, 'vllm' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == "('p.yaml',) False"
+    assert fresh_python(code) == "('p.yaml',) False"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.fresh_python import fresh_python
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 ADAPTER = SERVER / "frontend" / "vllm_adapter.py"
@@ -62,5 +62,4 @@ def test_every_frontend_module_declares_all(path: Path) -> None:
 
 def test_importing_the_package_does_not_import_vllm() -> None:
     code = "import sys, server.frontend; print('vllm' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == "False"
+    assert fresh_python(code) == "False"
