@@ -349,7 +349,7 @@ def _steps(data: dict[str, Any] | None) -> list[str]:
                 f"`{s['command']}`",
                 s.get("mode", data["mode"]),
                 s.get("finished", ""),
-                s["status"],
+                s["status"] + "".join(f"; replaces {r['status']} of {r['finished']}" for r in s.get("replaces", [])),
                 _fmt(s["seconds"], 0),
             ]
             for s in data["steps"]

@@ -131,6 +131,11 @@ def main(mode: str = "full", only: tuple[str, ...] = ()) -> int:
         # A partial run updates its steps' records and keeps the others', so the page lists what produced each file.
         earlier = (read_result("run_all") or {}).get("steps", [])
         ran = {step["name"] for step in steps}
+        # A rerun keeps what it replaces on the page: a step that failed, then passed, says so.
+        for step in steps:
+            for old in earlier:
+                if old["name"] == step["name"]:
+                    step["replaces"] = [*old.get("replaces", []), {k: old[k] for k in ("status", "finished")}]
         steps = [step for step in earlier if step["name"] not in ran] + steps
         steps.sort(key=lambda step: [s.name for s in STEPS].index(step["name"]))
     write_result("run_all", {"mode": mode, "command": command, "steps": steps})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import docs_page, results
+from benchmarks import docs_page, results, run_all
 from benchmarks.ratios import paired_ratios, summarize, within_noise
 
 
@@ -120,3 +120,23 @@ def test_a_tight_interval_away_from_the_goal_is_not_noise() -> None:
 
     assert paired["req_per_s"]["high"] < 1.0
     assert not within_noise("req_per_s >= 1.0x vLLM", paired)
+
+
+def test_a_rerun_step_keeps_the_failure_it_replaces_on_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    first = {"name": "reliability_long", "command": "c", "status": "FAILED (exit 1)", "seconds": 9.0}
+    results.write_result(
+        "run_all", {"mode": "full", "command": "just bench", "steps": [{**first, "finished": "23:32 UTC"}]}
+    )
+    monkeypatch.setattr(run_all, "_run", lambda step, mode: {**first, "status": "ok"})
+
+    assert run_all.main("full", ("reliability_long",)) == 0
+
+    record = results.read_result("run_all")
+    assert record is not None
+    (step,) = record["steps"]
+    assert step["status"] == "ok"
+    assert step["replaces"] == [{"status": "FAILED (exit 1)", "finished": "23:32 UTC"}]
+    assert "ok; replaces FAILED (exit 1) of 23:32 UTC" in "\n".join(docs_page._steps(record))
