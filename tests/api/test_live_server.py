@@ -222,9 +222,9 @@ def test_cli_switch_and_status_clients(server: LiveServer) -> None:
 def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: LiveServer) -> None:
     import threading
 
-    body = {"model": "tools", "messages": WEATHER, "max_tokens": 800, "ignore_eos": True, "stream": True}
-    # On a quiet machine the tiny model can finish its 800 tokens before the switch request lands; such a round
-    # proves nothing, so it is tried again (a few times at most: a switch back and forth costs milliseconds).
+    # 16 choices of 800 tokens: one choice can finish before the switch request lands on a quiet machine (CI saw
+    # 5 such rounds in a row). A round that finished anyway proves nothing, so it is tried again (a few times).
+    body = {"model": "tools", "messages": WEATHER, "max_tokens": 800, "ignore_eos": True, "stream": True, "n": 16}
     for _attempt in range(5):
         _activate(server, "plain")
         _activate(server, "tools")
