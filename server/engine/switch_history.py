@@ -18,9 +18,13 @@ class SwitchHistory:
 
     def __init__(self, observer: ManagerObserver, size: int = SWITCH_HISTORY) -> None:
         self.last_report: SwitchReport | None = None
-        self.last_attempt: SwitchAttempt | None = None
         self._recent: deque[SwitchAttempt] = deque(maxlen=size)
         self._observer = observer
+
+    @property
+    def last_attempt(self) -> SwitchAttempt | None:
+        """The newest attempt, failed or not."""
+        return self._recent[-1] if self._recent else None
 
     @property
     def recent(self) -> list[SwitchAttempt]:
@@ -29,6 +33,5 @@ class SwitchHistory:
 
     def record(self, attempt: SwitchAttempt) -> None:
         """Remember ``attempt`` (failed or not) and tell the observers."""
-        self.last_attempt = attempt
         self._recent.append(attempt)
         self._observer.switch_attempted(attempt)
