@@ -1,5 +1,8 @@
 """The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cli``.
 
+``vllm_plugin`` runs inside vLLM's processes: it may import only the profiles layer (and vLLM), and the engine
+layer reads its protocol (utility names and result shapes).
+
 Every ``import server...`` counts, including imports inside functions and under ``TYPE_CHECKING``: a lazy import
 is still a dependency. ``tinymodels`` (the test models' builder) stands apart and imports nothing else of ours.
 """
@@ -17,10 +20,11 @@ ROOT = ""  # server/__init__.py: the version, nothing else
 #: Which layers (top-level subpackages of ``server``) each layer may import besides itself.
 ALLOWED: dict[str, frozenset[str]] = {
     "profiles": frozenset(),
-    "engine": frozenset({"profiles", ROOT}),
+    "vllm_plugin": frozenset({"profiles", ROOT}),
+    "engine": frozenset({"profiles", "vllm_plugin", ROOT}),
     "frontend": frozenset({"profiles", ROOT}),
     "api": frozenset({"engine", "frontend", "profiles", ROOT}),
-    "cli": frozenset({"api", "engine", "frontend", "profiles", "tinymodels", ROOT}),
+    "cli": frozenset({"api", "engine", "frontend", "profiles", "tinymodels", "vllm_plugin", ROOT}),
     "tinymodels": frozenset(),
 }
 

@@ -38,8 +38,8 @@ from server.engine.vllm_loader import (
     memory_check,
     stash_host_factory,
 )
-from server.engine.vllm_reconfigure import WORKER_EXTENSION
-from server.engine.vllm_reconfigure.frontend_state import RendererFactory
+from server.vllm_plugin import WORKER_EXTENSION
+from server.engine.in_place.frontend_state import RendererFactory
 from server.profiles.schema import Profile
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
@@ -115,7 +115,7 @@ def _in_place_loader(
     ``auto`` only prefers the in-place swap: where it cannot run (another vLLM, the plugin not installed) auto
     falls back to unloading resident engines, with a warning. ``reconfigure`` refuses to start instead.
     """
-    from server.engine.vllm_reconfigure.swap import InPlaceSwap, PluginMissing
+    from server.engine.in_place.swap import InPlaceSwap, PluginMissing
     from server.profiles.vllm_version import UnsupportedVllmError
 
     vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)

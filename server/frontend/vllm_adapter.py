@@ -90,7 +90,7 @@ _REQUEST_BODIES: dict[str, Any] = {
 def build_renderer(vllm_config: Any) -> Any:
     """``AsyncLLM``'s renderer for ``vllm_config``, built as ``AsyncLLM.__init__`` builds it.
 
-    The engine layer's in-place swap (``server/engine/vllm_reconfigure``) rebuilds the renderer after its engine
+    The engine layer's in-place swap (``server/vllm_plugin/``) rebuilds the renderer after its engine
     core loaded another model; the CLI hands it this function, so vLLM's renderers stay imported here only.
     """
     return renderer_from_config(vllm_config)

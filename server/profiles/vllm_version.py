@@ -1,7 +1,7 @@
 """The vLLM versions Turnout's vLLM adapters were written against, and the check that refuses any other.
 
 Two adapters reach into vLLM internals: the frontend's serving-class adapter (``server/frontend/vllm_adapter.py``)
-and the engine layer's in-process reconfigure (``server/engine/vllm_reconfigure``). vLLM moves its serving classes
+and the engine layer's in-process reconfigure (``server/vllm_plugin/``). vLLM moves its serving classes
 and engine-core internals from release to release (0.32 alone moved the serving classes out of
 ``vllm.entrypoints.openai.serving_*``), so an unknown version must fail at once, with a message that says what to
 do, rather than later with an ImportError, an AttributeError or a TypeError from deep inside a request.

@@ -12,7 +12,7 @@ import pytest
 from server.engine import SlotState, SwitchFailed
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
 from server.engine.strategies.reconfigure import ReconfigureStrategy
-from server.engine.vllm_reconfigure.swap import PluginMissing, check_plugin
+from server.engine.in_place.swap import PluginMissing, check_plugin
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader

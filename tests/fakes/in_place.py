@@ -1,4 +1,4 @@
-"""A fake of the in-place swap (``server/engine/vllm_reconfigure/swap.py``: ``InPlaceSwap``), following its
+"""A fake of the in-place swap (``server/engine/in_place/swap.py``: ``InPlaceSwap``), following its
 contract: ``unload`` releases the engine's model, ``load`` loads another into the same engine and checks the
 model the engine core then reports (raising ``LoadedModelMismatch`` on a mismatch), ``incompatibility`` says why
 a model cannot be loaded in place. The fake engine's ``name`` is the model it holds, so what it generates tells
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.engine.vllm_reconfigure.protocol import LoadedModel, LoadResult, UnloadResult
-from server.engine.vllm_reconfigure.swap import LoadedModelMismatch, LoadOutcome
+from server.vllm_plugin.protocol import LoadedModel, LoadResult, UnloadResult
+from server.engine.in_place.swap import LoadedModelMismatch, LoadOutcome
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine, InjectedFailure
 

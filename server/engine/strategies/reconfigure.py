@@ -2,7 +2,7 @@
 
 The engine-core and worker processes stay, so a switch skips process spawn, the torch and vLLM imports and
 engine shutdown: it costs the unload, the weights, the KV cache and the frontend refresh
-(``server/engine/vllm_reconfigure``). Memory holds one model at a time, as with ``stop``.
+(``server/vllm_plugin/``). Memory holds one model at a time, as with ``stop``.
 
 Transitions of the host (what it holds: a model, nothing, or unknown after a failure):
     * deactivate: unload the old model in place; if that fails the host's state is unknown, so it is stopped
@@ -25,8 +25,8 @@ from typing import Any, Protocol
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
 from server.engine.strategies.base import EngineLoader
-from server.engine.vllm_reconfigure.protocol import UnloadResult
-from server.engine.vllm_reconfigure.swap import LoadOutcome
+from server.vllm_plugin.protocol import UnloadResult
+from server.engine.in_place.swap import LoadOutcome
 from server.profiles.schema import ModelProfile
 
 __all__ = ["InPlaceSwapper", "ReconfigureStrategy"]
@@ -35,7 +35,7 @@ logger = logging.getLogger("turnout.engine")
 
 
 class InPlaceSwapper(Protocol):
-    """Swaps models inside one running engine (``server/engine/vllm_reconfigure/swap.py``: ``InPlaceSwap``)."""
+    """Swaps models inside one running engine (``server/engine/in_place/swap.py``: ``InPlaceSwap``)."""
 
     async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
         """Why ``engine`` cannot take ``name`` in place, or None."""

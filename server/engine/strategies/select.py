@@ -69,7 +69,7 @@ def select_strategy(
         return SleepStrategy(loader, level=switching.sleep_level)
     if name == "reconfigure":
         if in_place is None:
-            raise StrategyUnavailable("strategy 'reconfigure' needs the in-place swap (server/engine/vllm_reconfigure)")
+            raise StrategyUnavailable("strategy 'reconfigure' needs the in-place swap (server/vllm_plugin/)")
         return ReconfigureStrategy(loader, in_place)
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it

@@ -32,6 +32,6 @@ def register() -> None:
             version,
         )
         return
-    from server.engine.vllm_reconfigure.engine_core import install
+    from server.vllm_plugin.engine_core import install
 
     install(core_module.EngineCore)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.vllm_reconfigure.frontend_state import RendererFactory, refresh_async_llm
-from server.engine.vllm_reconfigure.protocol import (
+from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
+from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
     PLUGIN_GROUP,
@@ -31,7 +31,7 @@ from server.profiles.vllm_version import check_vllm_version
 
 __all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "PluginMissing", "TargetConfig", "check_plugin"]
 
-_ADAPTER = "server/engine/vllm_reconfigure"
+_ADAPTER = "server/vllm_plugin"
 
 
 class PluginMissing(RuntimeError):

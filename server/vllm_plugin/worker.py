@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from server.engine.vllm_reconfigure.config_attrs import WORKER_CONFIG_ATTRS
+from server.vllm_plugin.config_attrs import WORKER_CONFIG_ATTRS
 
 __all__ = ["ReconfigureWorkerExtension", "load_on_worker", "unload_on_worker"]
 

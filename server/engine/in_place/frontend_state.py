@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from server.engine.vllm_reconfigure.protocol import LoadedModel
+from server.vllm_plugin.protocol import LoadedModel
 
 __all__ = ["RendererFactory", "refresh_async_llm"]
 

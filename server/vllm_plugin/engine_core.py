@@ -25,9 +25,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from server.engine.vllm_reconfigure import worker
-from server.engine.vllm_reconfigure.config_attrs import EXECUTOR_CONFIG_ATTRS
-from server.engine.vllm_reconfigure.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
+from server.vllm_plugin import worker
+from server.vllm_plugin.config_attrs import EXECUTOR_CONFIG_ATTRS
+from server.vllm_plugin.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
 
 __all__ = ["install"]
 

@@ -33,7 +33,7 @@ LOADED_MODEL_UTILITY = "turnout_loaded_model"
 PLUGIN_GROUP = "vllm.general_plugins"
 PLUGIN_NAME = "turnout_reconfigure"
 #: ``worker_extension_cls`` of every engine the reconfigure strategy starts.
-WORKER_EXTENSION = "server.engine.vllm_reconfigure.worker.ReconfigureWorkerExtension"
+WORKER_EXTENSION = "server.vllm_plugin.worker.ReconfigureWorkerExtension"
 
 
 class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,0 +1,20 @@
+"""Turnout's vLLM plugin: runs inside vLLM's own engine-core and worker processes, for in-place model swaps.
+
+The engine-core and worker processes of one ``AsyncLLM`` stay; only the model, its KV cache and the scheduler
+are rebuilt. Everything here uses vLLM's extension points, no fork:
+
+* ``plugin``: the ``vllm.general_plugins`` entry point; adds the utilities below to ``EngineCore``;
+* ``engine_core``: the utilities (run in the engine-core process): unload, load, report what is loaded;
+* ``worker``: the ``worker_extension_cls`` mixed into vLLM's worker, with the worker-side unload and load;
+* ``protocol``: utility names and result shapes shared with Turnout's process;
+* ``config_attrs``: the ``VllmConfig`` parts vLLM's executor and worker copy, which a load copies again.
+
+A package of its own beside ``server/engine`` because it runs in other processes: it may import only the
+profiles layer and vLLM (``tests/test_layers.py``), so loading it costs vLLM's processes next to nothing. The
+Turnout side of a swap (drive it, check the engine core's answer, refresh ``AsyncLLM``'s state) is
+``server/engine/in_place``. Written against vLLM 0.32.0 (``server/profiles/vllm_version.py`` refuses others).
+"""
+
+from server.vllm_plugin.protocol import WORKER_EXTENSION
+
+__all__ = ["WORKER_EXTENSION"]
