@@ -20,8 +20,9 @@ from litestar import Request
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 
-from server.api.errors import sse_error_event
+from server.api.errors import OPENAI_API, ApiShape
 from server.engine import EngineError, EngineManager, Lease
+from server.frontend.operations import Operation
 
 __all__ = [
     "AbortsRequests",
@@ -57,6 +58,8 @@ class ServingBundle(AbortsRequests, Protocol):
     async def embeddings(self, body: dict[str, Any], request_id: str) -> Any: ...
 
     async def tokenize(self, body: dict[str, Any]) -> Any: ...
+
+    async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> Any: ...
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
 
@@ -125,8 +128,13 @@ def install_abort_hook(lease: Lease[A]) -> None:
     lease.abort_hook = lambda: bundle.abort(request_id)
 
 
-async def leased_stream(admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any) -> AsyncIterator[str]:
-    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it."""
+async def leased_stream(
+    admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any, api: ApiShape = OPENAI_API
+) -> AsyncIterator[str]:
+    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it.
+
+    The error event and the end marker are ``api``'s (OpenAI's ``data:`` error and ``[DONE]`` by default).
+    """
     lease = admitted.lease
     try:
         try:
@@ -136,12 +144,14 @@ async def leased_stream(admitted: AdmittedRequest, chunks: AsyncIterator[str], c
                 yield chunk
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
-            yield sse_error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
-            yield "data: [DONE]\n\n"
+            yield api.error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
+            if api.done is not None:
+                yield api.done
             return
         if lease.aborted_by is not None:
-            yield sse_error_event(lease.aborted_by)
-            yield "data: [DONE]\n\n"
+            yield api.error_event(lease.aborted_by)
+            if api.done is not None:
+                yield api.done
     finally:
         # Closing aborts the engine request when the client went away before the end.
         await close()

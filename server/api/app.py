@@ -22,9 +22,12 @@ from server.api.admission import ServingBundle
 from server.api.auth import AdminGuard, ApiKeyGuard
 from server.api.controllers import (
     AdminController,
+    MessagesController,
     OpenAIController,
     OpsController,
     ReloadController,
+    ResponsesController,
+    ServingController,
     StatusPageController,
     SwitchController,
     TokenizeController,
@@ -34,6 +37,7 @@ from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
 from server.api.settings import ApiSettings
+from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
 __all__ = ["BackgroundTask", "create_app"]
@@ -90,12 +94,19 @@ def create_app(
                 await manager.shutdown()
 
     registry = metrics_registry(manager)
+    stored_responses = StoredResponses()
     # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
     # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
     keyed = settings.api_key is not None
     openai_routes = Router(
         path="/",
-        route_handlers=[OpenAIController, TokenizeController],
+        route_handlers=[
+            OpenAIController,
+            TokenizeController,
+            ResponsesController,
+            MessagesController,
+            ServingController,
+        ],
         guards=[ApiKeyGuard(settings)] if keyed else None,
         security=API_KEY_SECURITY if keyed else None,
     )
@@ -113,6 +124,7 @@ def create_app(
             "metrics_registry": Provide(lambda: registry, sync_to_thread=False, use_cache=True),
             "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
             "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
+            "stored_responses": Provide(lambda: stored_responses, sync_to_thread=False, use_cache=True),
         },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
         exception_handlers=EXCEPTION_HANDLERS,
