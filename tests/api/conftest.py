@@ -33,7 +33,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
         }
         manager: EngineManager[Any] = EngineManager(
             models,
-            KeepStrategy(loader or FakeLoader()),
+            settings.pop("strategy", KeepStrategy)(loader or FakeLoader()),
             build_fake_serving_bundle,
             abort_grace=0.5,
             memory_probe=lambda: 1.0,
