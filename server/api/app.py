@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar, Router
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -137,6 +138,7 @@ def create_app(
             render_plugins=[SwaggerRenderPlugin(path="/")],
             components=security_components(),
         ),
+        cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
         debug=False,
     )
     document_request_bodies(app, request_schemas)

@@ -175,6 +175,9 @@ class VllmFrontend:
             enable_auto_tools=settings.enable_auto_tool_choice,
             tool_parser=settings.tool_call_parser,
             reasoning_parser=settings.reasoning_parser,
+            trust_request_chat_template=settings.trust_request_chat_template,
+            exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
         )
         self._renderer.warmup()
         self._tokenization = ServingTokenization(
@@ -183,7 +186,15 @@ class VllmFrontend:
             request_logger=logger,
             chat_template=chat_template,
             chat_template_content_format=content_format,
+            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+            trust_request_chat_template=settings.trust_request_chat_template,
         )
+        # What chat, completions, Responses and Messages share of the settings (as vLLM's init_generate_state).
+        usage: dict[str, Any] = {
+            "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
+            "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
+            "enable_force_include_usage": settings.enable_force_include_usage,
+        }
         self._chat: OpenAIServingChat | None = None
         self._completion: OpenAIServingCompletion | None = None
         if "generate" in supported_tasks:
@@ -198,9 +209,13 @@ class VllmFrontend:
                 enable_auto_tools=settings.enable_auto_tool_choice,
                 tool_parser=settings.tool_call_parser,
                 reasoning_parser=settings.reasoning_parser or "",
+                trust_request_chat_template=settings.trust_request_chat_template,
+                exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+                default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+                **usage,
             )
             self._completion = OpenAIServingCompletion(
-                engine, models, online_renderer=self._renderer, request_logger=logger
+                engine, models, online_renderer=self._renderer, request_logger=logger, **usage
             )
         self._embedding: ServingEmbedding | None = None
         if self.supports_embeddings:

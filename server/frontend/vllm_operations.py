@@ -152,14 +152,24 @@ class ServingOperations:
             "enable_auto_tools": settings.enable_auto_tool_choice,
             "tool_parser": settings.tool_call_parser,
             "reasoning_parser": settings.reasoning_parser or "",
+            "default_chat_template_kwargs": dict(settings.default_chat_template_kwargs),
+            "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
+            "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
+            "enable_force_include_usage": settings.enable_force_include_usage,
         }
         engine, models = context.engine, context.models
         self._responses = OpenAIServingResponses(engine, models, **common) if generating else None
         self._messages = (
             AnthropicServingMessages(engine, models, settings.response_role, **common) if generating else None
         )
+        chat_only: dict[str, Any] = {
+            "trust_request_chat_template": settings.trust_request_chat_template,
+            "exclude_tools_when_tool_choice_none": settings.exclude_tools_when_tool_choice_none,
+        }
         self._chat_batch = (
-            OpenAIServingChatBatch(engine, models, settings.response_role, **common) if generating else None
+            OpenAIServingChatBatch(engine, models, settings.response_role, **common, **chat_only)
+            if generating
+            else None
         )
         self._generative_scoring = (
             ServingGenerativeScoring(engine, models, request_logger=context.logger) if generating else None
@@ -294,7 +304,7 @@ def _structured_decisions(context: ServingContext) -> ServingStructuredDecisions
                 online_renderer=context.renderer,
                 chat_template=context.chat_template,
                 chat_template_content_format=context.settings.chat_template_content_format,
-                default_chat_template_kwargs={},
+                default_chat_template_kwargs=dict(context.settings.default_chat_template_kwargs),
             )
         )
     except ValueError as exc:
