@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from vllm.entrypoints.launchers.cli_args import FrontendArgs
-from vllm.reasoning import ReasoningParserManager
-from vllm.tool_parsers import ToolParserManager
 from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.utils.import_utils import import_plugin
 
 __all__ = ["frontend_flag_names", "load_parser_plugins", "parse_frontend_flags"]
 
@@ -58,16 +57,14 @@ def parse_frontend_flags(tokens: Sequence[str]) -> tuple[dict[str, Any], list[st
 def load_parser_plugins(*, tool_parser_plugin: str | None = None, reasoning_parser_plugin: str | None = None) -> None:
     """Import custom parser files so that their parsers register with vLLM (as `vllm serve` does at start).
 
+    A plugin is a module name or a Python file; its ``@ToolParserManager.register_module(...)`` (or the
+    reasoning manager's) decorators register its parsers as it is imported. This is what
+    ``ToolParserManager.import_tool_parser`` does, except that a plugin which fails to import is an error here
+    (vLLM only logs it, and the server would then refuse the profile for a parser name it never saw).
+
     Raises:
-        ValueError: A plugin file that does not exist or fails to import.
+        ValueError: A plugin that cannot be imported.
     """
-    for path, manager in ((tool_parser_plugin, ToolParserManager), (reasoning_parser_plugin, ReasoningParserManager)):
-        if not path:
-            continue
-        try:
-            if manager is ToolParserManager:
-                ToolParserManager.import_tool_parser(path)
-            else:
-                ReasoningParserManager.import_reasoning_parser(path)
-        except Exception as exc:  # a user's file: anything it raises is a configuration error
-            raise ValueError(f"parser plugin {path!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    for path in (tool_parser_plugin, reasoning_parser_plugin):
+        if path and import_plugin(path) is None:
+            raise ValueError(f"parser plugin {path!r} cannot be loaded (see the log above)")
