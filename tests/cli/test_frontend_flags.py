@@ -26,7 +26,7 @@ from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile
 TABLES = {"turnout": TURNOUT_OPTIONS, "server": SERVER_FLAGS, "model": MODEL_FLAGS, "refused": REFUSED}
 
 #: A tool parser plugin as vLLM documents them: hermes, registered under a new name, that shouts tool names.
-PLUGIN = '''
+PLUGIN = """
 from vllm.tool_parsers import ToolParserManager
 from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
 
@@ -38,7 +38,7 @@ class ShoutingHermes(Hermes2ProToolParser):
         for call in info.tool_calls:
             call.function.name = call.function.name.upper()
         return info
-'''
+"""
 
 
 def test_every_vllm_frontend_flag_is_in_exactly_one_table() -> None:
@@ -54,15 +54,18 @@ def test_every_vllm_frontend_flag_is_in_exactly_one_table() -> None:
 def test_the_model_flags_are_frontend_settings_and_profile_keys() -> None:
     settings = set(FrontendSettings.__dataclass_fields__)
     assert set(MODEL_FLAGS) <= settings
-    assert set(CHAT_FRONTEND_KEYS) <= set(MODEL_FLAGS) and set(CHAT_FRONTEND_KEYS) <= set(ModelProfile.__struct_fields__)
+    assert set(CHAT_FRONTEND_KEYS) <= set(MODEL_FLAGS)
+    assert set(CHAT_FRONTEND_KEYS) <= set(ModelProfile.__struct_fields__)
 
 
 def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> None:
     from server.frontend.vllm_frontend_args import parse_frontend_flags
 
     given, rest = parse_frontend_flags(
-        ["p.yaml", "--ssl-certfile", "c.pem", "--allowed-origins", '["https://a.example"]', "--max-model-len", "64"]
-        + ["--response-role", "bot", "--ssl-cert-reqs", "2", "--root-path", "/llm", "--enforce-eager"]
+        [
+            *("p.yaml", "--ssl-certfile", "c.pem", "--allowed-origins", '["https://a.example"]', "--max-model-len"),
+            *("64", "--response-role", "bot", "--ssl-cert-reqs", "2", "--root-path", "/llm", "--enforce-eager"),
+        ]
     )
     assert rest == ["p.yaml", "--max-model-len", "64", "--enforce-eager"]
     flags = split_frontend_flags(given)

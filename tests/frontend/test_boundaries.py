@@ -11,8 +11,11 @@ from tests.fresh_python import fresh_python
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 ADAPTER = SERVER / "frontend" / "vllm_adapter.py"
-#: The adapter and the two modules it is split into (the other serving routes, and the call-to-result mapping).
-ADAPTERS = tuple(SERVER / "frontend" / name for name in ("vllm_adapter.py", "vllm_operations.py", "vllm_calls.py", "vllm_frontend_args.py"))
+#: The adapter and the modules it is split into: the other serving routes, the call-to-result mapping, the flags.
+ADAPTERS = tuple(
+    SERVER / "frontend" / name
+    for name in ("vllm_adapter.py", "vllm_operations.py", "vllm_calls.py", "vllm_frontend_args.py")
+)
 VLLM_FRONTEND = ("vllm.entrypoints", "vllm.tool_parsers", "vllm.reasoning", "vllm.renderers", "vllm.parser")
 WEB_FRAMEWORKS = ("litestar", "fastapi", "starlette")
 
