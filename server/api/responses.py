@@ -31,4 +31,5 @@ def respond(
     admitted.lease.raise_if_aborted()
     if result.status_code >= 400 and api.translate_error is not None:
         return Response(api.translate_error(result.status_code, result.payload), status_code=result.status_code)
-    return Response(result.body, status_code=result.status_code, media_type=MediaType.JSON)
+    body = result.body if admitted.asked_as is None else admitted.as_asked(result.body.decode()).encode()
+    return Response(body, status_code=result.status_code, media_type=MediaType.JSON)

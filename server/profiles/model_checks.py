@@ -65,6 +65,7 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
         reasoning_parser=values.get("reasoning_parser") or None,
         quant_config=values.get("quant_config"),
         engine_args=engine_args,
+        served_model_name=values.get("served_model_name"),
         **{key: values.get(key) for key in CHAT_FRONTEND_KEYS},
     )
 

@@ -53,6 +53,7 @@ CHAT_FRONTEND_KEYS = (
 #: Per-model keys that configure the frontend, not vLLM's engine. Every other key goes to ``AsyncEngineArgs``.
 FRONTEND_KEYS = frozenset(
     {"enable_auto_tool_choice", "tool_call_parser", "chat_template", "reasoning_parser", "quant_config"}
+    | {"served_model_name"}
     | set(CHAT_FRONTEND_KEYS)
 )
 
@@ -88,6 +89,9 @@ class ModelProfile(Base, frozen=True, kw_only=True):
         exclude_tools_when_tool_choice_none: Leave tools out of the prompt when ``tool_choice`` is ``none``.
         enable_prompt_tokens_details: Report cached prompt tokens in ``usage.prompt_tokens_details``.
         enable_force_include_usage: Include usage in every response, streamed ones too.
+        served_model_name: Other names clients may use for this model (one or a list, as vLLM's
+            ``--served-model-name``); answers carry the name the client asked for, and ``/v1/models`` lists each.
+            The model's key in ``models`` stays its own name (the one switches and the status use).
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -105,7 +109,16 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     exclude_tools_when_tool_choice_none: bool | None = None
     enable_prompt_tokens_details: bool | None = None
     enable_force_include_usage: bool | None = None
+    served_model_name: str | list[str] | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The ``served_model_name`` values, in order (empty when none)."""
+        names = self.served_model_name
+        if names is None:
+            return ()
+        return (names,) if isinstance(names, str) else tuple(names)
 
 
 class Switching(Base, frozen=True, kw_only=True):

@@ -27,7 +27,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
         *, loader: FakeLoader | None = None, **settings: Any
     ) -> tuple[httpx.AsyncClient, EngineManager[Any]]:
         settings.setdefault("admin_token", ADMIN_TOKEN)
-        models = {
+        models = settings.pop("models", None) or {
             "tools": ModelProfile(model="/m/tools", enable_auto_tool_choice=True, tool_call_parser="hermes"),
             "plain": ModelProfile(model="/m/plain"),
         }

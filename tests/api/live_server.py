@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -63,10 +64,10 @@ def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str)
     return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log)
 
 
-def wait_ready(server: LiveServer, timeout: float = 300.0, *, verify: str | bool = True) -> None:
+def wait_ready(server: LiveServer, timeout: float = 300.0, *, verify: ssl.SSLContext | bool = True) -> None:
     """Wait until ``/ready`` answers 200; fail with the server's log if it exits or never gets there.
 
-    ``verify`` is httpx's: the CA file of a server started with a self-signed TLS certificate.
+    ``verify`` is httpx's: a context that trusts a server's self-signed TLS certificate.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

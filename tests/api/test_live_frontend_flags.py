@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,11 @@ WEATHER_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+
+
+def trusting(cert: Path) -> ssl.SSLContext:
+    """A client TLS context that trusts ``cert`` (httpx takes a context, not a file name)."""
+    return ssl.create_default_context(cafile=str(cert))
 
 
 def _self_signed(folder: Path) -> tuple[Path, Path]:
@@ -74,7 +80,7 @@ def tls(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
     live = start_server(profile, folder / "flags.log", {"TURNOUT_ADMIN_TOKEN": "t"}, *args)
     live.url = live.url.replace("http://", "https://")
     try:
-        wait_ready(live, verify=str(cert))
+        wait_ready(live, verify=trusting(cert))
         yield live, cert
     finally:
         live.stop()
@@ -82,7 +88,7 @@ def tls(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
 
 def test_https_with_a_self_signed_certificate(tls: tuple[LiveServer, Path]) -> None:
     live, cert = tls
-    assert httpx.get(f"{live.url}/v1/models", verify=str(cert)).json()["data"][0]["id"] == "tools"
+    assert httpx.get(f"{live.url}/v1/models", verify=trusting(cert)).json()["data"][0]["id"] == "tools"
     with pytest.raises(httpx.ConnectError):  # an unknown certificate is refused, so TLS is really on
         httpx.get(f"{live.url}/v1/models")
     with pytest.raises(httpx.RemoteProtocolError):
@@ -92,10 +98,10 @@ def test_https_with_a_self_signed_certificate(tls: tuple[LiveServer, Path]) -> N
 def test_a_cors_preflight_is_answered_for_the_allowed_origin_only(tls: tuple[LiveServer, Path]) -> None:
     live, cert = tls
     headers = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
-    allowed = httpx.options(f"{live.url}/v1/chat/completions", headers=headers, verify=str(cert))
+    allowed = httpx.options(f"{live.url}/v1/chat/completions", headers=headers, verify=trusting(cert))
     assert allowed.status_code in (200, 204) and allowed.headers["access-control-allow-origin"] == ORIGIN
     other = httpx.options(
-        f"{live.url}/v1/chat/completions", headers={**headers, "Origin": "https://evil.example"}, verify=str(cert)
+        f"{live.url}/v1/chat/completions", headers={**headers, "Origin": "https://evil.example"}, verify=trusting(cert)
     )
     assert other.headers.get("access-control-allow-origin") != "https://evil.example"
 
@@ -103,7 +109,7 @@ def test_a_cors_preflight_is_answered_for_the_allowed_origin_only(tls: tuple[Liv
 def test_the_plugins_parser_named_by_the_profile_parses_tool_calls(tls: tuple[LiveServer, Path]) -> None:
     live, cert = tls
     client = openai.OpenAI(
-        base_url=f"{live.url}/v1", api_key="unused", max_retries=0, http_client=httpx.Client(verify=str(cert))
+        base_url=f"{live.url}/v1", api_key="unused", max_retries=0, http_client=httpx.Client(verify=trusting(cert))
     )
     weather = [{"role": "user", "content": "What is the weather in Paris?"}]
     answer = client.chat.completions.create(

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from server.engine.strategies import StopStrategy
+from server.profiles.schema import ModelProfile
 from tests.api.conftest import MakeClient, admin
 
 
@@ -114,3 +115,24 @@ async def test_a_response_of_an_engine_stopped_since_is_a_404_that_says_so(make_
     assert reloaded.status_code == 404 and "reloaded since" in reloaded.json()["error"]["message"]
     cancelled = await client.post(f"/v1/responses/{created['id']}/cancel")
     assert cancelled.status_code == 404 and "reloaded since" in cancelled.json()["error"]["message"]
+
+
+async def test_an_alias_reaches_its_model_and_the_answer_carries_it(make_client: MakeClient) -> None:
+    models = {
+        "tools": ModelProfile(model="/m/tools", served_model_name=["assistant", "gpt-tools"]),
+        "plain": ModelProfile(model="/m/plain", served_model_name="tiny"),
+    }
+    client, manager = await make_client(models=models)
+    answer = await client.post("/v1/chat/completions", json={"model": "gpt-tools", "messages": []})
+    assert answer.json()["model"] == "gpt-tools"
+    own = await client.post("/v1/chat/completions", json={"model": "tools", "messages": []})
+    assert own.json()["model"] == "tools"
+    streamed = await client.post("/v1/messages", json={"model": "assistant", "stream": True, "messages": []})
+    assert [data.get("model") for _, data in _sse(streamed.text)[:-1]] == ["assistant"] * 3
+    cards = {card["id"]: card for card in (await client.get("/v1/models")).json()["data"]}
+    assert set(cards) == {"tools", "assistant", "gpt-tools", "plain", "tiny"}
+    assert cards["gpt-tools"]["parent"] == "tools" and cards["gpt-tools"]["active"] is True
+    assert cards["tiny"]["parent"] == "plain" and cards["tiny"]["active"] is False
+    # An alias of the inactive model is that model: manual mode answers 409 for it, as for its own name.
+    assert (await client.post("/v1/chat/completions", json={"model": "tiny", "messages": []})).status_code == 409
+    assert manager.active_model == "tools"

@@ -45,7 +45,7 @@ class OpenAIController(Controller):
 
     @get("/models")
     async def list_models(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> dict[str, Any]:
-        """Every configured model in OpenAI's shape, with its ``status`` and whether it is ``active``."""
+        """Every configured model (and alias) in OpenAI's shape, with its ``status`` and whether it is ``active``."""
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
@@ -53,20 +53,22 @@ class OpenAIController(Controller):
         for name, profile in manager.models.items():
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
-            cards.append(
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "turnout",
-                    "root": profile.model,
-                    "parent": None,
-                    "max_model_len": max_len,
-                    "permission": [],
-                    "status": slot.state,
-                    "active": name == active,
-                }
-            )
+            # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose.
+            for card_id in (name, *(alias for alias in profile.aliases if alias != name)):
+                cards.append(
+                    {
+                        "id": card_id,
+                        "object": "model",
+                        "created": created,
+                        "owned_by": "turnout",
+                        "root": profile.model,
+                        "parent": None if card_id == name else name,
+                        "max_model_len": max_len,
+                        "permission": [],
+                        "status": slot.state,
+                        "active": name == active,
+                    }
+                )
         return {"object": "list", "data": cards}
 
 
