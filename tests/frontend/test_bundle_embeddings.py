@@ -117,7 +117,7 @@ async def test_vllms_other_pooling_routes_on_an_embedding_model(embed: FrontendB
     body = {"query": "hello", "documents": ["weather", "hello"]}
     ranked = ok(await embed.call("rerank", body, uuid.uuid4().hex))
     assert [result["index"] for result in ranked["results"]] == [1, 0]  # the identical document first
-    cohere = ok(await embed.call("embed.cohere", {"texts": ["hello"], "input_type": "search_query"}, uuid.uuid4().hex))
+    cohere = ok(await embed.call("embed.cohere", {"texts": ["hello"]}, uuid.uuid4().hex))
     assert len(cohere["embeddings"]["float"][0]) == HIDDEN_SIZE
 
 
