@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from server.cli._output import err_console, out_console, print_issues
+from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ logger = logging.getLogger("turnout.cli")
 class ServeOptions:
     """Everything ``turnout serve`` takes besides the profile (frozen; no ``Namespace``).
 
-    ``engine_defaults`` holds the vLLM engine flags given on the command line, as ``AsyncEngineArgs`` fields.
+    ``engine_defaults`` holds the vLLM engine flags given on the command line, as ``AsyncEngineArgs`` fields;
+    ``frontend`` the vLLM frontend flags (``server/cli/frontend_flags.py`` says what each does).
     """
 
     host: str = "127.0.0.1"
@@ -45,6 +47,7 @@ class ServeOptions:
     watch: bool = False
     timeout_keep_alive: int = 65
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
+    frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
 
 
 def serving_validation(
@@ -152,6 +155,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         tool_call_parser=options.tool_call_parser,
         chat_template=options.chat_template,
         reasoning_parser=options.reasoning_parser,
+        log_requests=bool(options.engine_defaults.get("enable_log_requests", False)),
+        **options.frontend.model_defaults,
     )
 
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
@@ -182,6 +187,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         admin_token_env=admin_token_env,
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
+        cors=options.frontend.cors(),
     )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
@@ -206,24 +212,31 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         background=[watch] if options.watch else [],
         request_schemas=request_body_schemas(),
     )
+    uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
+    scheme = "https" if "ssl_certfile" in uvicorn_options else "http"
+    try:
+        served = wrap_middleware(app, list(options.frontend.server.get("middleware", [])))
+    except FrontendFlagError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        raise SystemExit(2) from None
     out_console.print(
-        f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "
+        f"Turnout serving {', '.join(profile.models)} on {scheme}://{options.host}:{options.port} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
     uvicorn.run(
-        app,
+        served,
         host=options.host,
         port=options.port,
-        log_level=options.log_level,
         loop="uvloop",
         http="httptools",
         timeout_keep_alive=options.timeout_keep_alive,
+        **uvicorn_options,
     )
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM ENGINE FLAGS]...")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM FLAGS]...")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
 @click.option("--api-key", default=None, help="Require this key on /v1/* (default: the profile's api_key_env).")
@@ -261,14 +274,25 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server.
 
     Any vLLM engine flag (--max-model-len, --max-num-batched-tokens, --dtype, ...) is a default for every
-    model; a model's own profile key overrides it.
+    model; a model's own profile key overrides it. vLLM's frontend flags work as in `vllm serve`: TLS
+    (--ssl-keyfile, --ssl-certfile, ...), CORS (--allowed-origins, ...), --root-path, --middleware,
+    --tool-parser-plugin, and per-model defaults (--response-role, --chat-template-content-format, ...). A flag
+    that cannot apply to a multi-model server is refused with the reason.
     """
     from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+    from server.frontend.vllm_frontend_args import load_parser_plugins, parse_frontend_flags
 
     own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
     try:
-        flags = parse_engine_flags(args, own_options=own)
-    except EngineFlagsInvalid as exc:
+        given, rest = parse_frontend_flags(args)
+        frontend = split_frontend_flags(given)
+        flags = parse_engine_flags(rest, own_options=own)
+        # Before the profile is validated, so that the plugins' parser names are valid in it.
+        load_parser_plugins(
+            tool_parser_plugin=frontend.server.get("tool_parser_plugin"),
+            reasoning_parser_plugin=flags.defaults.get("reasoning_parser_plugin"),
+        )
+    except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     if len(flags.positionals) > 1:
         raise click.UsageError(f"give one PROFILE file, got {len(flags.positionals)}: {' '.join(flags.positionals)}")
@@ -276,7 +300,9 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     if profile is None and not os.environ.get(CONFIG_ENV):
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
-    options = ServeOptions(**kwargs, engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"]))
+    options = ServeOptions(
+        **kwargs, engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"]), frontend=frontend
+    )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),
