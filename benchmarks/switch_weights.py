@@ -48,12 +48,12 @@ MODELS = (
     WeightModel(name="base-b", shape=SAME_SHAPE, seed=2),
     WeightModel(name="other", shape=OTHER_SHAPE, seed=3),
 )
-#: Engine arguments of every model: float32 (as built), eager, a fixed 64 MiB KV cache.
+#: Engine arguments of every model: float32 (as built), eager, a fixed 256 MiB KV cache (2 x max_model_len).
 ENGINE_ARGS: dict[str, Any] = {
     "dtype": "float32",
     "max_model_len": 1024,
     "max_num_seqs": 4,
-    "kv_cache_memory_bytes": 64 * 2**20,
+    "kv_cache_memory_bytes": 256 * 2**20,
     "enforce_eager": True,
 }
 #: Issue 20's goals: (row or ratio, at most).
