@@ -98,8 +98,8 @@ class KeepStrategy:
             outcome = await in_place.load(engine, incoming.name, incoming.profile)
             result = outcome.result
             return ActivationMetrics(
-                method="reconfigure",
-                unload_ms=unloaded.unload_ms,
+                method=result.method,
+                unload_ms=unloaded.unload_ms + result.unload_ms,
                 load_ms=result.load_ms,
                 kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
                 frontend_ms=outcome.frontend_ms,

@@ -12,7 +12,8 @@ Transitions of the host (what it holds: a model, nothing, or unknown after a fai
       device, executor, quantization config) restarts the host instead;
     * rollback: the switch brings the previous model back through ``activate``; if loading it in place
       fails, the host restarts on it (the ``stop`` path).
-The report says which happened: ``method: reconfigure | restart``.
+The report says which happened: ``method: weights | reconfigure | restart`` (``weights``: a same-shape target's
+weights copied into the loaded model, ``server/vllm_plugin/weights.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class InPlaceSwapper(Protocol):
 
     async def load(self, engine: Any, name: str, profile: ModelProfile) -> LoadOutcome:
         """Load ``name`` into ``engine`` and verify what the engine core reports."""
+
+    def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
+        """Get ready, in the background, for swaps to ``models`` (their configs)."""
 
 
 class ReconfigureStrategy:
@@ -85,7 +89,10 @@ class ReconfigureStrategy:
     async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
         unloaded, self._unloaded = self._unloaded, None
         if self._host is None:
-            return await self._restart(slot)
+            started = await self._restart(slot)
+            # The first switch would build its target's config: do it now, after start, off the switch path.
+            self._swap.prepare([(other.name, other.profile) for other in slots if other is not slot])
+            return started
         if self._held == slot.name:
             slot.attach(self._host)
             return None
@@ -104,8 +111,8 @@ class ReconfigureStrategy:
         self._adopt(slot)
         result = outcome.result
         return ActivationMetrics(
-            method="reconfigure",
-            unload_ms=unloaded.unload_ms if unloaded is not None else None,
+            method=result.method,
+            unload_ms=(unloaded.unload_ms if unloaded is not None else 0.0) + result.unload_ms,
             load_ms=result.load_ms,
             kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
             frontend_ms=outcome.frontend_ms,
