@@ -15,12 +15,13 @@ from typing import Any
 
 from benchmarks.ratios import paired_ratios, within_noise
 from benchmarks.results import read_result
+from benchmarks.switch_weights import page_section as _weights
 from server.tinymodels.spec import REPO_ROOT
 
 __all__ = ["DOCS_PATH", "render", "write_docs"]
 
 DOCS_PATH = REPO_ROOT / "docs" / "benchmarks.md"
-_OTHERS = ("engine_limit", "cold_start", "switch_latency", "auto_mode", "reliability_long")
+_OTHERS = ("engine_limit", "cold_start", "switch_latency", "switch_weights", "auto_mode", "reliability_long")
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -390,6 +391,7 @@ def render() -> str:
         *_steady(steady, read_result("steady_state_before")),
         *_limit(read_result("engine_limit")),
         *_switch(read_result("switch_latency"), read_result("cold_start")),
+        *_weights(read_result("switch_weights"), read_result("switch_weights_before")),
         *_auto(read_result("auto_mode"), read_result("scheduler_simulation")),
         *_reliability(read_result("reliability_long")),
     ]

@@ -82,6 +82,11 @@ STEPS: tuple[Step, ...] = (
         needs="benchmarks/switch_times.py",
     ),
     Step(
+        "switch_weights",
+        [*_PY, "benchmarks.switch_weights", "--rounds", "1", "--rss-switches", "4"],
+        [*_PY, "benchmarks.switch_weights", "--rounds", "2"],
+    ),
+    Step(
         "auto_mode",
         [*_PY, "benchmarks.auto_mode", "--requests", "40", "--blocks", "1,10"],
         [*_PY, "benchmarks.auto_mode", "--requests", "120", "--blocks", "1,10,40"],

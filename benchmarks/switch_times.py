@@ -108,6 +108,21 @@ def engine_rss_mb(server: ServerProcess) -> float:
     return total / (1024 * 1024)
 
 
+def post_switch(client: httpx.Client, target: str, token: str) -> tuple[float, dict[str, Any]]:
+    """``POST /v1/models/switch`` to ``target``: milliseconds until its 200, and the switch report.
+
+    Raises:
+        RuntimeError: The switch answered anything but 200.
+    """
+    started = time.perf_counter()
+    response = client.post("/v1/models/switch", json={"model": target}, headers={"Authorization": f"Bearer {token}"})
+    switch_ms = (time.perf_counter() - started) * 1000.0
+    if response.status_code != 200:
+        raise RuntimeError(f"switch to {target} answered {response.status_code}: {response.text}")
+    report: dict[str, Any] = response.json()
+    return switch_ms, report
+
+
 def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
     server = start_turnout(
         demo_profile(strategy, folder),
@@ -122,18 +137,10 @@ def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
             first_token_seconds(client, "tools")  # the first request warms the frontend up
             for index in range(rounds * 2):
                 target = "plain" if index % 2 == 0 else "tools"
-                started = time.perf_counter()
-                response = client.post(
-                    "/v1/models/switch", json={"model": target}, headers={"Authorization": f"Bearer {TOKEN}"}
-                )
-                switch_ms = (time.perf_counter() - started) * 1000.0
-                if response.status_code != 200:
-                    raise RuntimeError(
-                        f"{strategy}: switch to {target} answered {response.status_code}: {response.text}"
-                    )
+                switch_ms, switch_report = post_switch(client, target, TOKEN)
                 ttft = first_token_seconds(client, target) * 1000.0
                 switch = Switch(
-                    target, round(switch_ms, 1), round(ttft, 1), round(engine_rss_mb(server), 1), response.json()
+                    target, round(switch_ms, 1), round(ttft, 1), round(engine_rss_mb(server), 1), switch_report
                 )
                 run.switches.append(switch)
                 print(

@@ -62,7 +62,7 @@ class Device(Generic[B]):
 
     Args:
         models: Model name to profile, in profile order.
-        strategy: Frees the engines that slots give up (eviction, failure, shutdown, reload).
+        strategy: Frees the engines that slots give up (eviction, failure, shutdown, reload); told the models.
         memory_plan: The KV-cache budget the models run under (None where Turnout does not budget).
     """
 
@@ -74,6 +74,7 @@ class Device(Generic[B]):
         self._slots = {name: Slot(name, profile) for name, profile in models.items()}
         self._leases: dict[str, set[Lease[B]]] = {name: set() for name in models}
         self._strategy = strategy
+        strategy.models_changed(models)  # the device says which models there are, now and at each reload
         self._memory_plan = memory_plan
         self._published: Published[B] | None = None
         self._switch: SwitchUnderWay | None = None

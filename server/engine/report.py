@@ -29,10 +29,11 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         drain_ms: Time spent waiting for in-flight requests.
         aborted_requests: In-flight requests aborted when the drain timeout ran out.
         strategy: The strategy that parked the old model.
-        method: How the target came up: ``reconfigure`` (in place, same engine processes) or ``restart`` (a
-            fresh engine); None for strategies that do not say.
-        unload_ms: In-place unload of the old model (``reconfigure``): pause, workers' release, garbage
-            collection.
+        method: How the target came up: ``weights`` (in place, the same-shape target's weights copied into the
+            loaded model), ``reconfigure`` (in place, same engine processes, the model built anew) or
+            ``restart`` (a fresh engine); None for strategies that do not say.
+        unload_ms: In-place unload of the old model: pause, and for ``reconfigure`` the workers' release and
+            garbage collection (the workers keep the model until the load knows whether it can be reused).
         load_ms: In-place load of the target: model runner and weights.
         kv_cache_ms: In-place KV cache sizing and allocation, scheduler and prefix-cache hashing.
         frontend_ms: Refresh of the engine's frontend state (model config, renderer, processors).

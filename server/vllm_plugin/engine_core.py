@@ -4,9 +4,12 @@ They run in the engine-core process, on its busy-loop thread (vLLM calls a utili
 nothing steps the scheduler while they work. Each one pauses the scheduler first; when vLLM has a batch in
 flight the pause completes later, and the utility returns a ``Future`` that vLLM answers once it resolves.
 
-Unload: pause and abort what is left, have every worker drop its model runner (weights, KV cache, input
-batch), then collect the garbage. The old scheduler stays in place, paused and empty, until a load replaces it:
-vLLM's busy loop asks it for work between utility calls.
+Unload: pause and abort what is left; from then on the engine core reports no model. The workers keep the
+model until the load that follows knows its target: a target of the same shape takes the ``weights`` path
+(``server/vllm_plugin/weights.py``: its weights copied into the kept model), any other has the workers drop
+their model runner (weights, KV cache, input batch) and collect the garbage first, then load it in full
+(``reconfigure``). The old scheduler stays in place, paused and empty, until a load replaces it: vLLM's busy
+loop asks it for work between utility calls.
 
 Load: the target's ``VllmConfig`` arrives as cloudpickled bytes (vLLM's utility channel carries msgpack) and
 goes on to the workers as ``collective_rpc`` kwargs. The workers build a model runner from it and load the
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from server.vllm_plugin import worker
+from server.vllm_plugin import weights, worker
 from server.vllm_plugin.config_attrs import EXECUTOR_CONFIG_ATTRS
 from server.vllm_plugin.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
 
@@ -34,6 +37,8 @@ __all__ = ["install"]
 logger = logging.getLogger("turnout.engine.reconfigure")
 
 _LOADED_ATTR = "_turnout_model_loaded"
+#: True while the workers still hold the model of an unload whose load has not come yet.
+_KEPT_ATTR = "_turnout_model_kept"
 
 
 def install(engine_core_cls: type) -> None:
@@ -59,29 +64,40 @@ def loaded_model(core: Any) -> dict[str, Any]:
 
 
 def unload_model(core: Any) -> dict[str, Any] | Future[dict[str, Any]]:
-    """Pause, abort what is left, and have the workers release the model and its KV cache."""
+    """Pause and abort what is left; the model stays in the workers until the next load decides its fate."""
 
     def run() -> dict[str, Any]:
         started = time.perf_counter()
         setattr(core, _LOADED_ATTR, False)  # first: a failure half-way leaves "unknown", never the old name
-        answers = core.collective_rpc(worker.unload_on_worker)
-        gc.collect()  # the engine core's own share: cached grammars, multimodal receiver cache entries
-        gc_ms = max((float(a.get("gc_ms", 0.0)) for a in answers), default=0.0)
-        return {"unload_ms": (time.perf_counter() - started) * 1000.0, "gc_ms": gc_ms}
+        setattr(core, _KEPT_ATTR, True)
+        return {"unload_ms": (time.perf_counter() - started) * 1000.0, "gc_ms": 0.0}
 
     return _after_pause(core, run)
 
 
 def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[dict[str, Any]]:
-    """Load the model of ``vllm_config_bytes`` into the running workers and rebuild the engine core around it."""
+    """Load the model of ``vllm_config_bytes`` into the running workers and rebuild the engine core around it.
+
+    A target of the kept model's shape gets its weights copied in (``method: weights``); any other is loaded in
+    full after the kept model is dropped (``method: reconfigure``), and ``unload_ms`` is what dropping it cost.
+    """
     new_config = _decode_config(vllm_config_bytes)
 
     def run() -> dict[str, Any]:
-        if getattr(core, _LOADED_ATTR, True):
-            unload_model_now(core)
+        weights.prefetch(new_config)  # the disk reads overlap the unload and the runner's construction
+        kept = bool(getattr(core, _KEPT_ATTR, False)) or bool(getattr(core, _LOADED_ATTR, True))
+        reason = weights.incompatibility(core.vllm_config, new_config) if kept else "no model is kept"
+        setattr(core, _LOADED_ATTR, False)
+        setattr(core, _KEPT_ATTR, False)  # first: after a failure below, nothing kept is fit to reuse
         _abort_leftovers(core)
         started = time.perf_counter()
-        core.collective_rpc(worker.load_on_worker, kwargs={"vllm_config": new_config})
+        if reason is None:
+            core.collective_rpc(worker.load_weights_on_worker, kwargs={"vllm_config": new_config})
+        elif kept:
+            unload_model_now(core)
+        unloaded = time.perf_counter()
+        if reason is not None:
+            core.collective_rpc(worker.load_on_worker, kwargs={"vllm_config": new_config})
         loaded = time.perf_counter()
         _rebind_config(core, new_config)
         kv_cache_config = core._initialize_kv_caches(new_config)
@@ -90,15 +106,24 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
         setattr(core, _LOADED_ATTR, True)
         core.resume_scheduler()
         done = time.perf_counter()
+        method = "weights" if reason is None else "reconfigure"
+        unload_ms = 0.0 if reason is None else (unloaded - started) * 1000.0
+        load_ms = (loaded - started) * 1000.0 - unload_ms
         logger.info(
-            "reconfigured to %s: load %.0f ms, kv cache %.0f ms, scheduler %.0f ms",
+            "in place to %s (%s%s): unload %.0f ms, load %.0f ms, kv cache %.0f ms, scheduler %.0f ms",
             new_config.model_config.model,
-            (loaded - started) * 1000.0,
+            method,
+            "" if reason is None else f": {reason}",
+            unload_ms,
+            load_ms,
             (kv_done - loaded) * 1000.0,
             (done - kv_done) * 1000.0,
         )
         return {
-            "load_ms": (loaded - started) * 1000.0,
+            "method": method,
+            "weights_refused": reason,
+            "unload_ms": unload_ms,
+            "load_ms": load_ms,
             "kv_cache_ms": (kv_done - loaded) * 1000.0,
             "scheduler_ms": (done - kv_done) * 1000.0,
             "loaded": loaded_model(core),
@@ -107,10 +132,16 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
     return _after_pause(core, run)
 
 
-def unload_model_now(core: Any) -> None:
-    """The unload of :func:`unload_model` for a caller already on the busy-loop thread with the scheduler paused."""
+def unload_model_now(core: Any) -> float:
+    """Have the workers drop their model and collect the garbage; returns the longest worker's GC time (ms).
+
+    For a caller already on the busy-loop thread with the scheduler paused.
+    """
     setattr(core, _LOADED_ATTR, False)
-    core.collective_rpc(worker.unload_on_worker)
+    setattr(core, _KEPT_ATTR, False)
+    answers = core.collective_rpc(worker.unload_on_worker)
+    gc.collect()  # the engine core's own share: cached grammars, multimodal receiver cache entries
+    return max((float(a.get("gc_ms", 0.0)) for a in answers), default=0.0)
 
 
 # -- steps ----------------------------------------------------------------------------------------------------
@@ -173,7 +204,12 @@ def _rebind_config(core: Any, config: Any) -> None:
 
 
 def _rebuild_scheduler(core: Any, config: Any, kv_cache_config: Any) -> None:
-    """Everything ``EngineCore.__init__`` builds after the KV cache, rebuilt for ``config``."""
+    """Everything ``EngineCore.__init__`` builds after the KV cache, rebuilt for ``config``.
+
+    Nothing of the old scheduler survives: its KV cache manager (block pool, prefix-cache hashes), its
+    requests, the structured-output manager (grammars compiled for the old tokenizer) and the multi-modal
+    receiver cache are all new, so no state of the old model can serve the new one.
+    """
     from vllm.multimodal.cache import engine_receiver_cache_from_config
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash, resolve_kv_cache_block_sizes

@@ -57,8 +57,11 @@ class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
 class UnloadResult(msgspec.Struct, frozen=True, kw_only=True):
     """Phase times of an in-place unload, in milliseconds.
 
+    The workers keep the model until the load knows its target (a same-shape target reuses it), so this is
+    the pause; dropping the model, when the target needs that, is the load's ``LoadResult.unload_ms``.
+
     Attributes:
-        unload_ms: The whole unload inside the engine core (pause, workers' release, garbage collection).
+        unload_ms: The unload inside the engine core.
         gc_ms: Of that, the longest time a worker spent in garbage collection.
     """
 
@@ -74,12 +77,19 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
         kv_cache_ms: KV cache profiling and allocation (and warm-up, where the platform does one).
         scheduler_ms: Scheduler, structured-output manager and prefix-cache hashing.
         loaded: The model the engine core reports afterwards.
+        method: ``weights`` (the same-shape target's weights copied into the kept model) or ``reconfigure``
+            (the kept model dropped, the target built and loaded in full).
+        weights_refused: Why the ``weights`` path could not run (None when it ran).
+        unload_ms: Dropping the kept model before a ``reconfigure`` load (0 for ``weights``).
     """
 
     load_ms: float
     kv_cache_ms: float
     scheduler_ms: float
     loaded: LoadedModel
+    method: str = "reconfigure"
+    weights_refused: str | None = None
+    unload_ms: float = 0.0
 
 
 def decode_result(value: Any, kind: type[msgspec.Struct]) -> Any:

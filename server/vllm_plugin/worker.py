@@ -28,7 +28,7 @@ from typing import Any
 
 from server.vllm_plugin.config_attrs import WORKER_CONFIG_ATTRS
 
-__all__ = ["ReconfigureWorkerExtension", "load_on_worker", "unload_on_worker"]
+__all__ = ["ReconfigureWorkerExtension", "load_on_worker", "load_weights_on_worker", "unload_on_worker"]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
 
@@ -44,6 +44,14 @@ def load_on_worker(wrapper: Any, vllm_config: Any) -> dict[str, float]:
     if hasattr(wrapper, "worker"):
         wrapper.vllm_config = vllm_config  # KV cache allocation runs under the wrapper's config
     answer: dict[str, float] = _extended_worker(wrapper).turnout_load_model(vllm_config)
+    return answer
+
+
+def load_weights_on_worker(wrapper: Any, vllm_config: Any) -> dict[str, float]:
+    """``collective_rpc`` entry: keep the worker's model and load the same-shape target's weights into it."""
+    if hasattr(wrapper, "worker"):
+        wrapper.vllm_config = vllm_config
+    answer: dict[str, float] = _extended_worker(wrapper).turnout_load_weights(vllm_config)
     return answer
 
 
@@ -110,6 +118,23 @@ class ReconfigureWorkerExtension:
             worker.model_runner = worker._turnout_build_runner()
         worker.load_model()
         return {"load_ms": (time.perf_counter() - started) * 1000.0, "memory_mb": _memory_in_use_mb(worker)}
+
+    def turnout_load_weights(self, vllm_config: Any) -> dict[str, float]:
+        """Keep the model, rebuild the runner from ``vllm_config`` around it and load its weights (``weights``).
+
+        Returns:
+            ``load_ms``, ``runner_ms``, ``weights_ms`` and ``memory_mb`` (as :meth:`turnout_unload_model`).
+        """
+        from server.vllm_plugin.weights import load_weights
+
+        started = time.perf_counter()
+        worker: Any = self
+        answer = load_weights(worker, vllm_config, worker._turnout_adopt_config)
+        return {
+            **answer,
+            "load_ms": (time.perf_counter() - started) * 1000.0,
+            "memory_mb": _memory_in_use_mb(worker),
+        }
 
     def _turnout_adopt_config(self, vllm_config: Any) -> None:
         worker: Any = self

@@ -38,6 +38,7 @@ async def test_switches_reuse_one_engine_and_report_the_phases(
     first = await manager.initialize("a")
     host = await served_engine(manager)
     assert first.method == "restart" and loader.loads == ["a"]
+    assert sorted(swap.prepared) == ["b", "c"], "the other models' configs are built after the start"
     report = await manager.switch("b")
     assert (await served_engine(manager)) is host and loader.loads == ["a"], "no second engine"
     assert swap.unloads == ["a"] and swap.loads == ["b"]
@@ -56,6 +57,19 @@ async def test_switches_reuse_one_engine_and_report_the_phases(
     assert manager.published.bundle is not bundle_b, "the same engine with another model needs a fresh bundle"  # type: ignore[union-attr]
     await manager.shutdown()
     assert loader.unloads == ["b"] and not host.alive
+
+
+async def test_the_report_says_which_in_place_path_ran_and_counts_the_deferred_drop(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    swap.same_shape, swap.drop_ms = {"b"}, 7.0
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    weights = await manager.switch("b")
+    assert (weights.method, weights.unload_ms) == ("weights", 5.0), "nothing dropped: the model was kept"
+    full = await manager.switch("c")
+    assert (full.method, full.unload_ms) == ("reconfigure", 12.0), "the pause plus dropping the kept model"
+    await manager.shutdown()
 
 
 async def test_a_failed_target_reconfigures_back_to_the_previous_model(
@@ -182,3 +196,42 @@ async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkey
         build_manager(explicit, bundle, build_renderer=renderer, device="cpu")
     monkeypatch.delenv("VLLM_PLUGINS")
     assert build_manager(explicit, bundle, build_renderer=renderer, device="cpu").strategy_name == "reconfigure"
+
+
+async def test_target_configs_build_in_the_background_and_the_switch_reuses_them() -> None:
+    import asyncio
+
+    from server.engine.in_place.swap import InPlaceSwap
+    from server.profiles.schema import ModelProfile
+
+    built: list[str] = []
+
+    def build_config(name: str, profile: ModelProfile) -> Any:
+        if name == "bad":
+            raise ValueError("no such model")
+        built.append(name)
+        return {"model": profile.model}  # cloudpickled as the real VllmConfig is
+
+    def renderer(config: Any) -> Any:
+        raise AssertionError("nothing is rendered here")
+
+    swap = InPlaceSwap(build_config, renderer)
+    models = [("bad", ModelProfile(model="/m/bad")), ("b", ModelProfile(model="/m/b"))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("server.engine.in_place.swap._pickle_target", _plain_target)
+        swap.prepare(models)
+        swap.prepare(models)  # a second call while the first runs starts nothing new
+        await asyncio.wait_for(swap._preparing, 30)  # type: ignore[arg-type]
+        assert built == ["b"], "a config that fails is left to its switch"
+        target = await swap.target("b", ModelProfile(model="/m/b"))
+    assert target.model == "/m/b" and built == ["b"], "the switch reuses the config built ahead"
+
+
+def _plain_target(profile: Any, config: Any) -> Any:
+    import cloudpickle
+
+    from server.engine.in_place.swap import TargetConfig
+
+    return TargetConfig(
+        profile=profile, payload=cloudpickle.dumps(config), model=config["model"], served_model_name="b"
+    )

@@ -7,6 +7,7 @@ which model answered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ class FakeInPlaceSwap:
         fail_load_times: How many times each name in ``fail_load`` fails (default once).
         wrong_model: Model names whose load "succeeds" with another model reported loaded.
         incompatible: Model name to the reason it cannot be loaded in place.
+        same_shape: Model names the engine core loads by copying weights (``method: weights``).
+        drop_ms: What the engine core reports for dropping the kept model before a ``reconfigure`` load.
     """
 
     fail_unload: bool = False
@@ -35,8 +38,14 @@ class FakeInPlaceSwap:
     fail_load_times: dict[str, int] = field(default_factory=dict)
     wrong_model: set[str] = field(default_factory=set)
     incompatible: dict[str, str] = field(default_factory=dict)
+    same_shape: set[str] = field(default_factory=set)
+    drop_ms: float = 0.0
     unloads: list[str] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
+    prepared: list[str] = field(default_factory=list)
+
+    def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
+        self.prepared.extend(name for name, _ in models)
 
     async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
         # The real swap's own profile rule, then the fake's list in place of the engine config check.
@@ -66,4 +75,13 @@ class FakeInPlaceSwap:
         if reported != name:
             raise LoadedModelMismatch(f"the engine core reports {reported!r} loaded, not {name!r}")
         loaded = LoadedModel(model=profile.model, served_model_name=name)
-        return LoadOutcome(LoadResult(load_ms=10.0, kv_cache_ms=3.0, scheduler_ms=1.0, loaded=loaded), 2.0)
+        weights = name in self.same_shape
+        result = LoadResult(
+            load_ms=10.0,
+            kv_cache_ms=3.0,
+            scheduler_ms=1.0,
+            loaded=loaded,
+            method="weights" if weights else "reconfigure",
+            unload_ms=0.0 if weights else self.drop_ms,
+        )
+        return LoadOutcome(result, 2.0)

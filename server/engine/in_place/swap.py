@@ -7,9 +7,10 @@ vLLM's utility calls (``engine.engine_core.call_utility_async``), names from :mo
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 _ADAPTER = "server/vllm_plugin"
+
+logger = logging.getLogger("turnout.engine")
 
 
 class PluginMissing(RuntimeError):
@@ -112,6 +115,7 @@ class InPlaceSwap:
         self._build_config = build_config
         self._build_renderer = build_renderer
         self._targets: dict[str, TargetConfig] = {}
+        self._preparing: asyncio.Task[None] | None = None
 
     async def target(self, name: str, profile: ModelProfile) -> TargetConfig:
         """``name``'s config, built on first use (it reads the model's config from disk) and cached."""
@@ -122,6 +126,23 @@ class InPlaceSwap:
         target = await asyncio.to_thread(_pickle_target, profile, config)
         self._targets[name] = target
         return target
+
+    def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
+        """Build the configs of ``models`` in the background, so the first switch to each costs a warm one's.
+
+        Called once the engine serves (readiness does not wait for it); a switch that comes first builds its
+        own target as before. A config that fails to build is left to that switch to report.
+        """
+        if self._preparing is not None and not self._preparing.done():
+            return
+        self._preparing = asyncio.create_task(self._prepare(list(models)), name="turnout-prepare-targets")
+
+    async def _prepare(self, models: list[tuple[str, ModelProfile]]) -> None:
+        for name, profile in models:
+            try:
+                await self.target(name, profile)
+            except Exception as exc:
+                logger.info("in-place swap: %s's config did not build ahead of its switch (%s)", name, exc)
 
     async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
         """Why ``engine``, running ``held``, cannot take ``name`` in place (a restart can), or None when it can."""

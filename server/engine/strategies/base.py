@@ -121,7 +121,7 @@ class SwitchStrategy(Protocol):
         """Free ``engine``, which ``name``'s slot no longer holds."""
 
     def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        """A reload changed the configured models (every one, in profile order)."""
+        """The configured models (every one, in profile order): at the start, and after each reload."""
 
     async def close(self) -> None:
         """Free what the strategy holds besides the slots' engines (manager shutdown)."""

@@ -12,14 +12,15 @@ Transitions of the host (what it holds: a model, nothing, or unknown after a fai
       device, executor, quantization config) restarts the host instead;
     * rollback: the switch brings the previous model back through ``bring_up``; if loading it in place
       fails, the host restarts on it (the ``stop`` path).
-The report says which happened: ``method: reconfigure | restart``.
+The report says which happened: ``method: weights | reconfigure | restart`` (``weights``: a same-shape target's
+weights copied into the loaded model, ``server/vllm_plugin/weights.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from server.engine.in_place.swap import LoadOutcome
@@ -46,13 +47,17 @@ class InPlaceSwapper(Protocol):
     async def load(self, engine: Any, name: str, profile: ModelProfile) -> LoadOutcome:
         """Load ``name`` into ``engine`` and verify what the engine core reports."""
 
+    def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
+        """Get ready, in the background, for swaps to ``models`` (their configs)."""
+
 
 def in_place_metrics(outcome: LoadOutcome, unloaded: UnloadResult | None) -> ActivationMetrics:
     """The switch report's phases of one in-place swap."""
     result = outcome.result
     return ActivationMetrics(
-        method="reconfigure",
-        unload_ms=unloaded.unload_ms if unloaded is not None else None,
+        method=result.method,
+        # The engine core may drop the kept model only once it knows the target (a full load): count it too.
+        unload_ms=(unloaded.unload_ms if unloaded is not None else 0.0) + result.unload_ms,
         load_ms=result.load_ms,
         kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
         frontend_ms=outcome.frontend_ms,
@@ -73,6 +78,8 @@ class ReconfigureStrategy:
         """
         self._loader = loader
         self._swap = swap
+        # The configured models (the device says, and again at each reload): built ahead of their first switch.
+        self._models: dict[str, ModelProfile] = {}
         self._host: Any = None
         self._host_profile: ModelProfile | None = None
         # The model the host holds; None when it holds none, or after a failure left it unknown.
@@ -95,7 +102,10 @@ class ReconfigureStrategy:
     async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
         unloaded, self._unloaded = self._unloaded, None
         if self._host is None:
-            return await self._restart(name, profile)
+            started = await self._restart(name, profile)
+            # The first switch would build its target's config: do it now, after start, off the switch path.
+            self._swap.prepare([(other, model) for other, model in self._models.items() if other != name])
+            return started
         if self._held == name:
             return BroughtUp(self._host)
         assert self._host_profile is not None
@@ -121,7 +131,7 @@ class ReconfigureStrategy:
             await self._stop_host()
 
     def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        pass  # each load is built from the profile it is asked for
+        self._models = dict(models)
 
     async def close(self) -> None:
         """Stop the host (manager shutdown)."""
