@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from server.engine.in_place.frontend_state import RendererFactory
 from server.engine.kv_budget import (
     ENGINE_OVERHEAD_BYTES,
     MemoryBudgetExceeded,
@@ -39,8 +38,9 @@ from server.engine.vllm_loader import (
     memory_check,
     stash_host_factory,
 )
-from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION
+from server.engine.in_place.frontend_state import RendererFactory
+from server.profiles.schema import Profile
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
 

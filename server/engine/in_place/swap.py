@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
-from server.profiles.schema import ModelProfile
-from server.profiles.vllm_version import check_vllm_version
 from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
@@ -28,6 +26,8 @@ from server.vllm_plugin.protocol import (
     UnloadResult,
     decode_result,
 )
+from server.profiles.schema import ModelProfile
+from server.profiles.vllm_version import check_vllm_version
 
 __all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "PluginMissing", "TargetConfig", "check_plugin"]
 

@@ -22,12 +22,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from server.engine.in_place.swap import LoadOutcome
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
 from server.engine.strategies.base import EngineLoader
-from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import UnloadResult
+from server.engine.in_place.swap import LoadOutcome
+from server.profiles.schema import ModelProfile
 
 __all__ = ["InPlaceSwapper", "ReconfigureStrategy"]
 
