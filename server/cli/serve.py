@@ -39,7 +39,7 @@ class ServeOptions:
     api_key: str | None = None
     dev: bool = False
     log_level: str = "info"
-    admission_timeout: float = 600.0
+    admission_timeout: float | None = None  # None: the manager's default
     enable_auto_tool_choice: bool = False
     tool_call_parser: str | None = None
     chat_template: str | None = None
@@ -95,6 +95,15 @@ def _loading_status(model: str) -> Iterator[None]:
 def _secret_from_env(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def engine_defaults(flags: Mapping[str, Any], reasoning_parser: str | None) -> dict[str, Any]:
+    """The engine arguments every model gets from the command line: vLLM's engine flags, and the default reasoning
+    parser, which the engine needs as well as the frontend (structured output must know where reasoning ends)."""
+    defaults = dict(flags)
+    if reasoning_parser is not None:
+        defaults["reasoning_parser"] = reasoning_parser
+    return defaults
 
 
 def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
@@ -250,9 +259,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 )
 @click.option(
     "--admission-timeout",
-    default=600.0,
-    show_default=True,
-    help="Most seconds a request waits for a switch (auto mode refuses earlier, at switching.max_wait_s).",
+    type=float,
+    default=None,
+    help="Most seconds a request waits for a switch (default 600; auto mode refuses earlier, at switching.max_wait_s).",
 )
 @click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
 @click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
@@ -301,7 +310,9 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     if profile is None and not os.environ.get(CONFIG_ENV):
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
-    options = ServeOptions(**kwargs, engine_defaults=flags.defaults, frontend=frontend)
+    options = ServeOptions(
+        **kwargs, engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"]), frontend=frontend
+    )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),

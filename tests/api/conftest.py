@@ -38,8 +38,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
             abort_grace=0.5,
             memory_probe=lambda: 1.0,
             admission_timeout=settings.pop("admission_timeout", 5.0),
-            mode=settings.pop("mode", "manual"),
-            scheduling=settings.pop("scheduling", None),
+            switching=settings.pop("switching", None),
         )
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes
