@@ -48,6 +48,7 @@ SERVER_FLAGS: Final = {
     "ssl_ca_certs": "TLS: CA certificates to verify client certificates with (uvicorn)",
     "ssl_cert_reqs": "TLS: whether a client certificate is required (ssl.CERT_NONE=0, OPTIONAL=1, REQUIRED=2)",
     "ssl_ciphers": "TLS: the cipher list (uvicorn)",
+    "enable_ssl_refresh": "TLS: reload the certificate chain (and CA bundle) when its files change",
     "allowed_origins": "CORS: allowed origins (JSON list); any CORS flag turns CORS on, vLLM's defaults fill the rest",
     "allowed_methods": "CORS: allowed methods (JSON list; default all)",
     "allowed_headers": "CORS: allowed headers (JSON list; default all)",
@@ -106,7 +107,6 @@ REFUSED: Final = {
     "disable_fastapi_docs": "FastAPI's docs; Turnout's Litestar docs are at /docs and always on",
     "enable_offline_docs": "FastAPI's docs; Turnout's Litestar docs are at /docs and always on",
     "enable_flash_late_interaction": _NOT_YET,
-    "enable_ssl_refresh": f"reloading TLS files when they change: {_NOT_YET}",
     "h11_max_incomplete_event_size": "an h11 limit; Turnout serves HTTP with httptools",
     "h11_max_header_count": "an h11 limit; Turnout serves HTTP with httptools",
 }
@@ -129,7 +129,7 @@ class FrontendFlags:
     model_defaults: Mapping[str, Any]
 
     def uvicorn_options(self) -> dict[str, Any]:
-        """The ``uvicorn.run`` keyword arguments the TLS, root-path and log flags make."""
+        """The ``uvicorn.Config`` keyword arguments the TLS, root-path and log flags make."""
         server = self.server
         options: dict[str, Any] = {
             key: server[key] for key in ("ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "ssl_ciphers") if key in server

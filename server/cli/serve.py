@@ -15,6 +15,7 @@ import click
 
 from server.cli._output import err_console, out_console, print_issues
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
+from server.cli.tls_refresh import certificate_refresher
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
 
 if TYPE_CHECKING:
@@ -203,13 +204,21 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     async def watch() -> None:
         await watch_profile(reloader)
 
+    async def refresh_tls() -> None:
+        # `config` is bound below, before the server (and so this background task) starts.
+        await certificate_refresher(config)()
+
+    background = [watch] if options.watch else []
+    if options.frontend.server.get("enable_ssl_refresh"):
+        background.append(refresh_tls)
+
     app = create_app(
         manager,
         settings,
         default_model=profile.default_model,
         loading_status=_loading_status,
         reloader=reloader,
-        background=[watch] if options.watch else [],
+        background=background,
         request_schemas=request_body_schemas(),
     )
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
@@ -224,7 +233,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
-    uvicorn.run(
+    config = uvicorn.Config(
         served,
         host=options.host,
         port=options.port,
@@ -233,6 +242,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         timeout_keep_alive=options.timeout_keep_alive,
         **uvicorn_options,
     )
+    uvicorn.Server(config).run()
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

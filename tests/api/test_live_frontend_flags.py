@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def tls(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
         "    kv_cache_memory_bytes: 16777216\n    enforce_eager: true\n    enable_auto_tool_choice: true\n"
         "    tool_call_parser: shouting_hermes\n    response_role: bot\n"
     )
-    args = ["--ssl-keyfile", str(key), "--ssl-certfile", str(cert), "--allowed-origins", f'["{ORIGIN}"]']
+    args = ["--ssl-keyfile", str(key), "--ssl-certfile", str(cert), "--enable-ssl-refresh"]
+    args += ["--allowed-origins", f'["{ORIGIN}"]']
     args += ["--tool-parser-plugin", str(plugin)]
     live = start_server(profile, folder / "flags.log", {"TURNOUT_ADMIN_TOKEN": "t"}, *args)
     live.url = live.url.replace("http://", "https://")
@@ -122,3 +124,21 @@ def test_the_plugins_parser_named_by_the_profile_parses_tool_calls(tls: tuple[Li
     message = answer.choices[0].message
     assert [call.function.name for call in message.tool_calls or []] == ["GET_WEATHER"]  # the plugin's own parser
     assert message.role == "bot"  # type: ignore[comparison-overlap]  # the profile's response_role
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tls: tuple[LiveServer, Path]) -> None:
+    live, cert = tls
+    old = trusting(cert)
+    _self_signed(cert.parent)  # new key and certificate in the same files
+    renewed = trusting(cert)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{live.url}/health", verify=renewed).status_code == 200:
+                break
+        except httpx.ConnectError:
+            time.sleep(0.5)
+    else:
+        pytest.fail("the server never served the renewed certificate")
+    with pytest.raises(httpx.ConnectError):  # and the old one is gone
+        httpx.get(f"{live.url}/health", verify=old)
