@@ -181,7 +181,11 @@ def _reload(model: Any, vllm_config: Any) -> None:
     expected = {name for name, _ in model.named_parameters()}
     tied = _tied_modules(model)
     initialize_layerwise_reload(model)
-    loaded = model.load_weights(loader.get_all_weights(model_config, model))
+    try:
+        loaded = model.load_weights(loader.get_all_weights(model_config, model))
+    except Exception:
+        _put_back_storage(model)
+        raise
     finalize_layerwise_reload(model, model_config)  # type: ignore[no-untyped-call]
     missing = expected - set(loaded or ())
     if missing:
@@ -190,6 +194,23 @@ def _reload(model: Any, vllm_config: Any) -> None:
         # vLLM processes a tied parameter for its first owner only, and on CPU the embedding method packs its
         # own copy of the weight for the GEMM: a tied LM head would keep computing logits from the old one.
         module.quant_method.process_weights_after_loading(module)
+
+
+def _put_back_storage(model: Any) -> None:
+    """After a failed reload, give every layer its own tensors back instead of the meta ones the reload left.
+
+    The model is dropped next, but some of its modules outlive it: vLLM caches rotary embeddings by their
+    parameters (``get_rope``), so the next model built (the rollback's) would share one left on meta.
+    """
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    for module in model.modules():
+        info = layerwise.LAYERWISE_INFO.get(module)
+        if info is None or info.kernel_tensors is None:
+            continue
+        with contextlib.suppress(Exception):  # best effort, layer by layer: one failure must not stop the rest
+            layerwise._place_kernel_tensors(module, info)
+        info.reset()  # type: ignore[no-untyped-call]
 
 
 def _tied_modules(model: Any) -> list[Any]:

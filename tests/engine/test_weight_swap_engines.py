@@ -2,9 +2,10 @@
 
 ``a`` is tiny-plain; ``b`` is a copy with other weights (tiny-plain's plus seeded noise), another chat template
 and half the ``max_model_len``: the same shape, so a swap between them copies the weights into the loaded model.
-``tools`` (tiny-tools: another vocabulary) has another shape, and ``broken`` has tiny-plain's config over a corrupt
-weight file, so its swap starts on the weights path and fails half-way. A fresh engine per model (``stop``)
-records what each answers first; one reconfigure host then serves every test in file order.
+``tools`` (tiny-tools: another vocabulary) has another shape, and ``broken`` has tiny-plain's config over a
+checkpoint with one tensor of the wrong shape, so its swap starts on the weights path and fails half-way. A
+fresh engine per model (``stop``) records what each answers first; one reconfigure host then serves every test
+in file order.
 """
 
 from __future__ import annotations
@@ -50,14 +51,26 @@ def _other_weights(source: Path, dest: Path) -> Path:
     return dest
 
 
+def _corrupt_weights(source: Path, dest: Path) -> Path:
+    """``source`` with a readable checkpoint whose last tensor has the wrong shape: a load fails half-way."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    if dest.exists():
+        return dest
+    shutil.copytree(source, dest)
+    tensors = load_file(str(source / "model.safetensors"))
+    last = sorted(name for name in tensors if name.endswith("mlp.down_proj.weight"))[-1]
+    tensors[last] = torch.zeros(3, 5)
+    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
 def _profile(tiny_models: dict[str, Path], tmp: Path, strategy: str) -> Profile:
     demo = load_profile(str(DEMO))
     plain = demo.models["plain"]
-    broken = tmp / "tiny-broken"
-    if not broken.exists():
-        shutil.copytree(tiny_models["tiny-plain"], broken)
-        (broken / "model.safetensors").write_bytes(b"\x00 not a safetensors file")
     other = _other_weights(tiny_models["tiny-plain"], tmp / "tiny-plain-b")
+    broken = _corrupt_weights(tiny_models["tiny-plain"], tmp / "tiny-broken")
     models: dict[str, ModelProfile] = {
         "a": plain,
         "b": msgspec.structs.replace(
@@ -139,8 +152,10 @@ async def test_a_b_a_copies_weights_and_answers_as_fresh_engines(host: Host, fre
 
 async def test_each_model_of_a_same_shape_pair_keeps_its_own_limits(host: Host) -> None:
     client, _ = host
-    long_chat = [{"role": "user", "content": PREFIX * 3}]
+    long_chat = [{"role": "user", "content": PREFIX * 2}]
     assert (await _switch(client, "a")).status_code == 200
+    tokens = (await client.post("/tokenize", json={"model": "a", "messages": long_chat})).json()["count"]
+    assert 512 < tokens < 1000, f"the chat must fit a's limit and not b's: {tokens} tokens"
     assert (await _switch(client, "b")).json()["method"] == "weights"
     refused = await client.post("/v1/chat/completions", json={"model": "b", "messages": long_chat, "max_tokens": 4})
     assert refused.status_code == 400, refused.text  # b's 512 tokens, not a's 1024
@@ -168,6 +183,7 @@ async def test_corrupt_weights_in_a_same_shape_swap_roll_back(host: Host, fresh:
     assert (await _switch(client, "a")).status_code == 200
     failed = await _switch(client, "broken")
     assert failed.status_code >= 400, failed.text
+    assert "turnout_load_model" in failed.text, f"the engine core's weights load failed: {failed.text}"
     assert manager.active_model == "a"
     assert await _all_answers(client, "a") == fresh["a"]
     # The failed load dropped the half-loaded model; the next same-shape swap copies weights again.
