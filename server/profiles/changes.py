@@ -28,6 +28,7 @@ FRONTEND_FIELDS = (
     "enable_auto_tool_choice",
     "tool_call_parser",
     "reasoning_parser",
+    "served_model_name",
     *CHAT_FRONTEND_KEYS,
 )
 #: Model settings that only a new engine applies (besides every key of ``engine_args``).

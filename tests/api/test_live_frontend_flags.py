@@ -110,17 +110,16 @@ def test_a_cors_preflight_is_answered_for_the_allowed_origin_only(tls: tuple[Liv
 
 def test_the_plugins_parser_named_by_the_profile_parses_tool_calls(tls: tuple[LiveServer, Path]) -> None:
     live, cert = tls
-    client = openai.OpenAI(
-        base_url=f"{live.url}/v1", api_key="unused", max_retries=0, http_client=httpx.Client(verify=trusting(cert))
-    )
     weather = [{"role": "user", "content": "What is the weather in Paris?"}]
-    answer = client.chat.completions.create(
-        model="tools",
-        messages=weather,
-        tools=[WEATHER_TOOL],
-        temperature=0,
-        max_tokens=64,  # type: ignore[list-item, arg-type]
-    )
+    with httpx.Client(verify=trusting(cert)) as http:  # closed here: an open TLS socket is a ResourceWarning
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0, http_client=http)
+        answer = client.chat.completions.create(
+            model="tools",
+            messages=weather,  # type: ignore[arg-type]
+            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            temperature=0,
+            max_tokens=64,
+        )
     message = answer.choices[0].message
     assert [call.function.name for call in message.tool_calls or []] == ["GET_WEATHER"]  # the plugin's own parser
     assert message.role == "bot"  # type: ignore[comparison-overlap]  # the profile's response_role

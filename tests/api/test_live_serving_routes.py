@@ -50,14 +50,16 @@ def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture(scope="module")
-def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
+def client(server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120) as openai_client:
+        yield openai_client
 
 
 @pytest.fixture(scope="module")
-def claude(server: LiveServer) -> anthropic.Anthropic:
+def claude(server: LiveServer) -> Iterator[anthropic.Anthropic]:
     # The SDK sends the key as x-api-key, which vLLM itself would refuse.
-    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=120)
+    with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=120) as anthropic_client:
+        yield anthropic_client
 
 
 def _activate(server: LiveServer, model: str, drain_timeout: float = 5) -> None:
@@ -131,8 +133,10 @@ def test_anthropic_messages_plain_stream_tool_call_and_count_tokens(
 def test_messages_errors_reach_the_sdk_as_anthropic_errors(server: LiveServer, claude: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.NotFoundError, match="nope"):
         claude.messages.create(model="nope", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
-    keyless = anthropic.Anthropic(base_url=server.url, api_key="wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError):
+    with (
+        anthropic.Anthropic(base_url=server.url, api_key="wrong", max_retries=0) as keyless,
+        pytest.raises(anthropic.AuthenticationError),
+    ):
         keyless.messages.create(model="tools", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
 
 
