@@ -27,6 +27,7 @@ from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
+    choose_strategy,
     resolve_strategy_name,
     select_strategy,
 )
@@ -145,10 +146,9 @@ def build_manager(
     device = device or detect_device()
     stash_factory = stash_host_factory()
     in_place = None
-    name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
-    may_reconfigure = name == "reconfigure" or (profile.switching.strategy == "auto" and device in ("cpu", "cuda"))
-    if may_reconfigure and loader is None:
-        loader, in_place = _in_place_loader(build_renderer, required=name == "reconfigure")
+    choice = choose_strategy(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
+    if choice.in_place != "no" and loader is None:
+        loader, in_place = _in_place_loader(build_renderer, required=choice.in_place == "required")
     strategy = select_strategy(
         profile.switching,
         loader or VllmEngineLoader(),

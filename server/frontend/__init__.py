@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from server.frontend.openai_errors import error_body
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
-from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
+from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import ChatTemplateContentFormat, FrontendConfigError, FrontendSettings
 
 if TYPE_CHECKING:
     from server.frontend.bundle import FrontendBundle, build_bundle
 
 __all__ = [
-    "BundleRequestError",
     "BundleResult",
     "ChatTemplateContentFormat",
     "FrontendBundle",

@@ -23,7 +23,7 @@ from server.frontend.inflight_registry import InflightRegistry
 from server.frontend.operations import Operation
 from server.frontend.recording_client import RecordingEngineClient
 from server.frontend.releasing_stream import ReleasingStream
-from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
+from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter import VllmFrontend
 
@@ -105,7 +105,7 @@ class FrontendBundle:
 
         The answer is vLLM's `{"count", "max_model_len", "tokens", "token_strs"}`; `token_strs` (the
         tokenizer's pieces, filled when the body sets `return_token_strs`) is as close to text as vLLM gets.
-        For the rendered prompt itself use `render_chat`.
+        Detokenizing those tokens gives the rendered prompt itself.
         """
         del request_id  # accepted for symmetry; nothing reaches the engine
         return await self._frontend.tokenize(body)
@@ -114,18 +114,6 @@ class FrontendBundle:
         """Handle a /detokenize body (`{"tokens": [...]}` → `{"prompt": text}`)."""
         del request_id
         return await self._frontend.detokenize(body)
-
-    async def render_chat(self, body: Any) -> str:
-        """The prompt a chat completions body would send to the model, rendered with this model's template.
-
-        Raises:
-            BundleRequestError: The body is invalid or vLLM refuses it; `.result` holds the OpenAI error.
-        """
-        result = await self._frontend.render_chat(body)
-        if result.status_code != 200:
-            raise BundleRequestError(result)
-        prompt: str = result.payload["prompt"]
-        return prompt
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         """Abort `request_id`'s engine requests, including those it has not submitted yet.
@@ -140,10 +128,6 @@ class FrontendBundle:
             flight here).
         """
         return await self._inflight.abort([request_id])
-
-    async def abort_all(self) -> tuple[str, ...]:
-        """Abort every request in flight in this bundle (before a model switch); as `abort`."""
-        return await self._inflight.abort(self._inflight.request_ids())
 
     def engine_request_ids(self, request_id: str) -> tuple[str, ...]:
         """The engine request ids `request_id` has submitted and not finished; `engine.abort()` takes them.

@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from server.frontend.settings import FrontendSettings
-from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile
+from server.profiles.schema import FRONTEND_SETTING_KEYS, ModelProfile
 
 if TYPE_CHECKING:
     from server.frontend.bundle import FrontendBundle
@@ -16,13 +16,7 @@ __all__ = ["build_bundle_for_profile", "settings_for_model"]
 
 def settings_for_model(model: ModelProfile, defaults: FrontendSettings) -> FrontendSettings:
     """``defaults`` (from the CLI) overridden by every frontend field the model's profile sets."""
-    overrides: dict[str, Any] = {
-        "enable_auto_tool_choice": model.enable_auto_tool_choice,
-        "tool_call_parser": model.tool_call_parser,
-        "chat_template": model.chat_template,
-        "reasoning_parser": model.reasoning_parser,
-        **{key: getattr(model, key) for key in CHAT_FRONTEND_KEYS},
-    }
+    overrides: dict[str, Any] = {key: getattr(model, key) for key in FRONTEND_SETTING_KEYS}
     return dataclasses.replace(defaults, **{key: value for key, value in overrides.items() if value is not None})
 
 

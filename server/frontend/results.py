@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-__all__ = ["BundleRequestError", "BundleResult", "JsonResult", "StreamResult"]
+__all__ = ["BundleResult", "JsonResult", "StreamResult"]
 
 
 class JsonResult:
@@ -80,15 +80,3 @@ class StreamResult:
 
 
 BundleResult: TypeAlias = JsonResult | StreamResult
-
-
-class BundleRequestError(ValueError):
-    """A request rejected by a bundle method that returns a plain value rather than a result.
-
-    Attributes:
-        result: The OpenAI error response the request would have got.
-    """
-
-    def __init__(self, result: JsonResult) -> None:
-        super().__init__(result.payload.get("error", {}).get("message", "request rejected"))
-        self.result = result

@@ -33,7 +33,6 @@ from vllm.entrypoints.openai.models.protocol import BaseModelPath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
-from vllm.entrypoints.serve.engine.protocol import ErrorResponse
 from vllm.entrypoints.serve.tokenize.protocol import (
     DetokenizeRequest,
     TokenizeChatRequest,
@@ -46,7 +45,6 @@ from vllm.parser.metrics import init_parser_metrics
 from vllm.reasoning import ReasoningParserManager
 from vllm.renderers import renderer_from_config
 from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
-from vllm.renderers.inputs.preprocess import extract_prompt_components
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
@@ -56,8 +54,6 @@ from server.frontend.settings import FrontendConfigError, FrontendSettings
 from server.frontend.vllm_calls import (
     bad_request,
     call_serving,
-    error_result,
-    exception_result,
     parse_request,
     unsupported,
 )
@@ -312,30 +308,6 @@ class VllmFrontend:
         if isinstance(request, JsonResult):
             return request
         return await call_serving(self._tokenization.create_detokenize(request, None))  # type: ignore[arg-type]
-
-    async def render_chat(self, body: Any) -> JsonResult:
-        """Render a chat request's prompt exactly as /v1/chat/completions would (template, tools, checks).
-
-        Returns:
-            200 with `{"prompt": text, "prompt_token_ids": [...]}`, or the OpenAI error vLLM gives it.
-        """
-        request = self._parse(ChatCompletionRequest.model_validate, body)
-        if isinstance(request, JsonResult):
-            return request
-        try:
-            rendered = await self._renderer.render_chat(request)
-        except Exception as exc:
-            return exception_result(exc)
-        if isinstance(rendered, ErrorResponse):
-            return error_result(rendered)
-        _, engine_inputs = rendered
-        prompt = extract_prompt_components(self._model_config, engine_inputs[0])
-        token_ids = list(prompt.token_ids or [])
-        text = prompt.text
-        if text is None:
-            # Tokenizers that render straight to ids (Mistral's) leave no text; decoding is the closest view.
-            text = self._renderer.renderer.get_tokenizer().decode(token_ids)
-        return JsonResult(200, {"prompt": text, "prompt_token_ids": token_ids})
 
     def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
         """`parse_request` for this model: the request model, or the 400 for `body`."""

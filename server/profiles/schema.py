@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_ADMIN_TOKEN_ENV",
     "DEFAULT_API_KEY_ENV",
     "FRONTEND_KEYS",
+    "FRONTEND_SETTING_KEYS",
     "ModelProfile",
     "Profile",
     "ServerSection",
@@ -50,12 +51,17 @@ CHAT_FRONTEND_KEYS = (
     "enable_prompt_tokens_details",
     "enable_force_include_usage",
 )
-#: Per-model keys that configure the frontend, not vLLM's engine. Every other key goes to ``AsyncEngineArgs``.
-FRONTEND_KEYS = frozenset(
-    {"enable_auto_tool_choice", "tool_call_parser", "chat_template", "reasoning_parser", "quant_config"}
-    | {"served_model_name"}
-    | set(CHAT_FRONTEND_KEYS)
+#: Per-model keys that feed a model's frontend settings (``server/frontend/settings.py``); the profile's value wins
+#: over the server's CLI default. A new frontend bundle applies a change of any of them at once.
+FRONTEND_SETTING_KEYS = (
+    "enable_auto_tool_choice",
+    "tool_call_parser",
+    "chat_template",
+    "reasoning_parser",
+    *CHAT_FRONTEND_KEYS,
 )
+#: Per-model keys that are Turnout's, not vLLM's engine's. Every other key goes to ``AsyncEngineArgs``.
+FRONTEND_KEYS = frozenset({*FRONTEND_SETTING_KEYS, "served_model_name", "quant_config"})
 
 
 class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -18,7 +18,9 @@ from server.engine.strategies import (
     SleepStrategy,
     StashStrategy,
     StopStrategy,
+    StrategyChoice,
     StrategyUnavailable,
+    choose_strategy,
     resolve_strategy_name,
     select_strategy,
 )
@@ -143,6 +145,16 @@ def test_the_stash_host_gets_insecure_serialization(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
     allow_insecure_serialization()
     assert os.environ[INSECURE_SERIALIZATION_ENV] == "1"
+
+
+def test_what_auto_means_is_said_once_per_device() -> None:
+    cpu = choose_strategy("auto", device="cpu", stash_available=False)
+    assert cpu == StrategyChoice("keep", memory_bounded=True, in_place="preferred")
+    assert choose_strategy("auto", device="cuda", stash_available=False) == cpu
+    assert choose_strategy("auto", device="hpu", stash_available=True) == StrategyChoice("stash")
+    assert choose_strategy("auto", device="hpu", stash_available=False) == StrategyChoice("keep", memory_bounded=True)
+    assert choose_strategy("reconfigure", device="cpu", stash_available=False).in_place == "required"
+    assert choose_strategy("keep", device="cpu", stash_available=False) == StrategyChoice("keep")
 
 
 def test_auto_resolves_by_device() -> None:

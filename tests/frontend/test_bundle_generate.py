@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from server.frontend import (
-    BundleRequestError,
     FrontendBundle,
     FrontendConfigError,
     FrontendSettings,
@@ -77,6 +76,14 @@ async def read_stream(result: Any) -> tuple[list[str], list[dict[str, Any]]]:
 
 def streamed_text(events: list[dict[str, Any]]) -> str:
     return "".join(event["choices"][0]["delta"].get("content") or "" for event in events if event["choices"])
+
+
+async def rendered(bundle: FrontendBundle, messages: Any) -> str:
+    """The prompt ``bundle`` renders for ``messages``, as a client sees it: /tokenize, then /detokenize."""
+    body = {"messages": messages, "add_generation_prompt": True}
+    tokens = ok(await bundle.tokenize(body, new_id()))["tokens"]
+    text: str = ok(await bundle.detokenize({"tokens": tokens}, new_id()))["prompt"]
+    return text
 
 
 async def wait_for_engine_ids(bundle: FrontendBundle, request_id: str, count: int) -> tuple[str, ...]:
@@ -150,13 +157,12 @@ async def test_tokenize_renders_chat_messages_with_the_template(plain: FrontendB
     body = {"messages": HELLO, "add_generation_prompt": True, "return_token_strs": True}
     payload = ok(await plain.tokenize(body, new_id()))
     assert payload["token_strs"][0] == "<|im_start|>"
-    text = ok(await plain.detokenize({"tokens": payload["tokens"]}, new_id()))["prompt"]
-    assert text == await plain.render_chat({"messages": HELLO})
+    assert payload["count"] == len(payload["tokens"])
 
 
 async def test_two_templates_render_and_prompt_differently(plain: FrontendBundle, alt: FrontendBundle) -> None:
-    assert await plain.render_chat({"messages": HELLO}) == "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"
-    assert await alt.render_chat({"messages": HELLO}) == "[user] Hello!\n[assistant] "
+    assert await rendered(plain, HELLO) == "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"
+    assert await rendered(alt, HELLO) == "[user] Hello!\n[assistant] "
     # Generation uses the same template: each bundle's prompt is exactly what its /tokenize counts.
     for bundle in (plain, alt):
         count = ok(await bundle.tokenize({"messages": HELLO}, new_id()))["count"]
@@ -174,11 +180,9 @@ async def test_a_template_that_fails_to_render_is_a_400(tools_engine: Any) -> No
     assert "'bos_token' is undefined" in result.payload["error"]["message"]
 
 
-async def test_render_chat_rejects_what_chat_rejects(plain: FrontendBundle) -> None:
-    with pytest.raises(BundleRequestError) as caught:
-        await plain.render_chat({"messages": "not a list"})
-    assert caught.value.result.status_code == 400
-    assert caught.value.result.payload["error"]["param"] == "messages"
+async def test_tokenize_rejects_messages_chat_rejects(plain: FrontendBundle) -> None:
+    result = await plain.tokenize({"messages": "not a list"}, new_id())
+    assert isinstance(result, JsonResult) and result.status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -298,20 +302,6 @@ async def test_bundle_abort_before_the_first_read_still_aborts(plain: FrontendBu
     assert events[-1]["choices"][0]["finish_reason"] == "abort"
 
 
-async def test_abort_all_ends_every_request_in_flight(plain: FrontendBundle) -> None:
-    streaming, waiting = new_id(), new_id()
-    stream = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, streaming)
-    running = asyncio.create_task(plain.completion({"prompt": "Hello", **ENDLESS}, waiting))
-    await wait_for_engine_ids(plain, waiting, 1)
-    aborted = await plain.abort_all()
-    assert set(aborted) == {f"chatcmpl-{streaming}", f"cmpl-{waiting}-0"}
-    _, events = await read_stream(stream)
-    assert events[-1]["choices"][0]["finish_reason"] == "abort"
-    (choice,) = ok(await asyncio.wait_for(running, 60))["choices"]
-    assert choice["finish_reason"] == "abort"
-    assert plain.live_engine_request_ids() == ()
-
-
 async def test_cancelling_a_non_streaming_call_aborts_and_raises(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     running = asyncio.create_task(plain.chat({"messages": HELLO, **ENDLESS}, request_id))
@@ -377,15 +367,9 @@ async def test_a_template_edited_between_builds_is_reread(tools_engine: Any, tmp
     template = tmp_path / "edited.jinja"
     template.write_text("first:{{ messages[0]['content'] }}", encoding="utf-8")
     settings = FrontendSettings(chat_template=str(template))
-    assert (
-        await (await build_bundle(TOOLS_MODEL, tools_engine, settings)).render_chat({"messages": HELLO})
-        == "first:Hello!"
-    )
+    assert await rendered(await build_bundle(TOOLS_MODEL, tools_engine, settings), HELLO) == "first:Hello!"
     template.write_text("second:{{ messages[0]['content'] }}", encoding="utf-8")
-    assert (
-        await (await build_bundle(TOOLS_MODEL, tools_engine, settings)).render_chat({"messages": HELLO})
-        == "second:Hello!"
-    )
+    assert await rendered(await build_bundle(TOOLS_MODEL, tools_engine, settings), HELLO) == "second:Hello!"
 
 
 async def test_chat_batch_answers_each_conversation(plain: FrontendBundle) -> None:

@@ -2,7 +2,13 @@
 
 from server.engine.strategies.base import Engine, EngineLoader, SleepableEngine, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
-from server.engine.strategies.select import StrategyUnavailable, resolve_strategy_name, select_strategy
+from server.engine.strategies.select import (
+    StrategyChoice,
+    StrategyUnavailable,
+    choose_strategy,
+    resolve_strategy_name,
+    select_strategy,
+)
 from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHost, StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
@@ -17,8 +23,10 @@ __all__ = [
     "StashHostFactory",
     "StashStrategy",
     "StopStrategy",
+    "StrategyChoice",
     "StrategyUnavailable",
     "SwitchStrategy",
+    "choose_strategy",
     "resolve_strategy_name",
     "select_strategy",
 ]

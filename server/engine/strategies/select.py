@@ -9,6 +9,8 @@ place; without the in-place swap it unloads that engine before a new one loads).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
@@ -18,19 +20,46 @@ from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 
-__all__ = ["StrategyUnavailable", "resolve_strategy_name", "select_strategy"]
+__all__ = ["StrategyChoice", "StrategyUnavailable", "choose_strategy", "resolve_strategy_name", "select_strategy"]
 
 
 class StrategyUnavailable(ValueError):
     """The profile asks for a strategy this device cannot run."""
 
 
-def resolve_strategy_name(requested: str, *, device: str, stash_available: bool) -> str:
-    """The concrete strategy for ``requested`` on ``device``; raises when it cannot run there."""
+@dataclass(frozen=True)
+class StrategyChoice:
+    """What a profile's ``strategy`` means on one device: the one place that says what ``auto`` is.
+
+    Attributes:
+        name: The concrete strategy.
+        memory_bounded: ``keep`` holds engines while memory allows (``auto``), not only up to ``max_active``.
+        in_place: Whether models are swapped inside a running engine: ``required`` (``reconfigure``),
+            ``preferred`` (``auto`` on CPU and CUDA: a full house reuses its least recently used engine), or ``no``.
+    """
+
+    name: str
+    memory_bounded: bool = False
+    in_place: Literal["required", "preferred", "no"] = "no"
+
+
+def choose_strategy(requested: str, *, device: str, stash_available: bool) -> StrategyChoice:
+    """What ``requested`` means on ``device``; raises when it cannot run there."""
     if requested == "auto":
         if device == "hpu" and stash_available:
-            return "stash"
-        return "keep"
+            return StrategyChoice("stash")
+        return StrategyChoice("keep", memory_bounded=True, in_place="preferred" if device in ("cpu", "cuda") else "no")
+    name = resolve_explicit(requested, device=device, stash_available=stash_available)
+    return StrategyChoice(name, in_place="required" if name == "reconfigure" else "no")
+
+
+def resolve_strategy_name(requested: str, *, device: str, stash_available: bool) -> str:
+    """The concrete strategy for ``requested`` on ``device``; raises when it cannot run there."""
+    return choose_strategy(requested, device=device, stash_available=stash_available).name
+
+
+def resolve_explicit(requested: str, *, device: str, stash_available: bool) -> str:
+    """A strategy named explicitly, checked against ``device``."""
     if requested == "stash" and not stash_available:
         raise StrategyUnavailable("strategy 'stash' needs vLLM-Gaudi (the vllm_gaudi package), which is not installed")
     if requested == "sleep" and device == "cpu":
@@ -64,7 +93,8 @@ def select_strategy(
             ``loader`` must start engines with its worker extension.
         models: The configured models (``stash`` builds its host over them).
     """
-    name = resolve_strategy_name(switching.strategy, device=device, stash_available=stash_factory is not None)
+    choice = choose_strategy(switching.strategy, device=device, stash_available=stash_factory is not None)
+    name = choice.name
     if name == "stop":
         return StopStrategy(loader)
     if name == "sleep":
@@ -76,6 +106,6 @@ def select_strategy(
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
         return StashStrategy(stash_factory, models or {})
-    if switching.strategy == "auto":
+    if choice.memory_bounded:
         return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place)
     return KeepStrategy(loader, max_resident=switching.max_active)
