@@ -46,10 +46,12 @@ def error_response(
     retry_after: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response[dict[str, Any]]:
-    """An OpenAI-shaped error response; 503s always get ``Retry-After``."""
+    """An OpenAI-shaped error response; 503s always get ``Retry-After``, and 429s too when the cause says when."""
     all_headers = dict(headers or {})
     if status == 503:
         all_headers["Retry-After"] = str(retry_after if retry_after is not None else 5)
+    elif status == 429 and retry_after is not None:
+        all_headers["Retry-After"] = str(retry_after)
     return Response(
         error_body(status, message, code=code, param=param),
         status_code=status,

@@ -97,6 +97,13 @@ class ManagerMetrics:
             registry=registry,
         )
 
+        self.idle_unloads = Counter(
+            "turnout_idle_unloads",
+            "Models unloaded because they served nothing for their idle_unload_s",
+            ["model"],
+            registry=registry,
+        )
+
     def switch_attempted(self, attempt: SwitchAttempt) -> None:
         labels = (attempt.source or "none", attempt.target, attempt.strategy, attempt.outcome)
         self.switch_duration.labels(*labels).observe(attempt.duration_ms / 1000)
@@ -107,6 +114,9 @@ class ManagerMetrics:
 
     def request_aborted(self, model: str) -> None:
         self.aborted.labels(model).inc()
+
+    def model_idle_unloaded(self, model: str) -> None:
+        self.idle_unloads.labels(model).inc()
 
 
 class ProcessRegistryCollector(Collector):

@@ -1,4 +1,5 @@
-"""``turnout switch``, ``status`` and ``reload``: small clients of a running server's admin routes."""
+"""``turnout switch``, ``load``, ``unload``, ``status`` and ``reload``: small clients of a running server's admin
+routes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.table import Table
 from server.cli._output import err_console, out_console
 from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
 
-__all__ = ["reload", "status", "switch"]
+__all__ = ["load", "reload", "status", "switch", "unload"]
 
 _URL = click.option(
     "--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL."
@@ -63,6 +64,39 @@ def switch(model: str, drain_timeout: float | None, url: str, token_env: str) ->
 
 
 @click.command()
+@click.argument("model")
+@_URL
+@_TOKEN
+def load(model: str, url: str, token_env: str) -> None:
+    """Load MODEL on the server at --url without activating it (it stays resident, ready to switch to)."""
+    _print_residency(_call("POST", f"{url.rstrip('/')}/admin/models/{model}/load", token_env, timeout=3600.0))
+
+
+@click.command()
+@click.argument("model")
+@click.option("--force", is_flag=True, help="Unload the active model too (manual mode; no model is active after).")
+@click.option("--drain-timeout", type=float, default=None, help="Seconds to drain the active model's requests.")
+@_URL
+@_TOKEN
+def unload(model: str, force: bool, drain_timeout: float | None, url: str, token_env: str) -> None:
+    """Free MODEL's engine on the server at --url."""
+    payload: dict[str, Any] = {"force": force}
+    if drain_timeout is not None:
+        payload["drain_timeout"] = drain_timeout
+    path = f"{url.rstrip('/')}/admin/models/{model}/unload"
+    _print_residency(_call("POST", path, token_env, timeout=3600.0, json=payload))
+
+
+def _print_residency(report: dict[str, Any]) -> None:
+    done = "" if report["changed"] else " (nothing to do)"
+    out_console.print(
+        f"{report['action']} {report['model']}{done}: {report['state']} in {report['duration_ms']:.0f} ms; "
+        f"active: {report['active_model'] or '-'}",
+        markup=False,
+    )
+
+
+@click.command()
 @_URL
 @_TOKEN
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON snapshot.")
@@ -78,6 +112,10 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         reason = slot["reason"] or ""
         if slot.get("retry_in_s") is not None:
             reason = f"{reason} (retried in {slot['retry_in_s']:.0f} s)".strip()
+        if slot.get("unloads_in_s") is not None:
+            reason = f"{reason} (unloads in {slot['unloads_in_s']:.0f} s)".strip()
+        if slot.get("pinned"):
+            reason = f"{reason} (pinned)".strip()
         queued = str(slot.get("queued", 0))
         table.add_row(slot["name"] + marker, slot["state"], str(slot["in_flight"]), queued, slot["model"], reason)
     out_console.print(table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from server import __version__
-from server.cli.client import reload, status, switch
+from server.cli.client import load, reload, status, switch, unload
 from server.cli.demo import demo
 from server.cli.serve import serve
 from server.cli.validate import validate
@@ -19,5 +19,5 @@ def main() -> None:
     """Turnout: one accelerator, many models. An OpenAI-compatible multi-model server."""
 
 
-for _command in (serve, validate, switch, status, reload, demo):
+for _command in (serve, validate, switch, load, unload, status, reload, demo):
     main.add_command(_command)

@@ -26,7 +26,14 @@ from server.engine.errors import (
 )
 from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
-from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
+from server.engine.report import (
+    ManagerSnapshot,
+    ModelsReplaced,
+    ResidencyReport,
+    SlotSnapshot,
+    SwitchAttempt,
+    SwitchReport,
+)
 from server.engine.states import Slot, SlotState
 
 __all__ = [
@@ -47,6 +54,7 @@ __all__ = [
     "ReloadFailed",
     "ReloadRefused",
     "RequestAbortedBySwitch",
+    "ResidencyReport",
     "Slot",
     "SlotSnapshot",
     "SlotState",

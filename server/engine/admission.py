@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 from server.engine.device import Device
 from server.engine.errors import (
     AdmissionTimeout,
+    ConcurrencyLimit,
     EngineError,
     ManagerClosed,
     ModelLoadFailed,
@@ -164,6 +165,9 @@ class Admission(Generic[B]):
             slot = device.slots.get(model)
             reason = (slot.reason if slot is not None else None) or "unknown error"
             return ModelLoadFailed(model, reason, retry_after)
+        if refusal is Refusal.CONCURRENCY_LIMIT:
+            limit = device.concurrency_limit(model) or 0
+            return ConcurrencyLimit(model, limit, self.scheduler.queue_depth(model), retry_after)
         if refusal is Refusal.QUEUE_FULL:
             return QueueFull(model, self._policy.max_queue, retry_after)
         if refusal is Refusal.WAIT_TIMEOUT:

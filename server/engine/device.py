@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from server.engine.change_signal import ChangeSignal, wait_set
-from server.engine.errors import ManagerClosed, ReloadRefused
+from server.engine.errors import EngineError, ManagerClosed, ReloadRefused, ResidencyRefused
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.report import SwitchReport
@@ -138,6 +138,11 @@ class Device(Generic[B]):
         """The leases in flight on ``model`` now (a copy)."""
         return list(self._leases.get(model, ()))
 
+    def concurrency_limit(self, model: str) -> int | None:
+        """The most requests ``model`` serves at once (its ``max_concurrent_requests``; None: no limit)."""
+        slot = self._slots.get(model)
+        return slot.profile.max_concurrent_requests if slot is not None else None
+
     def is_warm(self, model: str) -> bool:
         """Whether ``model`` is parked with its engine (comes back without an engine start)."""
         slot = self._slots.get(model)
@@ -211,8 +216,25 @@ class Device(Generic[B]):
             ReloadRefused: The device never became free, or another reload holds it.
             ManagerClosed: The server is closing.
         """
+        async with self._held(timeout, "reload", ReloadRefused):
+            yield
+
+    @asynccontextmanager
+    async def held_for_residency(self, timeout: float) -> AsyncIterator[None]:
+        """Hold the device between switches to load or unload a model that is not switched to: as a reload
+        holds it, so requests for the active model go on and no switch starts meanwhile.
+
+        Raises:
+            ResidencyRefused: The device never became free, or a reload, load or unload holds it.
+            ManagerClosed: The server is closing.
+        """
+        async with self._held(timeout, "load or unload", ResidencyRefused):
+            yield
+
+    @asynccontextmanager
+    async def _held(self, timeout: float, what: str, refused: type[EngineError]) -> AsyncIterator[None]:
         if self._reload_holds:
-            raise ReloadRefused("Another reload is being applied; try again when it ends.")
+            raise refused(f"Another reload, load or unload is being applied; try the {what} again when it ends.")
         self._reload_holds = True
         try:
             deadline = asyncio.get_running_loop().time() + timeout
@@ -223,8 +245,8 @@ class Device(Generic[B]):
                 if self._switch is None:
                     break
                 if not await wait_set(changed, deadline - asyncio.get_running_loop().time()):
-                    raise ReloadRefused(
-                        f"A switch to '{self._switch.target}' did not end within {timeout:g} s; reload when it ends."
+                    raise refused(
+                        f"A switch to '{self._switch.target}' did not end within {timeout:g} s; {what} when it ends."
                     )
             if self._closed:
                 raise ManagerClosed()
@@ -261,6 +283,22 @@ class Device(Generic[B]):
     def activated(self, name: str) -> None:
         """The loading ``name`` is up and will be published when the switch closes."""
         self._move(name, frozenset({SlotState.LOADING}), SlotState.ACTIVE)
+
+    def loaded_resident(self, name: str) -> None:
+        """The loading ``name`` is up and stays resident without being published (a load or a preload)."""
+        self._slots[name]._touch(time.monotonic())  # its idle time and LRU age start now
+        self._move(name, frozenset({SlotState.LOADING}), SlotState.RESIDENT)
+
+    def unpublish(self, name: str) -> None:
+        """The active ``name`` stops serving with nothing after it (an unload): it drains, and no model is active.
+
+        The caller holds the device (:meth:`held_for_residency`), so no switch runs.
+        """
+        if self._switch is not None or self.active_model != name:
+            raise IllegalTransition(f"unpublishing {name!r} while {self.active_model!r} is published")
+        self._move(name, frozenset({SlotState.ACTIVE}), SlotState.DRAINING)
+        self._published = None
+        self._changed()
 
     def start_draining(self, name: str) -> None:
         """The active ``name`` is being left: its requests drain."""
@@ -413,7 +451,10 @@ class DeviceRoom(Generic[B]):
         slots = [
             slot
             for slot in self._device
-            if slot.name != self._target and slot.state is SlotState.RESIDENT and slot.engine is not None
+            if slot.name != self._target
+            and slot.state is SlotState.RESIDENT
+            and slot.engine is not None
+            and not slot.profile.pinned  # a pinned model is never evicted nor has its engine taken
         ]
         return sorted(slots, key=lambda slot: slot.last_active)
 

@@ -10,7 +10,9 @@ from collections.abc import Iterable
 
 __all__ = [
     "AdmissionTimeout",
+    "ConcurrencyLimit",
     "EngineError",
+    "LoadFailed",
     "ManagerClosed",
     "ModelLoadFailed",
     "ModelNotActive",
@@ -21,6 +23,8 @@ __all__ = [
     "ReloadFailed",
     "ReloadRefused",
     "RequestAbortedBySwitch",
+    "RequestAbortedByUnload",
+    "ResidencyRefused",
     "SwitchConflict",
     "SwitchFailed",
 ]
@@ -216,5 +220,55 @@ class ReloadFailed(EngineError):
         super().__init__(
             f"The new frontend of the active model '{model}' could not be built: {reason}. Nothing changed."
         )
+        self.model = model
+        self.reason = reason
+
+
+class ConcurrencyLimit(EngineError):
+    """A model serves its ``max_concurrent_requests`` and its queue is full: the client should slow down."""
+
+    status_code = 429
+    code = "too_many_requests"
+    retry_after = 1
+
+    def __init__(self, model: str, limit: int, queued: int, retry_after: int | None = None) -> None:
+        super().__init__(
+            f"The model '{model}' serves its limit of {limit} concurrent requests and {queued} more wait; retry later."
+        )
+        self.model = model
+        if retry_after is not None:
+            self.retry_after = retry_after
+
+
+class RequestAbortedByUnload(EngineError):
+    """An in-flight request outlived the drain timeout of a forced unload of its model and was aborted."""
+
+    status_code = 503
+    code = "model_unloaded"
+    retry_after = 1
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"The request was aborted because the model '{model}' was unloaded and the drain timeout ran out. "
+            "Retry the request."
+        )
+        self.model = model
+
+
+class ResidencyRefused(EngineError):
+    """A load or unload cannot be done now or under this strategy (the message says why); nothing changed."""
+
+    status_code = 409
+    code = "residency_refused"
+
+
+class LoadFailed(EngineError):
+    """An admin load (or a preload) could not start the model's engine; the slot shows the reason too."""
+
+    status_code = 500
+    code = "load_failed"
+
+    def __init__(self, model: str, reason: str) -> None:
+        super().__init__(f"Loading '{model}' failed: {reason}. The active model keeps serving.")
         self.model = model
         self.reason = reason

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.errors import RequestAbortedBySwitch
+from server.engine.errors import EngineError
 
 __all__ = ["AbortHook", "Lease", "Published"]
 
@@ -38,13 +38,14 @@ class Lease(Generic[B]):
         published: What the request was admitted to.
         request_id: Turnout's id for the request (the frontend derives vLLM request ids from it).
         abort_hook: Aborts this request's engine work; installed by the API layer at admission.
-        aborted_by: Set when a switch aborted the request; the API turns it into the client's error.
+        aborted_by: Set when a switch (or a forced unload) aborted the request; the API turns it into the
+            client's error.
     """
 
     published: Published[B]
     request_id: str = field(default_factory=lambda: f"tn-{uuid.uuid4().hex}")
     abort_hook: AbortHook | None = None
-    aborted_by: RequestAbortedBySwitch | None = None
+    aborted_by: EngineError | None = None
 
     @property
     def model(self) -> str:
@@ -56,7 +57,7 @@ class Lease(Generic[B]):
         """The frontend bundle the request must use."""
         return self.published.bundle
 
-    async def abort(self, error: RequestAbortedBySwitch) -> None:
+    async def abort(self, error: EngineError) -> None:
         """Mark the request aborted by a switch, then abort its engine work through its hook.
 
         The flag comes first: by the time the engine ends the request, the API knows why it ended.

@@ -28,7 +28,15 @@ from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
 from server.engine.observer import ManagerObserver, Observers
-from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
+from server.engine.report import (
+    ManagerSnapshot,
+    ModelsReplaced,
+    ResidencyReport,
+    SlotSnapshot,
+    SwitchAttempt,
+    SwitchReport,
+)
+from server.engine.residency import Residency
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
 from server.engine.switch import SwitchRun
@@ -90,6 +98,16 @@ class EngineManager(Generic[B]):
             self._observers,
             start_switch=self._start_auto_switch,
         )
+        self._residency: Residency[B] = Residency(
+            self._device,
+            strategy,
+            self._admission,
+            self._switching,
+            self._observers,
+            self._published_for,
+            abort_grace=abort_grace,
+            hold_timeout=self._switching.drain_timeout + 60.0,
+        )
 
     # -- read-only views ------------------------------------------------------------------------------------
 
@@ -130,7 +148,7 @@ class EngineManager(Generic[B]):
 
     def snapshot(self) -> ManagerSnapshot:
         """The manager's state for the status route."""
-        device, auto = self._device, self._switching.mode == "auto"
+        device, auto, now = self._device, self._switching.mode == "auto", time.monotonic()
         return ManagerSnapshot(
             active_model=device.active_model,
             switching_to=self.switching_to,
@@ -147,6 +165,8 @@ class EngineManager(Generic[B]):
                     max_model_len=getattr(slot.published.bundle, "max_model_len", None) if slot.published else None,
                     queued=self._admission.scheduler.queue_depth(slot.name),
                     retry_in_s=self._admission.retry_in(slot.name) if auto else None,
+                    pinned=slot.profile.pinned,
+                    unloads_in_s=self._residency.unloads_in(slot.name, now),
                 )
                 for slot in device
             ],
@@ -159,14 +179,21 @@ class EngineManager(Generic[B]):
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     async def initialize(self, default: str) -> SwitchReport:
-        """Load ``default`` and publish its bundle; raises :class:`SwitchFailed` when it cannot load."""
-        return await self._switch_to(default, None, "startup")
+        """Load ``default`` and publish its bundle; raises :class:`SwitchFailed` when it cannot load.
+
+        Then the models marked ``preload`` load in the background (readiness does not wait for them), and the
+        idle timer starts where a model has ``idle_unload_s``.
+        """
+        report = await self._switch_to(default, None, "startup")
+        self._residency.started()
+        return report
 
     async def shutdown(self) -> None:
         """Refuse new requests, stop a running switch and release every engine."""
         device = self._device
         device.close()
         self._admission.close()
+        await self._residency.close()
         switch = device.switch
         if switch is not None:
             switch.task.cancel()
@@ -307,6 +334,24 @@ class EngineManager(Generic[B]):
             return slot.published
         return self._device.hold_bundle(name, await self._build_bundle(name, slot.profile, slot.engine))
 
+    # -- residency ------------------------------------------------------------------------------------------
+
+    async def load(self, name: str) -> ResidencyReport:
+        """Make ``name`` resident without activating it, where the strategy holds several engines (``keep``).
+
+        Raises:
+            ModelNotFound, ResidencyRefused, LoadFailed, ManagerClosed: see :meth:`Residency.load`.
+        """
+        return await self._residency.load(name)
+
+    async def unload(self, name: str, *, force: bool = False, drain_timeout: float | None = None) -> ResidencyReport:
+        """Free ``name``'s engine; the active model only in auto mode or with ``force`` (then none is active).
+
+        Raises:
+            ModelNotFound, ResidencyRefused, ManagerClosed: see :meth:`Residency.unload`.
+        """
+        return await self._residency.unload(name, force=force, drain_timeout=drain_timeout)
+
     # -- reload -------------------------------------------------------------------------------------------------
 
     async def replace_models(
@@ -364,6 +409,7 @@ class EngineManager(Generic[B]):
             for name, engine in released:
                 await device.free_engine(name, engine)
         self._admission.device_freed()
+        self._residency.models_changed()
         return ModelsReplaced(
             republished=bundle is not None,
             unloaded=[name for name, _ in released],

@@ -28,6 +28,9 @@ class ManagerObserver(Protocol):
     def request_aborted(self, model: str) -> None:
         """A switch aborted a request of ``model`` when its drain timeout ran out."""
 
+    def model_idle_unloaded(self, model: str) -> None:
+        """The idle timer unloaded ``model`` (it served nothing for its ``idle_unload_s``)."""
+
 
 class Observers:
     """Every registered observer behind one :class:`ManagerObserver`; a failing one never reaches a request."""
@@ -47,6 +50,9 @@ class Observers:
 
     def request_aborted(self, model: str) -> None:
         self._call(lambda observer: observer.request_aborted(model))
+
+    def model_idle_unloaded(self, model: str) -> None:
+        self._call(lambda observer: observer.model_idle_unloaded(model))
 
     def _call(self, event: Callable[[ManagerObserver], None]) -> None:
         for observer in self._observers:

@@ -10,7 +10,15 @@ import msgspec
 
 from server.engine.kv_budget import MemoryPlan
 
-__all__ = ["ActivationMetrics", "ManagerSnapshot", "ModelsReplaced", "SlotSnapshot", "SwitchAttempt", "SwitchReport"]
+__all__ = [
+    "ActivationMetrics",
+    "ManagerSnapshot",
+    "ModelsReplaced",
+    "ResidencyReport",
+    "SlotSnapshot",
+    "SwitchAttempt",
+    "SwitchReport",
+]
 
 
 class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +126,8 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         queued: Auto mode: requests waiting for this model.
         retry_in_s: Auto mode: seconds until a model that failed to load is tried again (None: not backing off).
+        pinned: The profile pins the model (never evicted nor unloaded when idle).
+        unloads_in_s: Seconds until the idle timer unloads the model (None: it is not counting down).
     """
 
     name: str
@@ -128,6 +138,28 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     max_model_len: int | None = None
     queued: int = 0
     retry_in_s: float | None = None
+    pinned: bool = False
+    unloads_in_s: float | None = None
+
+
+class ResidencyReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``POST /admin/models/{name}/load`` and ``/unload`` did.
+
+    Attributes:
+        model: The model loaded or unloaded.
+        action: ``load`` or ``unload``.
+        changed: False when there was nothing to do (already resident, already stopped).
+        state: The model's slot state afterwards.
+        active_model: The model serving afterwards (None after a forced unload of the active one).
+        duration_ms: How long it took, the wait for a switch under way included.
+    """
+
+    model: str
+    action: str
+    changed: bool
+    state: str
+    active_model: str | None
+    duration_ms: float
 
 
 class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):

@@ -33,10 +33,14 @@ Policy (the README's "Auto mode" section says the same for users):
        requests are refused at once and it is never switched to, so the healthy model is neither drained nor
        unloaded. An admin switch (``switch_started(forced=True)``) retries at once.
 
+Per-model concurrency (both modes): a model with ``max_concurrent_requests`` admits no more than that many at
+once; past it, requests for the active model wait in its queue, in order (up to ``max_queue``, then
+``CONCURRENCY_LIMIT``, a 429), and each request that ends lets the next one in.
+
 Invariants:
     * The scheduler starts a switch only while the device is free (no switch under way, no reload holding it).
     * A queued waiter ends exactly once: admitted, refused or withdrawn.
-    * While no switch is under way, the active model's queue is empty.
+    * While no switch is under way, the active model's queue holds only requests past its concurrency limit.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ class SchedulerPolicy:
     max_queue: int
     failure_backoff_s: float
     max_failure_backoff_s: float
+    #: How many requests may wait for a model at its concurrency limit (the profile's max_queue, in both modes).
+    concurrency_queue: int = 256
 
     @classmethod
     def from_switching(cls, switching: Switching) -> SchedulerPolicy:
@@ -107,6 +113,7 @@ class SchedulerPolicy:
             max_queue=sys.maxsize if manual else switching.max_queue,
             failure_backoff_s=switching.failure_backoff_s,
             max_failure_backoff_s=switching.max_failure_backoff_s,
+            concurrency_queue=switching.max_queue,
         )
 
     @property
@@ -129,6 +136,8 @@ class Refusal(enum.StrEnum):
     SWITCHING_AWAY = "switching_away"
     NO_ACTIVE = "no_active"
     SWITCH_FAILED = "switch_failed"
+    # The active model serves its max_concurrent_requests and as many more wait already.
+    CONCURRENCY_LIMIT = "concurrency_limit"
 
 
 @dataclass(eq=False)
@@ -186,6 +195,9 @@ class DeviceView(Protocol):
     def is_warm(self, model: str) -> bool:
         """Whether ``model`` is parked with its engine (comes back without an engine start)."""
 
+    def concurrency_limit(self, model: str) -> int | None:
+        """The most requests ``model`` serves at once (None: no limit)."""
+
 
 class SchedulerEffects(Protocol[T]):
     """What the scheduler asks of its driver. Each call returns at once; none may call back into the scheduler."""
@@ -241,6 +253,16 @@ class Scheduler(Generic[T]):
         """Requests waiting for ``model``."""
         return len(self._models[model].queue)
 
+    def last_busy_at(self, model: str) -> float:
+        """When a request for ``model`` was last admitted or ended (-inf: never): its last use."""
+        state = self._models.get(model)
+        return state.last_busy_at if state is not None else -math.inf
+
+    @property
+    def active_since(self) -> float:
+        """When the model published now became active (the scheduler's clock)."""
+        return self._active_since
+
     def backoff_until(self, model: str, now: float) -> float | None:
         """When ``model`` may be tried again, or None when it is not backing off."""
         backoff = self._models[model].backoff
@@ -288,8 +310,13 @@ class Scheduler(Generic[T]):
             self._refuse(waiter, Refusal.CLOSED, 1)
         elif (retry_at := self.backoff_until(model, now)) is not None:
             self._refuse(waiter, Refusal.LOAD_FAILED, retry_at - now)
-        elif switch is None and model == active:
+        elif switch is None and model == active and not self._at_limit(model):
             self._admit(waiter, now)
+        elif switch is None and model == active:
+            if len(state.queue) >= self._policy.concurrency_queue:
+                self._refuse(waiter, Refusal.CONCURRENCY_LIMIT, 1)
+            else:
+                state.queue.append(waiter)  # the next request of this model to end lets it in
         elif not self._policy.auto and (refusal := _manual_refusal(model, switch, active)) is not None:
             self._refuse(waiter, refusal, 1)
         elif len(state.queue) >= self._policy.max_queue:
@@ -308,7 +335,12 @@ class Scheduler(Generic[T]):
 
     def finished(self, model: str, now: float) -> None:
         """A request admitted to ``model`` ended."""
-        self._models[model].last_busy_at = now
+        state = self._models.get(model)
+        if state is None:
+            return
+        state.last_busy_at = now
+        if self._device.switch is None and model == self._device.active_model:
+            self._admit_queue(model, now)  # waiters past the concurrency limit, as far as it allows now
         self._decide(now)
 
     def tick(self, now: float) -> None:
@@ -339,6 +371,12 @@ class Scheduler(Generic[T]):
             self._failed(ended.target, now)
         if active is not None:
             self._admit_queue(active, now)
+        if not self._policy.auto:
+            # Manual mode: only the switch's target waits for a switch, so a queue left elsewhere holds requests
+            # past the concurrency limit of a model that is not active any more.
+            for name, other in self._models.items():
+                while name != active and other.queue:
+                    self._refuse(other.queue.popleft(), Refusal.NOT_ACTIVE, 1)
         self._decide(now)
 
     def device_freed(self, now: float) -> None:
@@ -434,8 +472,16 @@ class Scheduler(Generic[T]):
 
     def _admit_queue(self, model: str, now: float) -> None:
         queue = self._models[model].queue
-        while queue:
+        while queue and not self._at_limit(model, queued_first=False):
             self._admit(queue.popleft(), now)
+
+    def _at_limit(self, model: str, *, queued_first: bool = True) -> bool:
+        """Whether a request for ``model`` must wait for one of its requests to end (``queued_first``: or for
+        the requests already waiting past the limit, which go first)."""
+        limit = self._device.concurrency_limit(model)
+        if limit is None:
+            return False
+        return self._device.in_flight(model) >= limit or (queued_first and bool(self._models[model].queue))
 
     def _refuse(self, waiter: Waiter[T], refusal: Refusal, retry_after_s: float) -> None:
         waiter.retry_after_s = max(1, math.ceil(retry_after_s))

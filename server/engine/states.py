@@ -38,9 +38,10 @@ class SlotState(enum.StrEnum):
 PARKED = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
 
 TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
-    # Loading covers a fresh load, a wake-up and a restore from the stash.
+    # Loading covers a fresh load, a wake-up and a restore from the stash; a load that does not activate
+    # (``turnout load``, a preload) ends resident.
     SlotState.STOPPED: frozenset({SlotState.LOADING}),
-    SlotState.LOADING: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
+    SlotState.LOADING: frozenset({SlotState.ACTIVE, SlotState.RESIDENT, SlotState.FAILED, SlotState.STOPPED}),
     SlotState.ACTIVE: frozenset({SlotState.DRAINING, SlotState.STOPPED}),
     # A drained model is parked by the strategy, or goes back to active when the switch fails before it parks.
     SlotState.DRAINING: frozenset({SlotState.ACTIVE, SlotState.STOPPED, SlotState.FAILED, *PARKED}),

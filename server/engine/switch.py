@@ -23,11 +23,11 @@ from typing import Generic, TypeVar
 
 from server.engine.device import Device, describe_error
 from server.engine.errors import EngineError, RequestAbortedBySwitch, SwitchFailed
-from server.engine.lease import Lease, Published
+from server.engine.lease import Published
 from server.engine.report import ActivationMetrics, SwitchReport
 from server.engine.strategies.base import EngineLost, SwitchStrategy
 
-__all__ = ["SwitchOutcome", "SwitchRun"]
+__all__ = ["SwitchOutcome", "SwitchRun", "drain"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -98,29 +98,8 @@ class SwitchRun(Generic[B]):
 
     async def _drain(self, old: str, timeout: float) -> tuple[float, int]:
         """Wait for the old model's requests, then abort what is left with the switch error."""
-        started = time.perf_counter()
-        device = self.device
-        deadline = time.monotonic() + timeout
-        while device.in_flight(old) and await device.wait_change(deadline - time.monotonic()):
-            pass
-        left = device.leases(old)
-        if left:
-            await self._abort(old, left)
-            grace_deadline = time.monotonic() + self.abort_grace
-            # Let aborted requests leave before the engine goes away, so each ends with the switch error.
-            while device.in_flight(old) and await device.wait_change(grace_deadline - time.monotonic()):
-                pass
-        return (time.perf_counter() - started) * 1000.0, len(left)
-
-    async def _abort(self, old: str, leases: list[Lease[B]]) -> None:
-        logger.warning(
-            "drain timeout: aborting %d request(s) on %s for the switch to %s", len(leases), old, self.target
-        )
         error = RequestAbortedBySwitch(old, self.target)
-        results = await asyncio.gather(*(lease.abort(error) for lease in leases), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                logger.error("aborting a request on %s failed: %s", old, describe_error(result))
+        return await drain(self.device, old, timeout, self.abort_grace, error, f"for the switch to {self.target}")
 
     async def _park(self, old: str) -> None:
         engine = self.device.slots[old].engine
@@ -211,3 +190,29 @@ class SwitchRun(Generic[B]):
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+async def drain(
+    device: Device[B], model: str, timeout: float, abort_grace: float, error: EngineError, why: str
+) -> tuple[float, int]:
+    """Wait up to ``timeout`` for ``model``'s requests, then abort what is left with ``error`` and give the aborted
+    ones ``abort_grace`` seconds to leave (so each ends with that error before the engine goes away).
+
+    Returns:
+        The milliseconds it took and how many requests were aborted.
+    """
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    while device.in_flight(model) and await device.wait_change(deadline - time.monotonic()):
+        pass
+    left = device.leases(model)
+    if left:
+        logger.warning("drain timeout: aborting %d request(s) on %s %s", len(left), model, why)
+        results = await asyncio.gather(*(lease.abort(error) for lease in left), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                logger.error("aborting a request on %s failed: %s", model, describe_error(result))
+        grace_deadline = time.monotonic() + abort_grace
+        while device.in_flight(model) and await device.wait_change(grace_deadline - time.monotonic()):
+            pass
+    return (time.perf_counter() - started) * 1000.0, len(left)

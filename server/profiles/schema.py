@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_API_KEY_ENV",
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
+    "RESIDENCY_KEYS",
     "ModelProfile",
     "Profile",
     "ServerSection",
@@ -60,8 +61,10 @@ FRONTEND_SETTING_KEYS = (
     "reasoning_parser",
     *CHAT_FRONTEND_KEYS,
 )
+#: Per-model keys that say how long a model stays loaded and how much it serves at once (the engine layer reads them).
+RESIDENCY_KEYS = ("pinned", "preload", "idle_unload_s", "max_concurrent_requests")
 #: Per-model keys that are Turnout's, not vLLM's engine's. Every other key goes to ``AsyncEngineArgs``.
-FRONTEND_KEYS = frozenset({*FRONTEND_SETTING_KEYS, "served_model_name", "quant_config"})
+FRONTEND_KEYS = frozenset({*FRONTEND_SETTING_KEYS, *RESIDENCY_KEYS, "served_model_name", "quant_config"})
 
 
 class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -98,6 +101,17 @@ class ModelProfile(Base, frozen=True, kw_only=True):
         served_model_name: Other names clients may use for this model (one or a list, as vLLM's
             ``--served-model-name``); answers carry the name the client asked for, and ``/v1/models`` lists each.
             The model's key in ``models`` stays its own name (the one switches and the status use).
+        pinned: Keep the model resident once it is loaded: ``keep`` never evicts it to make room (least recently
+            used or memory pressure), and the idle timer never unloads it.
+        preload: Load the model (resident, not active) once the default model serves, within the strategy's
+            residency limits; readiness does not wait for it, and a preload that fails shows in the status like
+            any failed load. Needs a strategy that holds several engines (``keep``).
+        idle_unload_s: Seconds a resident model may serve nothing before its engine is unloaded (default:
+            ``switching.idle_unload_s``; unset: never). Health, status and metrics calls never count as use. In
+            manual mode the active model is never unloaded by the timer; in auto mode it may be, and its next
+            request loads it again.
+        max_concurrent_requests: Most requests the model serves at once; past it requests wait in the model's
+            queue (up to ``switching.max_queue``, then 429 with ``Retry-After``). Unset: no limit of Turnout's.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -116,6 +130,10 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     enable_prompt_tokens_details: bool | None = None
     enable_force_include_usage: bool | None = None
     served_model_name: str | list[str] | None = None
+    pinned: bool = False
+    preload: bool = False
+    idle_unload_s: PositiveFloat | None = None
+    max_concurrent_requests: PositiveInt | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
@@ -153,6 +171,7 @@ class Switching(Base, frozen=True, kw_only=True):
             after each further failure. Meanwhile its requests get 503 ``model_load_failed`` at once, and the
             healthy model keeps serving. An admin switch retries at once.
         max_failure_backoff_s: The cap of that doubling backoff.
+        idle_unload_s: The default of every model's ``idle_unload_s`` (unset: models stay loaded).
     """
 
     mode: SwitchMode = "manual"
@@ -166,6 +185,7 @@ class Switching(Base, frozen=True, kw_only=True):
     max_queue: PositiveInt = 256
     failure_backoff_s: NonNegativeFloat = 5.0
     max_failure_backoff_s: NonNegativeFloat = 300.0
+    idle_unload_s: PositiveFloat | None = None
 
 
 class ServerSection(Base, frozen=True, kw_only=True):

@@ -24,6 +24,7 @@ class RecordingObserver:
     attempts: list[SwitchAttempt] = field(default_factory=list)
     waits: list[tuple[str, float, bool]] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
+    idle_unloaded: list[str] = field(default_factory=list)
 
     def switch_attempted(self, attempt: SwitchAttempt) -> None:
         self.attempts.append(attempt)
@@ -33,6 +34,9 @@ class RecordingObserver:
 
     def request_aborted(self, model: str) -> None:
         self.aborted.append(model)
+
+    def model_idle_unloaded(self, model: str) -> None:
+        self.idle_unloaded.append(model)
 
 
 def _auto(make_manager: MakeManager, **policy: Any) -> tuple[EngineManager[Any], RecordingObserver]:

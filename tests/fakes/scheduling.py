@@ -21,6 +21,7 @@ class FakeDevice:
     held_for_reload: bool = False
     leases: Counter[str] = field(default_factory=Counter)
     warm: Callable[[str], bool] = lambda model: True
+    limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def free(self) -> bool:
@@ -31,6 +32,9 @@ class FakeDevice:
 
     def is_warm(self, model: str) -> bool:
         return self.warm(model)
+
+    def concurrency_limit(self, model: str) -> int | None:
+        return self.limits.get(model)
 
 
 @dataclass

@@ -24,6 +24,7 @@ __all__ = [
     "EngineLoader",
     "EngineLost",
     "Parked",
+    "ResidentLoader",
     "Room",
     "SleepableEngine",
     "SwitchStrategy",
@@ -125,6 +126,19 @@ class SwitchStrategy(Protocol):
 
     async def close(self) -> None:
         """Free what the strategy holds besides the slots' engines (manager shutdown)."""
+
+
+@runtime_checkable
+class ResidentLoader(Protocol):
+    """A strategy that can hold engines besides the active one and so load a model without activating it
+    (``turnout load``, ``preload``). The others answer such a load with a refusal that says why."""
+
+    async def load_resident(self, name: str, profile: ModelProfile, room: Room) -> Any:
+        """Start an engine for ``name``, making room as a switch would; return it.
+
+        Raises:
+            ResidencyRefused: No room can be made within the strategy's limits (nothing was loaded).
+        """
 
 
 class LoaderStrategy:

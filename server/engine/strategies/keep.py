@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from server.engine.errors import ResidencyRefused
 from server.engine.report import ActivationMetrics
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
@@ -68,6 +69,24 @@ class KeepStrategy(LoaderStrategy):
             await room.evict(victim.name)
         engine = await self._loader.load(name, profile)
         return BroughtUp(engine, ActivationMetrics(method="restart") if self._in_place is not None else None)
+
+    async def load_resident(self, name: str, profile: ModelProfile, room: Room) -> Any:
+        """Load ``name`` next to the active engine, evicting least recently active residents as a switch does."""
+        if self._max_resident == 1:
+            raise ResidencyRefused(
+                f"Cannot load '{name}' next to the active model: switching.max_active is 1 under keep."
+            )
+        for victim in room.residents():
+            if not self._full(room):
+                break
+            logger.info("keep: evicting resident %s to make room for loading %s", victim.name, name)
+            await room.evict(victim.name)
+        if self._full(room):
+            limit = f"max_active {self._max_resident}" if self._max_resident is not None else "memory"
+            raise ResidencyRefused(
+                f"Cannot load '{name}': no room within {limit} (the other engines are active or pinned)."
+            )
+        return await self._loader.load(name, profile)
 
     def _full(self, room: Room) -> bool:
         over_count = self._max_resident is not None and room.engines_held() + 1 > self._max_resident
