@@ -53,6 +53,8 @@ TURNOUT_ONLY: Final = {
     ("POST", "/v1/models/switch"),
     ("GET", "/admin/status"),
     ("POST", "/admin/reload"),
+    ("POST", "/admin/models/{name}/load"),
+    ("POST", "/admin/models/{name}/unload"),
     ("GET", "/ready"),
     ("GET", "/status"),
     # Litestar's Swagger UI under /docs (vLLM's FastAPI serves /docs itself and the rest from a CDN).

@@ -8,7 +8,7 @@ from typing import Annotated
 import msgspec
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 
 from server.api.admission import ServingBundle
 from server.engine import EngineManager, ManagerSnapshot, ResidencyReport, SwitchReport
@@ -57,7 +57,9 @@ class AdminController(Controller):
         return manager.snapshot()
 
     @post("/models/{name:str}/load", status_code=200)
-    async def load(self, name: str, manager: NamedDependency[EngineManager[ServingBundle]]) -> ResidencyReport:
+    async def load(
+        self, name: FromPath[str], manager: NamedDependency[EngineManager[ServingBundle]]
+    ) -> ResidencyReport:
         """Make a model resident without activating it (``keep``: within ``max_active`` and memory); 409 says why
         when the strategy cannot hold it next to the active model."""
         return await manager.load(name)
@@ -65,9 +67,9 @@ class AdminController(Controller):
     @post("/models/{name:str}/unload", status_code=200)
     async def unload(
         self,
-        name: str,
+        name: FromPath[str],
         manager: NamedDependency[EngineManager[ServingBundle]],
-        data: JSONBody[UnloadRequest] | None = None,
+        data: JSONBody[UnloadRequest | None] = None,
     ) -> ResidencyReport:
         """Free a model's engine; the active one in manual mode only with ``force`` (else 409)."""
         options = data or UnloadRequest()

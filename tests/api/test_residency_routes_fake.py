@@ -1,0 +1,89 @@
+"""The residency routes and the per-model concurrency limit through the API, in process, on fake engines."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from server.engine.strategies import StopStrategy
+from server.profiles.schema import ModelProfile, Switching
+from tests.api.conftest import MakeClient, admin
+
+
+def _error(response: Any, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["code"] == code
+    assert "Traceback" not in response.text
+    message: str = error["message"]
+    return message
+
+
+async def test_load_and_unload_routes(make_client: MakeClient) -> None:
+    client, manager = await make_client()
+    assert (await client.post("/admin/models/plain/load")).status_code == 401
+    loaded = await client.post("/admin/models/plain/load", headers=admin())
+    assert loaded.status_code == 200, loaded.text
+    assert loaded.json() | {"duration_ms": 0} == {
+        "model": "plain",
+        "action": "load",
+        "changed": True,
+        "state": "resident",
+        "active_model": "tools",
+        "duration_ms": 0,
+    }
+    _error(await client.post("/admin/models/nope/load", headers=admin()), 404, "model_not_found")
+    message = _error(await client.post("/admin/models/tools/unload", headers=admin()), 409, "residency_refused")
+    assert "force" in message
+    unloaded = await client.post("/admin/models/plain/unload", headers=admin())
+    assert unloaded.json()["state"] == "stopped" and unloaded.json()["changed"] is True
+    forced = await client.post("/admin/models/tools/unload", json={"force": True}, headers=admin())
+    assert forced.status_code == 200 and forced.json()["active_model"] is None
+    response = await client.post("/v1/chat/completions", json={"model": "tools", "messages": []})
+    _error(response, 503, "no_active_model")
+    assert int(response.headers["retry-after"]) >= 1
+    assert manager.active_model is None
+
+
+async def test_load_under_stop_is_409_saying_why(make_client: MakeClient) -> None:
+    client, _ = await make_client(strategy=StopStrategy)
+    message = _error(await client.post("/admin/models/plain/load", headers=admin()), 409, "residency_refused")
+    assert "'stop' strategy holds one engine at a time" in message
+
+
+async def test_status_and_metrics_show_idle_unloads(make_client: MakeClient) -> None:
+    models = {
+        "tools": ModelProfile(model="/m/tools", enable_auto_tool_choice=True, tool_call_parser="hermes"),
+        "plain": ModelProfile(model="/m/plain", idle_unload_s=0.4, pinned=False),
+    }
+    client, manager = await make_client(models=models)
+    await client.post("/admin/models/plain/load", headers=admin())
+    slots = {slot["name"]: slot for slot in (await client.get("/admin/status", headers=admin())).json()["slots"]}
+    assert 0 < slots["plain"]["unloads_in_s"] <= 0.4 and slots["tools"]["unloads_in_s"] is None
+    for _ in range(100):  # status and metrics calls never count as use
+        await client.get("/metrics")
+        if manager.snapshot().slots[1].state == "stopped":
+            break
+        await asyncio.sleep(0.02)
+    metrics = (await client.get("/metrics")).text
+    assert 'turnout_idle_unloads_total{model="plain"} 1.0' in metrics
+
+
+async def test_past_the_concurrency_limit_and_queue_a_request_gets_429(make_client: MakeClient) -> None:
+    models = {
+        "tools": ModelProfile(model="/m/tools", max_concurrent_requests=1),
+        "plain": ModelProfile(model="/m/plain"),
+    }
+    client, manager = await make_client(models=models, switching=Switching(max_queue=1))
+    held = await manager.acquire("tools")  # the one request the model serves at once
+    body = {"model": "tools", "messages": [], "max_tokens": 2}
+    waiting = asyncio.create_task(client.post("/v1/chat/completions", json=body))
+    for _ in range(100):
+        if manager.snapshot().slots[0].queued == 1:
+            break
+        await asyncio.sleep(0.01)
+    refused = await client.post("/v1/chat/completions", json=body)
+    assert "concurrent requests" in _error(refused, 429, "too_many_requests")
+    assert int(refused.headers["retry-after"]) >= 1
+    manager.release(held)
+    assert (await asyncio.wait_for(waiting, 5)).status_code == 200
