@@ -197,6 +197,8 @@ class Reloader:
             elif name == active:
                 text += "; the running engine keeps the old ones until a switch leaves it"
             parts.append(text)
+        if change.residency:
+            parts.append(f"residency ({', '.join(change.residency)}) applies now")
         prefix = f"'{name}': " if replaced else f"'{name}' (not applied): "
         return ModelReload(
             name=name,

@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-from server.profiles.schema import FRONTEND_SETTING_KEYS, ModelProfile, Profile
+from server.profiles.schema import FRONTEND_SETTING_KEYS, RESIDENCY_KEYS, ModelProfile, Profile
 
 __all__ = ["FRONTEND_FIELDS", "ModelChange", "ProfileChanges", "diff_profiles", "file_digests"]
 
@@ -40,12 +40,15 @@ class ModelChange(msgspec.Struct, frozen=True, kw_only=True):
         kind: ``added``, ``removed`` or ``changed``.
         frontend: Frontend settings that changed (``chat_template`` also when only its file's content did).
         engine: Engine settings that changed: ``model``, ``quant_config`` and engine argument names.
+        residency: Residency settings that changed (``pinned``, ``idle_unload_s``, ...): the manager reads them
+            from the profile, so they apply as soon as the reload does (``preload`` only matters at start-up).
     """
 
     name: str
     kind: ChangeKind
     frontend: list[str] = msgspec.field(default_factory=list)
     engine: list[str] = msgspec.field(default_factory=list)
+    residency: list[str] = msgspec.field(default_factory=list)
 
 
 class ProfileChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,8 +111,11 @@ def diff_profiles(
             for key in before.engine_args.keys() | model.engine_args.keys()
             if before.engine_args.get(key, _MISSING) != model.engine_args.get(key, _MISSING)
         )
-        if frontend or engine:
-            changes.append(ModelChange(name=name, kind="changed", frontend=frontend, engine=engine))
+        residency = _changed_fields(before, old_digests, model, new_digests, RESIDENCY_KEYS)
+        if frontend or engine or residency:
+            changes.append(
+                ModelChange(name=name, kind="changed", frontend=frontend, engine=engine, residency=residency)
+            )
     changes += [ModelChange(name=name, kind="removed") for name in old.models if name not in new.models]
     return ProfileChanges(models=changes, restart_only=_restart_only(old, new))
 

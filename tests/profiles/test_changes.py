@@ -63,3 +63,11 @@ def test_added_removed_and_restart_only(check: Check) -> None:
     assert [(c.name, c.kind) for c in changes.models] == [("third", "added"), ("other", "removed")]
     assert changes.names("added") == ["third"]
     assert changes.restart_only == ["switching.drain_timeout", "switching.strategy"]
+
+
+def test_residency_keys_are_a_change_of_their_own(check: Check) -> None:
+    old = _load(check, VALID_PROFILE)
+    new = _load(check, VALID_PROFILE.replace("    dtype: float32\n", "    dtype: float32\n    pinned: true\n"))
+    changes = diff_profiles(old, file_digests(old), new, file_digests(new))
+    assert [(c.name, c.frontend, c.engine, c.residency) for c in changes.models] == [("other", [], [], ["pinned"])]
+    assert new.models["other"].pinned and not old.models["other"].pinned
