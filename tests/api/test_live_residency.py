@@ -96,8 +96,8 @@ def test_preload_idle_unload_load_and_unload(server: LiveServer) -> None:
     assert slots["tools"]["unloads_in_s"] is not None and slots["plain"]["unloads_in_s"] is None
     _until(lambda: _states(server)["tools"] == "stopped", IDLE_S + 60, server)
     _until(lambda: _engine_processes(server) < engines_both, 60, server)
-    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
-    assert 'turnout_idle_unloads_total{model="tools"} 1.0' in metrics
+    counted = 'turnout_idle_unloads_total{model="tools"} 1.0'  # counted once the engine's shutdown returned
+    _until(lambda: counted in httpx.get(f"{server.url}/metrics", timeout=30).text, 60, server)
 
     # The active model cannot be unloaded in manual mode without --force.
     refused = _cli("unload", "plain", "--url", server.url)
