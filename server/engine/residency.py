@@ -172,6 +172,8 @@ class Residency(Generic[B]):
                 f"The '{strategy.name}' strategy holds one engine at a time, so '{name}' cannot be loaded next "
                 f"to the active model; switch to it instead (POST /v1/models/switch)."
             )
+        if refusal is not None and not preload:
+            raise refusal  # the slot stays as it is, a failure's reason included
         device.start_loading(name)
         try:
             if refusal is not None:
