@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from server.engine.scheduler import Refusal, Scheduler, SchedulerEffects, SchedulerPolicy, Waiter
+from server.engine.scheduler import Refusal, Scheduler, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.profiles.schema import Switching
 
 COSTS = {"keep": 0.003, "reconfigure": 0.9, "stop": 17.0}
 
@@ -39,8 +40,7 @@ class Policy(Protocol):
     def finished(self, model: str, now: float) -> None: ...
     def tick(self, now: float) -> None: ...
     def next_wakeup(self) -> float | None: ...
-    def switch_started(self, source: str | None, target: str, now: float, *, forced: bool = False) -> None: ...
-    def switch_ended(self, active: str | None, now: float, *, ok: bool) -> None: ...
+    def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None: ...
 
 
 class FifoPolicy:
@@ -49,7 +49,7 @@ class FifoPolicy:
     def __init__(self, effects: SchedulerEffects[int]) -> None:
         self._effects = effects
         self._queue: deque[Waiter[int]] = deque()
-        self._active: str | None = None
+        self._active: str | None = "m0"  # the simulation starts with the first model active
         self._switching = False
 
     def submit(self, model: str, ticket: int, now: float) -> Waiter[int]:
@@ -67,11 +67,8 @@ class FifoPolicy:
     def next_wakeup(self) -> float | None:
         return None
 
-    def switch_started(self, source: str | None, target: str, now: float, *, forced: bool = False) -> None:
-        self._switching = True
-
-    def switch_ended(self, active: str | None, now: float, *, ok: bool) -> None:
-        self._switching, self._active = False, active
+    def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None:
+        self._switching, self._active = False, ended.target
         self._pump()
 
     def _pump(self) -> None:
@@ -117,7 +114,7 @@ class Simulation:
     rng: random.Random
     clients: int | None
     rate: float
-    make_policy: Callable[[SchedulerEffects[int]], Policy]
+    make_policy: Callable[[Simulation], Policy]
     now: float = 0.0
     events: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
     seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -129,19 +126,34 @@ class Simulation:
     running: int = 0
     busy_s: float = 0.0
     busy_since: float = 0.0
-    in_flight: Counter[str] = field(default_factory=Counter)
+    leases: Counter[str] = field(default_factory=Counter)
     device_queue: deque[tuple[str, int]] = field(default_factory=deque)
     on_done: dict[int, Callable[[], None] | None] = field(default_factory=dict)
     draining: tuple[str | None, str] | None = None
     active: str | None = None
+    switch: SwitchView | None = None
     last_answer: float = 0.0
     wake_at: float | None = None
 
     def __post_init__(self) -> None:
-        self.policy = self.make_policy(self)
         self.active = self.models[0]
-        self.policy.switch_started(None, self.active, 0.0)
-        self.policy.switch_ended(self.active, 0.0, ok=True)
+        self.policy = self.make_policy(self)
+
+    # -- the device's state, as the scheduler reads it (server.engine.scheduler.DeviceView) -----------------------
+
+    @property
+    def active_model(self) -> str | None:
+        return self.active
+
+    @property
+    def free(self) -> bool:
+        return self.switch is None
+
+    def in_flight(self, model: str) -> int:
+        return self.leases[model]
+
+    def is_warm(self, model: str) -> bool:
+        return True  # one cost per strategy: warm and cold switches are not told apart here
 
     # -- the event loop -------------------------------------------------------------------------------------
 
@@ -189,12 +201,13 @@ class Simulation:
 
     def start_switch(self, source: str | None, target: str) -> None:
         self.switches += 1
+        self.switch = SwitchView(source, target, self.now, warm=True)
         self.draining = (source, target)
         self._switch_when_drained()
 
     def admit(self, waiter: Waiter[int]) -> None:
         self.waits.append(self.now - waiter.enqueued_at)
-        self.in_flight[waiter.model] += 1
+        self.leases[waiter.model] += 1
         self.device_queue.append((waiter.model, waiter.ticket))
         self.at(self.now, self._start_service)
 
@@ -217,7 +230,7 @@ class Simulation:
         self.running -= 1
         if self.running == 0:
             self.busy_s += self.now - self.busy_since
-        self.in_flight[model] -= 1
+        self.leases[model] -= 1
         self.answered += 1
         self.last_answer = self.now
         self.policy.finished(model, self.now)
@@ -229,15 +242,17 @@ class Simulation:
         if self.draining is None:
             return
         source, target = self.draining
-        if source is not None and self.in_flight[source] > 0:
+        if source is not None and self.leases[source] > 0:
             return
         self.draining = None
         cost = self.switch_cost_s * self.rng.uniform(0.9, 1.1)
         self.at(self.now + cost, lambda: self._switched(target))
 
     def _switched(self, target: str) -> None:
+        ended, self.switch = self.switch, None
+        assert ended is not None and ended.target == target
         self.active = target
-        self.policy.switch_ended(target, self.now, ok=True)
+        self.policy.switch_ended(ended, self.now, ok=True)
 
     def result(self, policy: str, strategy: str, traffic: str) -> Result:
         waits = sorted(self.waits) or [0.0]
@@ -285,10 +300,10 @@ def simulate(
     """One run; the same seed gives FIFO and the scheduler the same request stream."""
     models = [f"m{i}" for i in range(n_models)]
 
-    def make(effects: SchedulerEffects[int]) -> Policy:
+    def make(device: Simulation) -> Policy:
         if policy == "fifo":
-            return FifoPolicy(effects)
-        return Scheduler(models, scheduler_policy, effects)
+            return FifoPolicy(device)
+        return Scheduler(models, scheduler_policy, device, device)
 
     sim = Simulation(
         models=models,
@@ -341,21 +356,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=8, help="requests the device runs at once")
     parser.add_argument("--cost", action="append", default=[], metavar="STRATEGY=SECONDS", help="switch cost")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--min-residency-s", type=float, default=SchedulerPolicy.min_residency_s)
-    parser.add_argument("--max-residency-s", type=float, default=SchedulerPolicy.max_residency_s)
-    parser.add_argument("--max-wait-s", type=float, default=SchedulerPolicy.max_wait_s)
-    parser.add_argument("--max-queue", type=int, default=SchedulerPolicy.max_queue)
+    defaults = Switching()  # the profile's defaults, stated once in server/profiles/schema.py
+    parser.add_argument("--min-residency-s", type=float, default=defaults.min_residency_s)
+    parser.add_argument("--max-residency-s", type=float, default=defaults.max_residency_s)
+    parser.add_argument("--max-wait-s", type=float, default=defaults.max_wait_s)
+    parser.add_argument("--max-queue", type=int, default=defaults.max_queue)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     costs = dict(COSTS)
     for item in args.cost:
         name, _, seconds = item.partition("=")
         costs[name] = float(seconds)
-    scheduler_policy = SchedulerPolicy(
-        min_residency_s=args.min_residency_s,
-        max_residency_s=args.max_residency_s,
-        max_wait_s=args.max_wait_s,
-        max_queue=args.max_queue,
+    scheduler_policy = SchedulerPolicy.from_switching(
+        Switching(
+            mode="auto",
+            min_residency_s=args.min_residency_s,
+            max_residency_s=args.max_residency_s,
+            max_wait_s=args.max_wait_s,
+            max_queue=args.max_queue,
+        )
     )
     results: list[Result] = []
     comparisons: list[dict[str, Any]] = []

@@ -20,8 +20,9 @@ from litestar import Request
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 
-from server.api.errors import sse_error_event
+from server.api.errors import OPENAI_API, ApiShape
 from server.engine import EngineError, EngineManager, Lease
+from server.frontend.operations import Operation
 
 __all__ = [
     "AbortsRequests",
@@ -31,6 +32,7 @@ __all__ = [
     "leased_stream",
     "provide_admitted",
     "read_json_object",
+    "resolve_model_name",
 ]
 
 logger = logging.getLogger("turnout.api")
@@ -58,6 +60,8 @@ class ServingBundle(AbortsRequests, Protocol):
 
     async def tokenize(self, body: dict[str, Any]) -> Any: ...
 
+    async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> Any: ...
+
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
 
 
@@ -70,12 +74,15 @@ class AdmittedRequest:
         lease: The lease that pins the model and its bundle.
         body: The request's JSON object.
         handed_over: Set when a stream took over releasing the lease.
+        asked_as: The alias (``served_model_name``) the client named the model by, when not its own name: the
+            answer carries it back.
     """
 
     manager: EngineManager[ServingBundle]
     lease: Lease[ServingBundle]
     body: dict[str, Any]
     handed_over: bool = False
+    asked_as: str | None = None
 
     @property
     def bundle(self) -> ServingBundle:
@@ -85,6 +92,15 @@ class AdmittedRequest:
     def release(self) -> None:
         """End the lease (idempotent)."""
         self.manager.release(self.lease)
+
+    def as_asked(self, text: str) -> str:
+        """``text`` (a JSON body or an SSE chunk) with the model named as the client named it."""
+        if self.asked_as is None:
+            return text
+        # vLLM writes compact JSON, and a quote inside generated text is escaped, so the unescaped key-value
+        # pair is only ever the `model` field itself (top-level, or in Anthropic's message_start).
+        own = '"model":' + msgspec.json.encode(self.lease.model).decode()
+        return text.replace(own, '"model":' + msgspec.json.encode(self.asked_as).decode())
 
 
 async def read_json_object(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -109,14 +125,28 @@ async def provide_admitted(
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
-    lease = await manager.acquire(model or None)
+    name = resolve_model_name(manager, model or None)
+    lease = await manager.acquire(name)
     install_abort_hook(lease)
-    admitted = AdmittedRequest(manager=manager, lease=lease, body=body)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body=body, asked_as=model if model != name else None)
     try:
         yield admitted
     finally:
         if not admitted.handed_over:
             admitted.release()
+
+
+def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:
+    """The model a request names: a model's own name, or one of its ``served_model_name`` aliases.
+
+    An unknown name comes back as it is, for the manager's 404 to name it.
+    """
+    if requested is None or requested in manager.models:
+        return requested
+    for name, profile in manager.models.items():
+        if requested in profile.aliases:
+            return name
+    return requested
 
 
 def install_abort_hook(lease: Lease[A]) -> None:
@@ -125,23 +155,30 @@ def install_abort_hook(lease: Lease[A]) -> None:
     lease.abort_hook = lambda: bundle.abort(request_id)
 
 
-async def leased_stream(admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any) -> AsyncIterator[str]:
-    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it."""
+async def leased_stream(
+    admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any, api: ApiShape = OPENAI_API
+) -> AsyncIterator[str]:
+    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it.
+
+    The error event and the end marker are ``api``'s (OpenAI's ``data:`` error and ``[DONE]`` by default).
+    """
     lease = admitted.lease
     try:
         try:
             async for chunk in chunks:
                 if lease.aborted_by is not None:
                     break  # the rest (an 'abort' finish) would hide why the stream ended
-                yield chunk
+                yield admitted.as_asked(chunk)
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
-            yield sse_error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
-            yield "data: [DONE]\n\n"
+            yield api.error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
+            if api.done is not None:
+                yield api.done
             return
         if lease.aborted_by is not None:
-            yield sse_error_event(lease.aborted_by)
-            yield "data: [DONE]\n\n"
+            yield api.error_event(lease.aborted_by)
+            if api.done is not None:
+                yield api.done
     finally:
         # Closing aborts the engine request when the client went away before the end.
         await close()

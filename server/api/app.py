@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar, Router
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -22,9 +23,12 @@ from server.api.admission import ServingBundle
 from server.api.auth import AdminGuard, ApiKeyGuard
 from server.api.controllers import (
     AdminController,
+    MessagesController,
     OpenAIController,
     OpsController,
     ReloadController,
+    ResponsesController,
+    ServingController,
     StatusPageController,
     SwitchController,
     TokenizeController,
@@ -34,6 +38,7 @@ from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
 from server.api.settings import ApiSettings
+from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
 __all__ = ["BackgroundTask", "create_app"]
@@ -90,12 +95,19 @@ def create_app(
                 await manager.shutdown()
 
     registry = metrics_registry(manager)
+    stored_responses = StoredResponses()
     # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
     # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
     keyed = settings.api_key is not None
     openai_routes = Router(
         path="/",
-        route_handlers=[OpenAIController, TokenizeController],
+        route_handlers=[
+            OpenAIController,
+            TokenizeController,
+            ResponsesController,
+            MessagesController,
+            ServingController,
+        ],
         guards=[ApiKeyGuard(settings)] if keyed else None,
         security=API_KEY_SECURITY if keyed else None,
     )
@@ -113,6 +125,7 @@ def create_app(
             "metrics_registry": Provide(lambda: registry, sync_to_thread=False, use_cache=True),
             "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
             "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
+            "stored_responses": Provide(lambda: stored_responses, sync_to_thread=False, use_cache=True),
         },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
         exception_handlers=EXCEPTION_HANDLERS,
@@ -125,6 +138,7 @@ def create_app(
             render_plugins=[SwaggerRenderPlugin(path="/")],
             components=security_components(),
         ),
+        cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
         debug=False,
     )
     document_request_bodies(app, request_schemas)

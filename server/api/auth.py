@@ -56,11 +56,19 @@ class AdminGuard:
 
 
 class ApiKeyGuard:
-    """OpenAI routes: the API key as a bearer token, when one is configured (as vLLM's ``--api-key``)."""
+    """Serving routes: the API key, when one is configured (as vLLM's ``--api-key``).
+
+    Accepted as OpenAI's clients send it (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
+    on every serving route: a client picks its header by SDK, not by path.
+    """
 
     def __init__(self, settings: ApiSettings) -> None:
         self._api_key = settings.api_key
 
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if self._api_key is not None and not _matches(_bearer(connection), self._api_key):
-            raise NotAuthorizedException("Missing or invalid API key: send 'Authorization: Bearer <key>'.")
+        key = self._api_key
+        if key is None or _matches(_bearer(connection), key) or _matches(connection.headers.get("x-api-key"), key):
+            return
+        raise NotAuthorizedException(
+            "Missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
+        )

@@ -1,13 +1,17 @@
-"""Every error leaves the server in OpenAI's JSON shape, with a fitting status and never a traceback.
+"""Every error leaves the server in its API's JSON shape, with a fitting status and never a traceback.
 
-``{"error": {"message", "type", "param", "code"}}``. 503s carry ``Retry-After``; 401s carry
-``WWW-Authenticate``. Unexpected exceptions are logged server-side and answered with a generic 500.
+OpenAI's ``{"error": {"message", "type", "param", "code"}}`` everywhere but the Anthropic Messages routes, which
+answer Anthropic's ``{"type": "error", "error": {"type", "message"}}`` (``ANTHROPIC_EXCEPTION_HANDLERS``). 503s
+carry ``Retry-After``; 401s carry ``WWW-Authenticate``. Unexpected exceptions are logged server-side and answered
+with a generic 500. A stream that a switch (or a failure) ends gets its API's error event: see `ApiShape`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
 
 import msgspec
 from litestar import MediaType, Request, Response
@@ -17,7 +21,18 @@ from litestar.types import ExceptionHandlersMap
 from server.engine import EngineError
 from server.frontend.openai_errors import error_body
 
-__all__ = ["EXCEPTION_HANDLERS", "error_response", "sse_error_event"]
+__all__ = [
+    "ANTHROPIC_API",
+    "ANTHROPIC_EXCEPTION_HANDLERS",
+    "EXCEPTION_HANDLERS",
+    "OPENAI_API",
+    "RESPONSES_API",
+    "ApiShape",
+    "anthropic_error_body",
+    "anthropic_error_payload",
+    "error_response",
+    "sse_error_event",
+]
 
 logger = logging.getLogger("turnout.api")
 
@@ -49,6 +64,68 @@ def sse_error_event(error: EngineError) -> str:
     return f"data: {msgspec.json.encode(payload).decode()}\n\n"
 
 
+def _responses_error_event(error: EngineError) -> str:
+    # OpenAI's Responses streams end in a typed `error` event (ResponseErrorEvent), not a `data:` error body.
+    payload = {"type": "error", "code": error.code, "message": error.message, "param": None, "sequence_number": -1}
+    return f"event: error\ndata: {msgspec.json.encode(payload).decode()}\n\n"
+
+
+def _anthropic_error_event(error: EngineError) -> str:
+    payload = anthropic_error_body(error.status_code, error.message)
+    return f"event: error\ndata: {msgspec.json.encode(payload).decode()}\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiShape:
+    """What differs between the APIs a route may speak: how a stream that cannot finish ends, and error bodies.
+
+    Attributes:
+        error_event: The SSE event that ends a stream with an error.
+        done: The end marker sent after it, if the API has one.
+        translate_error: Turns an OpenAI error body (vLLM's serving classes answer those) into this API's, or
+            None when it is OpenAI's.
+    """
+
+    error_event: Callable[[EngineError], str]
+    done: str | None
+    translate_error: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
+
+
+#: Chat, completions and every other OpenAI stream of vLLM's: a `data:` error body, then `[DONE]`.
+OPENAI_API: Final = ApiShape(sse_error_event, "data: [DONE]\n\n")
+#: The Responses API: an `error` event, and no `[DONE]` (vLLM's Responses streams have none).
+RESPONSES_API: Final = ApiShape(_responses_error_event, None)
+#: Anthropic's Messages API: an `error` event (the SDK raises it as an APIStatusError).
+ANTHROPIC_API: Final = ApiShape(
+    _anthropic_error_event, None, lambda status, body: anthropic_error_payload(status, body)
+)
+
+#: Anthropic's error type for each status (https://docs.anthropic.com/en/api/errors).
+_ANTHROPIC_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
+    """Anthropic's error object for an HTTP ``status``."""
+    kind = _ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def anthropic_error_payload(status: int, openai_payload: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI error body (as vLLM's serving classes give it) in Anthropic's shape, as vLLM's router does."""
+    error = openai_payload.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return anthropic_error_body(status, str(message or "request failed"))
+
+
 def _engine_error(_: Request[Any, Any, Any], exc: EngineError) -> Response[dict[str, Any]]:
     return error_response(exc.status_code, exc.message, code=exc.code, retry_after=exc.retry_after)
 
@@ -77,4 +154,19 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: _validation_error,
     HTTPException: _http_error,
     Exception: _unexpected,
+}
+
+
+def _in_anthropic_shape(handler: Callable[..., Response[dict[str, Any]]]) -> Callable[..., Response[Any]]:
+    def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+        response = handler(request, exc)
+        response.content = anthropic_error_payload(response.status_code or 500, response.content)
+        return response
+
+    return handle
+
+
+#: The Anthropic routes' handlers: the same statuses and headers as ``EXCEPTION_HANDLERS``, Anthropic's body.
+ANTHROPIC_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    kind: _in_anthropic_shape(handler) for kind, handler in EXCEPTION_HANDLERS.items()
 }

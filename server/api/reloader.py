@@ -131,13 +131,13 @@ class Reloader:
             warnings = [str(warning) for warning in result.warnings]
             if dry_run or not changes.models:
                 return self._report(new.path, changes, None, applied=False, warnings=warnings)
+            # The models, their memory plan and the stale engines change together, between switches.
             replaced = await self._manager.replace_models(
                 new.models,
                 new_frontend=[change.name for change in changes.models if change.frontend],
                 new_engine=[change.name for change in changes.models if change.engine],
+                memory_plan=plan,
             )
-            if self._prepare is not None:
-                self._manager.memory_plan = plan
             # Restart-only settings keep their running values, so a later reload reports them again.
             self._profile = msgspec.structs.replace(self._profile, path=new.path, models=new.models)
             self._digests = digests

@@ -8,6 +8,7 @@ from litestar import MediaType, Response
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, leased_stream
+from server.api.errors import OPENAI_API, ApiShape
 from server.frontend.results import JsonResult, StreamResult
 
 __all__ = ["respond"]
@@ -15,15 +16,20 @@ __all__ = ["respond"]
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def respond(admitted: AdmittedRequest, result: JsonResult | StreamResult) -> Response[Any] | Stream:
-    """A JSON response, or an SSE stream that owns the lease until its last event."""
+def respond(
+    admitted: AdmittedRequest, result: JsonResult | StreamResult, api: ApiShape = OPENAI_API
+) -> Response[Any] | Stream:
+    """A JSON response, or an SSE stream that owns the lease until its last event; errors in ``api``'s shape."""
     if isinstance(result, StreamResult):
         admitted.handed_over = True
         return Stream(
-            leased_stream(admitted, result.chunks, result.aclose),
+            leased_stream(admitted, result.chunks, result.aclose, api),
             media_type="text/event-stream",
             headers=_SSE_HEADERS,
         )
     # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer.
     admitted.lease.raise_if_aborted()
-    return Response(result.body, status_code=result.status_code, media_type=MediaType.JSON)
+    if result.status_code >= 400 and api.translate_error is not None:
+        return Response(api.translate_error(result.status_code, result.payload), status_code=result.status_code)
+    body = result.body if admitted.asked_as is None else admitted.as_asked(result.body.decode()).encode()
+    return Response(body, status_code=result.status_code, media_type=MediaType.JSON)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
 
@@ -18,9 +20,12 @@ class ApiSettings:
         admin_token_env: The env var the token comes from (named in the 403 that says how to enable them).
         api_key: Key guarding ``/v1/*``; None leaves them open.
         dev_mode: Open the admin routes without a token (``--dev`` or ``VLLM_SERVER_DEV_MODE=1``).
+        cors: CORS for every route, as Litestar's ``CORSConfig`` arguments (``allow_origins``, ``allow_methods``,
+            ``allow_headers``, ``allow_credentials``); None: no CORS headers, preflights are not answered.
     """
 
     admin_token: str | None = field(default=None, repr=False)
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
     api_key: str | None = field(default=None, repr=False)
     dev_mode: bool = False
+    cors: Mapping[str, Any] | None = None

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from server.cli._output import err_console, out_console, print_issues
+from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
+from server.cli.tls_refresh import certificate_refresher
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
 
 if TYPE_CHECKING:
@@ -28,7 +30,8 @@ logger = logging.getLogger("turnout.cli")
 class ServeOptions:
     """Everything ``turnout serve`` takes besides the profile (frozen; no ``Namespace``).
 
-    ``engine_defaults`` holds the vLLM engine flags given on the command line, as ``AsyncEngineArgs`` fields.
+    ``engine_defaults`` holds the vLLM engine flags given on the command line, as ``AsyncEngineArgs`` fields;
+    ``frontend`` the vLLM frontend flags (``server/cli/frontend_flags.py`` says what each does).
     """
 
     host: str = "127.0.0.1"
@@ -36,7 +39,7 @@ class ServeOptions:
     api_key: str | None = None
     dev: bool = False
     log_level: str = "info"
-    admission_timeout: float = 600.0
+    admission_timeout: float | None = None  # None: the manager's default
     enable_auto_tool_choice: bool = False
     tool_call_parser: str | None = None
     chat_template: str | None = None
@@ -45,6 +48,7 @@ class ServeOptions:
     watch: bool = False
     timeout_keep_alive: int = 65
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
+    frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
 
 
 def serving_validation(
@@ -91,6 +95,15 @@ def _loading_status(model: str) -> Iterator[None]:
 def _secret_from_env(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def engine_defaults(flags: Mapping[str, Any], reasoning_parser: str | None) -> dict[str, Any]:
+    """The engine arguments every model gets from the command line: vLLM's engine flags, and the default reasoning
+    parser, which the engine needs as well as the frontend (structured output must know where reasoning ends)."""
+    defaults = dict(flags)
+    if reasoning_parser is not None:
+        defaults["reasoning_parser"] = reasoning_parser
+    return defaults
 
 
 def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
@@ -143,6 +156,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         tool_call_parser=options.tool_call_parser,
         chat_template=options.chat_template,
         reasoning_parser=options.reasoning_parser,
+        log_requests=bool(options.engine_defaults.get("enable_log_requests", False)),
+        **options.frontend.model_defaults,
     )
 
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
@@ -173,6 +188,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         admin_token_env=admin_token_env,
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
         dev_mode=dev_mode,
+        cors=options.frontend.cors(),
     )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
@@ -188,33 +204,49 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     async def watch() -> None:
         await watch_profile(reloader)
 
+    async def refresh_tls() -> None:
+        # `config` is bound below, before the server (and so this background task) starts.
+        await certificate_refresher(config)()
+
+    background = [watch] if options.watch else []
+    if options.frontend.server.get("enable_ssl_refresh"):
+        background.append(refresh_tls)
+
     app = create_app(
         manager,
         settings,
         default_model=profile.default_model,
         loading_status=_loading_status,
         reloader=reloader,
-        background=[watch] if options.watch else [],
+        background=background,
         request_schemas=request_body_schemas(),
     )
+    uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
+    scheme = "https" if "ssl_certfile" in uvicorn_options else "http"
+    try:
+        served = wrap_middleware(app, list(options.frontend.server.get("middleware", [])))
+    except FrontendFlagError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        raise SystemExit(2) from None
     out_console.print(
-        f"Turnout serving {', '.join(profile.models)} on http://{options.host}:{options.port} "
+        f"Turnout serving {', '.join(profile.models)} on {scheme}://{options.host}:{options.port} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
-    uvicorn.run(
-        app,
+    config = uvicorn.Config(
+        served,
         host=options.host,
         port=options.port,
-        log_level=options.log_level,
         loop="uvloop",
         http="httptools",
         timeout_keep_alive=options.timeout_keep_alive,
+        **uvicorn_options,
     )
+    uvicorn.Server(config).run()
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM ENGINE FLAGS]...")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM FLAGS]...")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
 @click.option("--api-key", default=None, help="Require this key on /v1/* (default: the profile's api_key_env).")
@@ -227,9 +259,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 )
 @click.option(
     "--admission-timeout",
-    default=600.0,
-    show_default=True,
-    help="Most seconds a request waits for a switch (auto mode refuses earlier, at switching.max_wait_s).",
+    type=float,
+    default=None,
+    help="Most seconds a request waits for a switch (default 600; auto mode refuses earlier, at switching.max_wait_s).",
 )
 @click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
 @click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
@@ -252,14 +284,25 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server.
 
     Any vLLM engine flag (--max-model-len, --max-num-batched-tokens, --dtype, ...) is a default for every
-    model; a model's own profile key overrides it.
+    model; a model's own profile key overrides it. vLLM's frontend flags work as in `vllm serve`: TLS
+    (--ssl-keyfile, --ssl-certfile, ...), CORS (--allowed-origins, ...), --root-path, --middleware,
+    --tool-parser-plugin, and per-model defaults (--response-role, --chat-template-content-format, ...). A flag
+    that cannot apply to a multi-model server is refused with the reason.
     """
     from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+    from server.frontend.vllm_frontend_args import load_parser_plugins, parse_frontend_flags
 
     own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
     try:
-        flags = parse_engine_flags(args, own_options=own)
-    except EngineFlagsInvalid as exc:
+        given, rest = parse_frontend_flags(args)
+        frontend = split_frontend_flags(given)
+        flags = parse_engine_flags(rest, own_options=own)
+        # Before the profile is validated, so that the plugins' parser names are valid in it.
+        load_parser_plugins(
+            tool_parser_plugin=frontend.server.get("tool_parser_plugin"),
+            reasoning_parser_plugin=flags.defaults.get("reasoning_parser_plugin"),
+        )
+    except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     if len(flags.positionals) > 1:
         raise click.UsageError(f"give one PROFILE file, got {len(flags.positionals)}: {' '.join(flags.positionals)}")
@@ -267,7 +310,9 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     if profile is None and not os.environ.get(CONFIG_ENV):
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
-    options = ServeOptions(**kwargs, engine_defaults=flags.defaults)
+    options = ServeOptions(
+        **kwargs, engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"]), frontend=frontend
+    )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),

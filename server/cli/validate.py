@@ -154,7 +154,9 @@ def render_json(report: ValidateReport) -> str:
     return msgspec.json.encode(report).decode() + "\n"
 
 
-def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
+def cli_parser_registry(
+    *, import_vllm: bool = False, plugins: Mapping[str, str] | None = None
+) -> ParserRegistry | None:
     """The parser names to check profiles against.
 
     By default they are read from the registration tables in vLLM's source (milliseconds, nothing imported), so
@@ -162,9 +164,22 @@ def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
     frontend adapter's live registries, which imports vLLM (seconds); when that import fails (vLLM missing, a
     pinned-version mismatch, a broken torch), the source tables are used after all and stderr says why.
 
+    ``plugins`` (``tool_parser_plugin`` / ``reasoning_parser_plugin`` files) are imported into vLLM's registries
+    first, as ``turnout serve`` imports them; they need the live registries, so they import vLLM too.
+
     Returns:
         The registry, or ``None`` when vLLM is not installed at all.
+
+    Raises:
+        ValueError: A plugin file that cannot be loaded.
     """
+    if plugins:
+        with contextlib.redirect_stdout(sys.stderr):
+            from server.frontend.vllm_adapter import parser_registry
+            from server.frontend.vllm_frontend_args import load_parser_plugins
+
+            load_parser_plugins(**plugins)
+            return parser_registry()
     if not import_vllm:
         static = source_parser_registry()
         if static is not None:
@@ -201,7 +216,25 @@ def cli_parser_registry(*, import_vllm: bool = False) -> ParserRegistry | None:
     is_flag=True,
     help="Check parser names against vLLM's live registries (imports vLLM: seconds) instead of its source tables.",
 )
-def validate(files: tuple[str, ...], output_format: OutputFormat, import_vllm: bool) -> None:
+@click.option(
+    "--tool-parser-plugin",
+    default=None,
+    metavar="FILE",
+    help="A tool parser plugin file (as vllm serve's): its parsers become valid tool_call_parser names.",
+)
+@click.option(
+    "--reasoning-parser-plugin",
+    default=None,
+    metavar="FILE",
+    help="A reasoning parser plugin file: its parsers become valid reasoning_parser names.",
+)
+def validate(
+    files: tuple[str, ...],
+    output_format: OutputFormat,
+    import_vllm: bool,
+    tool_parser_plugin: str | None,
+    reasoning_parser_plugin: str | None,
+) -> None:
     """Check profiles (YAML or JSON) and report every error as path:line:col.
 
     With no FILE, checks the profile named by $VLLM_HPU_MULTI_MODEL_CONFIG. Output goes to stdout. Exit
@@ -215,8 +248,19 @@ def validate(files: tuple[str, ...], output_format: OutputFormat, import_vllm: b
     with contextlib.suppress(AttributeError, ValueError):
         # A file name or value that the terminal cannot encode must not crash the report.
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    plugins = {
+        key: value
+        for key, value in (
+            ("tool_parser_plugin", tool_parser_plugin),
+            ("reasoning_parser_plugin", reasoning_parser_plugin),
+        )
+        if value
+    }
     try:
-        registry = cli_parser_registry(import_vllm=import_vllm)
+        registry = cli_parser_registry(import_vllm=import_vllm, plugins=plugins)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
         code = run_validate(files, output_format=output_format, parsers=registry, out=sys.stdout)
     except Exception as exc:  # the command boundary: never a traceback
         click.echo(f"turnout validate: internal error: {type(exc).__name__}: {exc}", err=True)

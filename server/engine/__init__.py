@@ -25,7 +25,6 @@ from server.engine.errors import (
     SwitchFailed,
 )
 from server.engine.lease import Lease, Published
-
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.report import ManagerSnapshot, ModelsReplaced, SlotSnapshot, SwitchAttempt, SwitchReport
 from server.engine.states import Slot, SlotState
@@ -56,4 +55,3 @@ __all__ = [
     "SwitchFailed",
     "SwitchReport",
 ]
-

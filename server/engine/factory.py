@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from server.engine.in_place.frontend_state import RendererFactory
 from server.engine.kv_budget import (
     ENGINE_OVERHEAD_BYTES,
     MemoryBudgetExceeded,
@@ -23,7 +24,6 @@ from server.engine.kv_budget import (
     with_kv_budget,
 )
 from server.engine.manager import BundleBuilder, EngineManager
-from server.engine.scheduler import SchedulerPolicy
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
@@ -38,9 +38,8 @@ from server.engine.vllm_loader import (
     memory_check,
     stash_host_factory,
 )
-from server.vllm_plugin import WORKER_EXTENSION
-from server.engine.in_place.frontend_state import RendererFactory
 from server.profiles.schema import Profile
+from server.vllm_plugin import WORKER_EXTENSION
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
 
@@ -135,7 +134,7 @@ def build_manager(
     build_renderer: RendererFactory,
     loader: EngineLoader | None = None,
     device: str | None = None,
-    admission_timeout: float = 600.0,
+    admission_timeout: float | None = None,
     memory_plan: MemoryPlan | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
@@ -144,7 +143,7 @@ def build_manager(
     loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
     """
     device = device or detect_device()
-    stash_factory = stash_host_factory(profile.models)
+    stash_factory = stash_host_factory()
     in_place = None
     name = resolve_strategy_name(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
     may_reconfigure = name == "reconfigure" or (profile.switching.strategy == "auto" and device in ("cpu", "cuda"))
@@ -157,14 +156,13 @@ def build_manager(
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
+        models=profile.models,
     )
     return EngineManager(
         profile.models,
         strategy,
         build_bundle,
-        mode=profile.switching.mode,
-        drain_timeout=profile.switching.drain_timeout,
+        switching=profile.switching,
         admission_timeout=admission_timeout,
-        scheduling=SchedulerPolicy.from_switching(profile.switching),
         memory_plan=memory_plan,
     )

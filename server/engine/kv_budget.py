@@ -30,6 +30,7 @@ from server.profiles.schema import Profile
 __all__ = [
     "DEFAULT_RESERVE_FRACTION",
     "ENGINE_OVERHEAD_BYTES",
+    "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION",
     "KvDecision",
     "MemoryBudgetExceeded",
     "MemoryPlan",
@@ -50,7 +51,7 @@ _MIB: Final = 2**20
 #: measured (no GPU here).
 ENGINE_OVERHEAD_BYTES: Final = {"cpu": 1024 * _MIB, "cuda": 2048 * _MIB}
 #: vLLM's own default share of the device (``gpu_memory_utilization``); the budget never asks for more.
-_VLLM_DEFAULT_FRACTION: Final = 0.92
+VLLM_DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92
 
 DecisionSource = Literal["budget", "profile"]
 
@@ -315,6 +316,6 @@ def with_kv_budget(profile: Profile, plan: MemoryPlan) -> Profile:
         engine_args = {**model.engine_args, "kv_cache_memory_bytes": decision.kv_cache_bytes}
         if plan.memory.device == "cuda":
             share = math.ceil(decision.footprint_bytes / plan.memory.total_bytes * 100) / 100
-            engine_args["gpu_memory_utilization"] = min(max(share, 0.01), _VLLM_DEFAULT_FRACTION)
+            engine_args["gpu_memory_utilization"] = min(max(share, 0.01), VLLM_DEFAULT_GPU_MEMORY_UTILIZATION)
         models[name] = msgspec.structs.replace(model, engine_args=engine_args)
     return msgspec.structs.replace(profile, models=models)

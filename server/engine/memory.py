@@ -8,24 +8,47 @@ reading sums the RSS of every descendant of this process: the engines, without T
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
+from typing import Any
 
 import psutil
 
-__all__ = ["available_device_fraction", "available_ram_mb", "engine_processes_rss_mb", "memory_in_use_mb"]
+__all__ = [
+    "available_device_fraction",
+    "available_ram_mb",
+    "engine_processes_rss_mb",
+    "memory_in_use_mb",
+    "nvml_memory",
+    "visible_cuda_index",
+]
 
 logger = logging.getLogger("turnout.engine")
 _MB = 1024 * 1024
 
 
-def _nvml_used_mb() -> float | None:
+def visible_cuda_index(environ: Mapping[str, str] | None = None) -> int:
+    """NVML's index of the device vLLM's engines use: the first of ``CUDA_VISIBLE_DEVICES`` (NVML ignores it)."""
+    env = os.environ if environ is None else environ
+    first = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    return int(first) if first.isdigit() else 0
+
+
+def nvml_memory() -> tuple[int, Any] | None:
+    """``(index, nvmlMemory_t)`` of the engines' CUDA device, or None without NVML or an NVIDIA device."""
     try:
         import pynvml  # ships with CUDA vLLM; absent on CPU and Gaudi
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return float(pynvml.nvmlDeviceGetMemoryInfo(handle).used) / _MB
-    except Exception:  # no NVML, no NVIDIA device: fall back to RSS
+        index = visible_cuda_index()
+        return index, pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
+    except Exception:
         return None
+
+
+def _nvml_used_mb() -> float | None:
+    reading = nvml_memory()
+    return None if reading is None else float(reading[1].used) / _MB  # None: fall back to RSS
 
 
 def engine_processes_rss_mb(root: psutil.Process | None = None) -> float:
@@ -46,15 +69,9 @@ def memory_in_use_mb() -> float:
 
 
 def available_device_fraction() -> float | None:
-    """Free share of CUDA device 0's memory (NVML), or None where NVML cannot read one."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0))
-        return float(info.free) / float(info.total)
-    except Exception:  # no NVML, no NVIDIA device
-        return None
+    """Free share of the engines' CUDA device memory (NVML), or None where NVML cannot read one."""
+    reading = nvml_memory()
+    return None if reading is None else float(reading[1].free) / float(reading[1].total)
 
 
 def available_ram_mb() -> float:

@@ -1,8 +1,17 @@
-"""The auto-mode scheduler: which model gets the device next, and when.
+"""The scheduler: which requests run now, which wait, which model gets the device next, and when.
 
-Pure and synchronous: no asyncio and no clock of its own. The manager feeds it events with the current time and
-it acts only through :class:`SchedulerEffects` (start a switch, admit a waiter, refuse a waiter), so the tests and
-the simulation benchmark drive it with a fake clock and fake effects.
+Pure and synchronous: no asyncio and no clock of its own. The manager feeds it events with the current time, it
+reads who is active, which switch runs and how many requests are in flight from the device's own view
+(:class:`DeviceView`: it keeps no copy of them), and it acts only through :class:`SchedulerEffects` (start a
+switch, admit a waiter, refuse a waiter), so the tests and the simulation benchmark drive it with a fake clock,
+a fake device and fake effects.
+
+Manual mode is one more policy of the same algorithm: a request for the active model is admitted, one for the
+target of the switch under way waits for it, any other is refused at once (``NOT_ACTIVE``, ``SWITCHING_AWAY``,
+``NO_ACTIVE``), and the scheduler never starts a switch: only the admin route does. Failed loads do not back
+off; the target's waiters are refused with ``SWITCH_FAILED``.
+
+Auto mode:
 
 Policy (the README's "Auto mode" section says the same for users):
     1. Each model has a bounded FIFO queue of waiting requests. A request for the active model is admitted at
@@ -25,7 +34,7 @@ Policy (the README's "Auto mode" section says the same for users):
        unloaded. An admin switch (``switch_started(forced=True)``) retries at once.
 
 Invariants:
-    * At most one switch is under way, and only while ``switching`` is set.
+    * The scheduler starts a switch only while the device is free (no switch under way, no reload holding it).
     * A queued waiter ends exactly once: admitted, refused or withdrawn.
     * While no switch is under way, the active model's queue is empty.
 """
@@ -35,20 +44,23 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import sys
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from server.profiles.schema import Switching
+from server.profiles.schema import Switching, SwitchMode
 
 __all__ = [
     "IDLE_GAP_S",
     "RESIDENCY_PER_SWITCH_COST",
+    "DeviceView",
     "Refusal",
     "Scheduler",
     "SchedulerEffects",
     "SchedulerPolicy",
+    "SwitchView",
     "Waiter",
 ]
 
@@ -71,26 +83,36 @@ COST_SMOOTHING = 0.5
 
 @dataclass(frozen=True, kw_only=True)
 class SchedulerPolicy:
-    """The scheduler's settings (``switching.*`` of the profile; see ``server/profiles/schema.py``)."""
+    """The scheduler's settings: the profile's ``switching`` section (``server/profiles/schema.py`` holds the
+    defaults and says what each means). Manual mode waits without a bound of its own (the caller's applies) and
+    queues without a limit, as a request there only ever waits for a switch the admin started."""
 
-    min_residency_s: float = 2.0
-    max_residency_s: float = 60.0
-    max_wait_s: float = 120.0
-    max_queue: int = 256
-    failure_backoff_s: float = 5.0
-    max_failure_backoff_s: float = 300.0
+    mode: SwitchMode
+    min_residency_s: float
+    max_residency_s: float
+    max_wait_s: float
+    max_queue: int
+    failure_backoff_s: float
+    max_failure_backoff_s: float
 
     @classmethod
     def from_switching(cls, switching: Switching) -> SchedulerPolicy:
         """The policy of a profile's ``switching`` section."""
+        manual = switching.mode == "manual"
         return cls(
+            mode=switching.mode,
             min_residency_s=switching.min_residency_s,
             max_residency_s=switching.max_residency_s,
-            max_wait_s=switching.max_wait_s,
-            max_queue=switching.max_queue,
+            max_wait_s=math.inf if manual else switching.max_wait_s,
+            max_queue=sys.maxsize if manual else switching.max_queue,
             failure_backoff_s=switching.failure_backoff_s,
             max_failure_backoff_s=switching.max_failure_backoff_s,
         )
+
+    @property
+    def auto(self) -> bool:
+        """Whether the scheduler decides the switches."""
+        return self.mode == "auto"
 
 
 class Refusal(enum.StrEnum):
@@ -101,6 +123,12 @@ class Refusal(enum.StrEnum):
     LOAD_FAILED = "load_failed"
     CLOSED = "closed"
     REMOVED = "removed"
+    # Manual mode's: the request names a model that is not active, or the model a switch is leaving; no model is
+    # active; the switch the request waited for failed.
+    NOT_ACTIVE = "not_active"
+    SWITCHING_AWAY = "switching_away"
+    NO_ACTIVE = "no_active"
+    SWITCH_FAILED = "switch_failed"
 
 
 @dataclass(eq=False)
@@ -120,11 +148,51 @@ class Waiter(Generic[T]):
     retry_after_s: int = 0
 
 
+@dataclass(frozen=True)
+class SwitchView:
+    """The switch under way, as the device records it.
+
+    Attributes:
+        source: The model being left (None: nothing was active).
+        target: The model the device moves to.
+        started_at: When it began (the scheduler's clock).
+        warm: Whether the target was parked with its engine (its cost is estimated apart from cold starts).
+    """
+
+    source: str | None
+    target: str
+    started_at: float
+    warm: bool
+
+
+class DeviceView(Protocol):
+    """What the scheduler reads of the device's state (the device is its one owner)."""
+
+    @property
+    def active_model(self) -> str | None:
+        """The model published now."""
+
+    @property
+    def switch(self) -> SwitchView | None:
+        """The switch under way."""
+
+    @property
+    def free(self) -> bool:
+        """No switch runs and no reload holds the device: a switch may start."""
+
+    def in_flight(self, model: str) -> int:
+        """Requests admitted to ``model`` and not finished."""
+
+    def is_warm(self, model: str) -> bool:
+        """Whether ``model`` is parked with its engine (comes back without an engine start)."""
+
+
 class SchedulerEffects(Protocol[T]):
     """What the scheduler asks of its driver. Each call returns at once; none may call back into the scheduler."""
 
     def start_switch(self, source: str | None, target: str) -> None:
-        """Begin switching the device to ``target``; report the end with :meth:`Scheduler.switch_ended`."""
+        """Begin switching the device to ``target`` (the device records it at once); report its end with
+        :meth:`Scheduler.switch_ended`."""
 
     def admit(self, waiter: Waiter[T]) -> None:
         """Let ``waiter`` run on its model, which is published now; report its end with ``finished``."""
@@ -142,61 +210,36 @@ class _Backoff:
 @dataclass
 class _Model(Generic[T]):
     queue: deque[Waiter[T]] = field(default_factory=deque)
-    in_flight: int = 0
     last_busy_at: float = -math.inf  # never busy yet: no gap to wait for
     backoff: _Backoff = field(default_factory=_Backoff)
 
 
 class Scheduler(Generic[T]):
-    """Auto mode's admission and switching policy for one manager (see the module docstring).
+    """The admission and switching policy for one manager (see the module docstring).
 
     Args:
         models: Every configured model.
-        policy: Residency, wait and backoff bounds.
+        policy: The mode, residency, wait and backoff bounds.
         effects: Carries out the decisions.
-        warm: Whether a model is parked warm (resident, asleep, stashed) rather than stopped. Switches to warm
-            and to cold targets are estimated apart, so one engine start does not make later swaps look dear.
+        device: The device's state, read on every decision.
     """
 
     def __init__(
-        self,
-        models: Iterable[str],
-        policy: SchedulerPolicy,
-        effects: SchedulerEffects[T],
-        *,
-        warm: Callable[[str], bool] = lambda model: True,
+        self, models: Iterable[str], policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView
     ) -> None:
         self._models: dict[str, _Model[T]] = {name: _Model() for name in models}
         self._policy = policy
         self._effects = effects
-        self._active: str | None = None
+        self._device = device
         self._active_since = 0.0
-        self._switching: tuple[str | None, str] | None = None
-        self._switch_started_at = 0.0
-        self._switch_warm = True
-        self._warm = warm
         self._costs: dict[tuple[str | None, str, bool], float] = {}
         self._closed = False
 
     # -- views ----------------------------------------------------------------------------------------------
 
-    @property
-    def active(self) -> str | None:
-        """The model that holds the device."""
-        return self._active
-
-    @property
-    def switching(self) -> tuple[str | None, str] | None:
-        """``(source, target)`` of the switch under way."""
-        return self._switching
-
     def queue_depth(self, model: str) -> int:
         """Requests waiting for ``model``."""
         return len(self._models[model].queue)
-
-    def in_flight(self, model: str) -> int:
-        """Requests admitted to ``model`` and not finished."""
-        return self._models[model].in_flight
 
     def backoff_until(self, model: str, now: float) -> float | None:
         """When ``model`` may be tried again, or None when it is not backing off."""
@@ -209,7 +252,7 @@ class Scheduler(Generic[T]):
         Kept per (source, target) and per whether ``target`` is warm now. Unmeasured pairs borrow the reverse
         pair's estimate, else the mean into ``target``, else 0 (no evidence yet that switches are dear).
         """
-        warm = self._warm(target)
+        warm = self._device.is_warm(target)
         for key in ((source, target, warm), (target, source, warm)):
             if key in self._costs:
                 return self._costs[key]
@@ -225,11 +268,13 @@ class Scheduler(Generic[T]):
     def next_wakeup(self) -> float | None:
         """The next time :meth:`tick` has something to do (a wait bound or the end of a quantum)."""
         times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._models.values() if m.queue]
+        times = [when for when in times if when < math.inf]
         candidate = self._next_model()
-        if self._switching is None and self._active is not None and candidate is not None:
-            times.append(self._yield_at(self._active, candidate))
-            if self._models[self._active].in_flight == 0:
-                times.append(self._idle_until(self._active, candidate))
+        active = self._device.active_model
+        if self._policy.auto and self._device.free and active is not None and candidate is not None:
+            times.append(self._yield_at(active, candidate))
+            if self._device.in_flight(active) == 0:
+                times.append(self._idle_until(active, candidate))
         return min(times, default=None)
 
     # -- events ---------------------------------------------------------------------------------------------
@@ -238,12 +283,15 @@ class Scheduler(Generic[T]):
         """A request for ``model`` arrived: admit it, queue it or refuse it (through the effects)."""
         waiter = Waiter(model=model, enqueued_at=now, ticket=ticket)
         state = self._models[model]
+        switch, active = self._device.switch, self._device.active_model
         if self._closed:
             self._refuse(waiter, Refusal.CLOSED, 1)
         elif (retry_at := self.backoff_until(model, now)) is not None:
             self._refuse(waiter, Refusal.LOAD_FAILED, retry_at - now)
-        elif self._switching is None and model == self._active:
+        elif switch is None and model == active:
             self._admit(waiter, now)
+        elif not self._policy.auto and (refusal := _manual_refusal(model, switch, active)) is not None:
+            self._refuse(waiter, refusal, 1)
         elif len(state.queue) >= self._policy.max_queue:
             self._refuse(waiter, Refusal.QUEUE_FULL, self._expected_wait(model, now))
         else:
@@ -260,9 +308,7 @@ class Scheduler(Generic[T]):
 
     def finished(self, model: str, now: float) -> None:
         """A request admitted to ``model`` ended."""
-        state = self._models[model]
-        state.in_flight = max(0, state.in_flight - 1)
-        state.last_busy_at = now
+        self._models[model].last_busy_at = now
         self._decide(now)
 
     def tick(self, now: float) -> None:
@@ -273,32 +319,30 @@ class Scheduler(Generic[T]):
                 self._refuse(waiter, Refusal.WAIT_TIMEOUT, self._expected_wait(waiter.model, now))
         self._decide(now)
 
-    def switch_started(self, source: str | None, target: str, now: float, *, forced: bool = False) -> None:
-        """A switch the scheduler did not start began (start-up, or the admin route; ``forced`` ends a backoff)."""
-        if forced:
-            self._models[target].backoff.retry_at = now
-        self._begin(source, target, now)
+    def switch_forced(self, target: str, now: float) -> None:
+        """A switch the scheduler did not start began (start-up, or the admin route): it ends a backoff."""
+        self._models[target].backoff.retry_at = now
 
-    def switch_ended(self, active: str | None, now: float, *, ok: bool) -> None:
-        """The switch under way ended; ``active`` is the model published now (None: nothing serves)."""
-        assert self._switching is not None, "switch_ended without a switch"
-        source, target = self._switching
-        self._switching = None
-        previous = self._active
-        self._active = active
-        if active != previous or ok:
+    def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None:
+        """``ended`` is over; the device publishes its outcome already (``active_model``; None: nothing serves)."""
+        active = self._device.active_model
+        if active != ended.source or ok:
             self._active_since = now
-        state = self._models[target]
-        if ok:
-            measured = now - self._switch_started_at
-            key = (source, target, self._switch_warm)
+        state = self._models.get(ended.target)
+        if state is not None and ok:
+            measured = now - ended.started_at
+            key = (ended.source, ended.target, ended.warm)
             known = self._costs.get(key)
             self._costs[key] = measured if known is None else COST_SMOOTHING * measured + (1 - COST_SMOOTHING) * known
             state.backoff = _Backoff()
-        else:
-            self._back_off(target, now)
+        elif state is not None:
+            self._failed(ended.target, now)
         if active is not None:
             self._admit_queue(active, now)
+        self._decide(now)
+
+    def device_freed(self, now: float) -> None:
+        """A reload let go of the device: a switch may start again."""
         self._decide(now)
 
     @property
@@ -309,7 +353,7 @@ class Scheduler(Generic[T]):
     def set_models(self, models: Iterable[str]) -> None:
         """Follow a profile reload: added models start with empty queues; a removed model's waiters are refused.
 
-        The manager never removes the active model or reloads during a switch, so neither names a removed model.
+        The device never removes the active model or reloads during a switch, so neither names a removed model.
         """
         names = list(models)
         for name in names:
@@ -331,15 +375,15 @@ class Scheduler(Generic[T]):
 
     def _decide(self, now: float) -> None:
         """Start the next switch when the policy says so; the one place that does."""
-        if self._switching is not None or self._closed:
+        if not self._policy.auto or not self._device.free or self._closed:
             return
         candidate = self._next_model()
         if candidate is None:
             return
-        active = self._active
+        active = self._device.active_model
         if active is None:
             why = "no model is active"
-        elif self._models[active].in_flight == 0 and now >= self._idle_until(active, candidate):
+        elif self._device.in_flight(active) == 0 and now >= self._idle_until(active, candidate):
             why = f"'{active}' has nothing in flight"
         elif now >= self._yield_at(active, candidate):
             why = f"'{active}' used its time on the device"
@@ -348,23 +392,14 @@ class Scheduler(Generic[T]):
         logger.info(
             "scheduler: switching %s -> %s (%s; %d waiting)", active, candidate, why, self.queue_depth(candidate)
         )
-        self._begin(active, candidate, now)
         self._effects.start_switch(active, candidate)
-
-    def _begin(self, source: str | None, target: str, now: float) -> None:
-        self._switching = (source, target)
-        self._switch_started_at = now
-        self._switch_warm = self._warm(target)
 
     def _next_model(self) -> str | None:
         """The model, other than the active one, whose oldest waiter is oldest."""
         oldest: Waiter[T] | None = None
+        active = self._device.active_model
         for name, state in self._models.items():
-            if (
-                name != self._active
-                and state.queue
-                and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at)
-            ):
+            if name != active and state.queue and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at):
                 oldest = state.queue[0]
         return oldest.model if oldest is not None else None
 
@@ -385,7 +420,7 @@ class Scheduler(Generic[T]):
 
     def _expected_wait(self, model: str, now: float) -> float:
         """A guess at when ``model`` would serve, for ``Retry-After``."""
-        active = self._active
+        active = self._device.active_model
         if active is None or active == model:
             return self.cost_estimate(active, model)
         remaining = max(0.0, self._active_since + self.quantum(active, model) - now)
@@ -394,10 +429,8 @@ class Scheduler(Generic[T]):
     # -- effects --------------------------------------------------------------------------------------------
 
     def _admit(self, waiter: Waiter[T], now: float) -> None:
-        state = self._models[waiter.model]
-        state.in_flight += 1
-        state.last_busy_at = now
-        self._effects.admit(waiter)
+        self._models[waiter.model].last_busy_at = now
+        self._effects.admit(waiter)  # the device counts it in flight from here
 
     def _admit_queue(self, model: str, now: float) -> None:
         queue = self._models[model].queue
@@ -408,7 +441,13 @@ class Scheduler(Generic[T]):
         waiter.retry_after_s = max(1, math.ceil(retry_after_s))
         self._effects.refuse(waiter, refusal)
 
-    def _back_off(self, model: str, now: float) -> None:
+    def _failed(self, model: str, now: float) -> None:
+        """A switch to ``model`` failed: manual mode refuses its waiters, auto mode backs off."""
+        if not self._policy.auto:
+            queue = self._models[model].queue
+            while queue:
+                self._refuse(queue.popleft(), Refusal.SWITCH_FAILED, 1)
+            return
         backoff = self._models[model].backoff
         backoff.failures += 1
         delay = min(self._policy.failure_backoff_s * 2 ** (backoff.failures - 1), self._policy.max_failure_backoff_s)
@@ -419,3 +458,10 @@ class Scheduler(Generic[T]):
         queue = self._models[model].queue
         while queue:
             self._refuse(queue.popleft(), Refusal.LOAD_FAILED, delay)
+
+
+def _manual_refusal(model: str, switch: SwitchView | None, active: str | None) -> Refusal | None:
+    """Manual mode: why a request for ``model`` cannot wait (None: it waits for the switch to it)."""
+    if switch is not None:
+        return None if model == switch.target else Refusal.SWITCHING_AWAY
+    return Refusal.NO_ACTIVE if active is None else Refusal.NOT_ACTIVE

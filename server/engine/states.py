@@ -1,26 +1,24 @@
-"""Model slot states and the one table of legal transitions.
+"""Model slot states, the one table of legal transitions, and the slot itself (read-only outside the device).
 
-Invariants:
+Invariants (the :class:`~server.engine.device.Device` holds them; it is the only code that changes a slot):
     * At most one slot is ``active``, and it is the published model.
-    * A slot holds a live engine exactly in ``active``, ``resident``, ``sleeping``, ``stashed`` and ``draining``
-      (``loading`` may or may not hold one yet).
+    * A slot holds a live engine in ``active``, ``resident``, ``sleeping`` and ``draining`` (``loading`` may or
+      may not hold one yet). A ``stashed`` slot holds none: vLLM-Gaudi's host keeps its runner.
     * ``failed`` always carries a reason; every other state clears it.
-    * Every transition goes through :func:`transition`, which checks the table and logs it.
+    * Every change is a compare-and-set: the device names the states it expects to leave, and an unexpected
+      state is an :class:`IllegalTransition` that names both, never a silent move.
 """
 
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from server.engine.lease import Published
 from server.profiles.schema import ModelProfile
 
-__all__ = ["TRANSITIONS", "IllegalTransition", "Slot", "SlotState", "transition"]
-
-logger = logging.getLogger("turnout.engine")
+__all__ = ["PARKED", "TRANSITIONS", "IllegalTransition", "Slot", "SlotState"]
 
 
 class SlotState(enum.StrEnum):
@@ -36,7 +34,8 @@ class SlotState(enum.StrEnum):
     FAILED = "failed"
 
 
-_PARKED = {SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED}
+#: States in which a model serves nobody but comes back without an engine start.
+PARKED = frozenset({SlotState.RESIDENT, SlotState.SLEEPING, SlotState.STASHED})
 
 TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     # Loading covers a fresh load, a wake-up and a restore from the stash.
@@ -44,7 +43,7 @@ TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.LOADING: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
     SlotState.ACTIVE: frozenset({SlotState.DRAINING, SlotState.STOPPED}),
     # A drained model is parked by the strategy, or goes back to active when the switch fails before it parks.
-    SlotState.DRAINING: frozenset({SlotState.ACTIVE, SlotState.STOPPED, SlotState.FAILED, *_PARKED}),
+    SlotState.DRAINING: frozenset({SlotState.ACTIVE, SlotState.STOPPED, SlotState.FAILED, *PARKED}),
     SlotState.RESIDENT: frozenset({SlotState.LOADING, SlotState.STOPPED}),
     SlotState.SLEEPING: frozenset({SlotState.LOADING, SlotState.STOPPED}),
     SlotState.STASHED: frozenset({SlotState.LOADING, SlotState.STOPPED}),
@@ -53,34 +52,46 @@ TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
 
 
 class IllegalTransition(RuntimeError):
-    """A bug: code tried a transition the table does not allow."""
+    """A bug: code asked for a move the table does not allow, or from a state the slot is not in."""
 
 
 @dataclass(eq=False)
 class Slot:
     """One configured model, the engine it holds, and what it publishes when it is active.
 
-    The manager owns the slots; the others change them only through this API. Strategies use :meth:`attach`
-    and :meth:`detach` (and :func:`transition` when they evict); the switch run uses :func:`transition`,
-    :meth:`hold_bundle` and ``last_active``; a reload sets ``profile`` and calls :meth:`drop_bundle`. Attaching
-    or detaching an engine drops the published snapshot, so a bundle never outlives the engine it was built for
-    (a parked ``keep`` or ``sleep`` slot keeps both, and switching back reuses its bundle).
-
-    Attributes:
-        name: The served model name (the profile's key).
-        profile: The model's profile.
-        state: Current state.
-        reason: Why the slot failed (``failed`` only).
-        last_active: Monotonic time the slot last stopped being active (for least-recently-used eviction).
+    Everything is read-only here: the device changes a slot only through its underscore methods (a test holds
+    that no other module calls them). Attaching or detaching an engine drops the published snapshot, so a
+    bundle never outlives the engine it was built for (a parked ``keep`` or ``sleep`` slot keeps both, and
+    switching back reuses its bundle).
     """
 
     name: str
-    profile: ModelProfile
-    state: SlotState = SlotState.STOPPED
-    reason: str | None = None
-    last_active: float = 0.0
+    _profile: ModelProfile
+    _state: SlotState = SlotState.STOPPED
+    _reason: str | None = None
+    _last_active: float = 0.0
     _engine: Any = field(default=None, repr=False)
     _published: Published[Any] | None = field(default=None, repr=False)
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The model's profile."""
+        return self._profile
+
+    @property
+    def state(self) -> SlotState:
+        """Current state."""
+        return self._state
+
+    @property
+    def reason(self) -> str | None:
+        """Why the slot failed (``failed`` only)."""
+        return self._reason
+
+    @property
+    def last_active(self) -> float:
+        """Monotonic time the slot last stopped being active (for least-recently-used eviction)."""
+        return self._last_active
 
     @property
     def engine(self) -> Any:
@@ -89,37 +100,44 @@ class Slot:
 
     @property
     def published(self) -> Published[Any] | None:
-        """The model and the bundle built for the engine held now: what the manager publishes when the slot is
+        """The model and the bundle built for the engine held now: what the device publishes when the slot is
         active. None until a bundle is held, and again after the engine changes."""
         return self._published
 
-    def attach(self, engine: Any) -> None:
-        """Hold ``engine`` (a load, or a shared engine handed over); any earlier bundle is dropped."""
+    # -- the device's (see the class docstring) -----------------------------------------------------------------
+
+    def _move(self, expected: frozenset[SlotState], new: SlotState, reason: str | None = None) -> SlotState:
+        """Compare-and-set: move to ``new`` from one of ``expected``; return the state left."""
+        old = self._state
+        if old not in expected:
+            wanted = ", ".join(sorted(expected))
+            raise IllegalTransition(f"{self.name}: expected {wanted} to move to {new}, found {old}")
+        if new is not old and new not in TRANSITIONS[old]:
+            raise IllegalTransition(f"{self.name}: {old} -> {new} is not allowed")
+        if new is SlotState.FAILED and not reason:
+            raise IllegalTransition(f"{self.name}: failed needs a reason")
+        self._state = new
+        self._reason = reason if new is SlotState.FAILED else None
+        return old
+
+    def _attach(self, engine: Any) -> None:
         self._engine, self._published = engine, None
 
-    def detach(self) -> Any:
-        """Stop holding the engine and its bundle; return the engine (None when there was none)."""
+    def _detach(self) -> Any:
         engine, self._engine, self._published = self._engine, None, None
         return engine
 
-    def drop_bundle(self) -> None:
-        """Forget the bundle (its frontend settings changed); the next activation builds one anew."""
-        self._published = None
-
-    def hold_bundle(self, bundle: Any) -> Published[Any]:
-        """Keep ``bundle``, built for the engine held now, as what the slot publishes."""
+    def _hold_bundle(self, bundle: Any) -> Published[Any]:
         if self._engine is None:
             raise IllegalTransition(f"{self.name}: a bundle needs an engine")
         self._published = Published(self.name, bundle)
         return self._published
 
+    def _drop_bundle(self) -> None:
+        self._published = None
 
-def transition(slot: Slot, new: SlotState, reason: str | None = None) -> None:
-    """Move ``slot`` to ``new`` after checking the table; log it."""
-    if new is not slot.state and new not in TRANSITIONS[slot.state]:
-        raise IllegalTransition(f"{slot.name}: {slot.state} -> {new} is not allowed")
-    if new is SlotState.FAILED and not reason:
-        raise IllegalTransition(f"{slot.name}: failed needs a reason")
-    logger.info("slot %s: %s -> %s%s", slot.name, slot.state, new, f" ({reason})" if reason else "")
-    slot.state = new
-    slot.reason = reason if new is SlotState.FAILED else None
+    def _set_profile(self, profile: ModelProfile) -> None:
+        self._profile = profile
+
+    def _touch(self, when: float) -> None:
+        self._last_active = when

@@ -1,7 +1,8 @@
 """One switch, step by step: drain, abort the rest, park the old model, bring up the target, or roll back.
 
-The manager closes the gate (by registering the switch) before a :class:`SwitchRun` starts and publishes its
-outcome in one assignment after it ends, so nothing here is visible to requests half-done.
+The device records the switch (closing the gate) before a :class:`SwitchRun` starts and publishes its outcome in
+one assignment after it ends, so nothing here is visible to requests half-done. Every change of a slot goes
+through the device's intent methods; the strategy only operates on engines.
 
 Failure handling:
     * parking the old model fails: it goes back to ``active`` when it still holds its engine; when its engine
@@ -16,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from server.engine.device import Device, describe_error
 from server.engine.errors import EngineError, RequestAbortedBySwitch, SwitchFailed
 from server.engine.lease import Lease, Published
 from server.engine.report import ActivationMetrics, SwitchReport
-from server.engine.states import Slot, SlotState, transition
-from server.engine.strategies.base import SwitchStrategy
+from server.engine.strategies.base import EngineLost, SwitchStrategy
 
-__all__ = ["SwitchOutcome", "SwitchRun", "describe_error"]
+__all__ = ["SwitchOutcome", "SwitchRun"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -42,53 +43,44 @@ class SwitchOutcome(Generic[B]):
     error: EngineError | None
 
 
-def describe_error(exc: BaseException) -> str:
-    """A one-line reason for a failed slot (never a traceback)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 @dataclass
 class SwitchRun(Generic[B]):
     """The state of one switch while it runs. Built by the manager, executed once."""
 
-    slots: Mapping[str, Slot]
+    device: Device[B]
     strategy: SwitchStrategy
     previous: Published[B] | None
-    target: Slot
-    inflight: Mapping[str, set[Lease[B]]]
-    publish: Callable[[Slot], Awaitable[Published[B]]]
-    wait_change: Callable[[float], Awaitable[bool]]
+    target: str
+    publish: Callable[[str], Awaitable[Published[B]]]
     memory_probe: Callable[[], float]
     abort_grace: float
 
     async def execute(self, drain_timeout: float) -> SwitchOutcome[B]:
         """Run the switch; never raises an :class:`Exception`, it reports it in the outcome."""
         started = time.perf_counter()
-        old = self.slots[self.previous.model] if self.previous else None
+        old = self.previous.model if self.previous else None
         memory_before = self._memory()
         drain_ms, aborted = 0.0, 0
         if old is not None:
-            transition(old, SlotState.DRAINING)
+            self.device.start_draining(old)
             drain_ms, aborted = await self._drain(old, drain_timeout)
         reconfigure_started = time.perf_counter()
         if old is not None:
             try:
                 await self._park(old)
-            except Exception as exc:
-                if old.engine is not None:
-                    return self._park_failed(old, exc)
+            except EngineLost as exc:
                 # The engine is gone even though its shutdown reported an error: go on with the target.
-                logger.error("unloading %s reported %s; continuing", old.name, describe_error(exc))
-                transition(old, SlotState.STOPPED)
+                logger.error("%s; continuing", describe_error(exc))
+                self.device.engine_lost(old)
+            except Exception as exc:
+                return self._park_failed(old, exc)
         memory_after_unload = self._memory()
         try:
-            transition(self.target, SlotState.LOADING)
-            metrics = await self.strategy.activate(self.target, list(self.slots.values()))
+            metrics = await self._bring_up(self.target)
             published = await self.publish(self.target)
         except Exception as exc:
             return await self._roll_back(old, exc)
-        transition(self.target, SlotState.ACTIVE)
+        self.device.activated(self.target)
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
         report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
         logger.info(
@@ -104,74 +96,72 @@ class SwitchRun(Generic[B]):
 
     # -- steps ----------------------------------------------------------------------------------------------
 
-    async def _drain(self, old: Slot, timeout: float) -> tuple[float, int]:
+    async def _drain(self, old: str, timeout: float) -> tuple[float, int]:
         """Wait for the old model's requests, then abort what is left with the switch error."""
         started = time.perf_counter()
-        leases = self.inflight[old.name]
+        device = self.device
         deadline = time.monotonic() + timeout
-        while leases and await self.wait_change(deadline - time.monotonic()):
+        while device.in_flight(old) and await device.wait_change(deadline - time.monotonic()):
             pass
-        left = list(leases)
+        left = device.leases(old)
         if left:
             await self._abort(old, left)
             grace_deadline = time.monotonic() + self.abort_grace
             # Let aborted requests leave before the engine goes away, so each ends with the switch error.
-            while leases and await self.wait_change(grace_deadline - time.monotonic()):
+            while device.in_flight(old) and await device.wait_change(grace_deadline - time.monotonic()):
                 pass
         return (time.perf_counter() - started) * 1000.0, len(left)
 
-    async def _abort(self, old: Slot, leases: list[Lease[B]]) -> None:
+    async def _abort(self, old: str, leases: list[Lease[B]]) -> None:
         logger.warning(
-            "drain timeout: aborting %d request(s) on %s for the switch to %s",
-            len(leases),
-            old.name,
-            self.target.name,
+            "drain timeout: aborting %d request(s) on %s for the switch to %s", len(leases), old, self.target
         )
-        error = RequestAbortedBySwitch(old.name, self.target.name)
+        error = RequestAbortedBySwitch(old, self.target)
         results = await asyncio.gather(*(lease.abort(error) for lease in leases), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
-                logger.error("aborting a request on %s failed: %s", old.name, describe_error(result))
+                logger.error("aborting a request on %s failed: %s", old, describe_error(result))
 
-    async def _park(self, old: Slot) -> None:
-        parked = await self.strategy.deactivate(old)  # a slot whose engine goes drops its bundle with it
-        old.last_active = time.monotonic()
-        transition(old, parked)
+    async def _park(self, old: str) -> None:
+        engine = self.device.slots[old].engine
+        self.device.parked(old, await self.strategy.park(old, engine))
 
-    def _park_failed(self, old: Slot, exc: Exception) -> SwitchOutcome[B]:
+    async def _bring_up(self, name: str) -> ActivationMetrics | None:
+        """Bring ``name`` up through the strategy; the device records the engine it then holds."""
+        self.device.start_loading(name)
+        slot = self.device.slots[name]
+        brought = await self.strategy.bring_up(name, slot.profile, slot.engine, self.device.room_for(name))
+        self.device.brought_up(name, brought.engine)
+        return brought.metrics
+
+    def _park_failed(self, old: str, exc: Exception) -> SwitchOutcome[B]:
         """The old model could not be parked but still holds its engine: it stays active."""
         assert self.previous is not None
-        reason = f"could not park '{old.name}': {describe_error(exc)}"
+        reason = f"could not park '{old}': {describe_error(exc)}"
         logger.error("%s; it stays active", reason)
-        transition(old, SlotState.ACTIVE)
-        return SwitchOutcome(self.previous, None, SwitchFailed(self.target.name, reason, old.name))
+        self.device.stays_active(old)
+        return SwitchOutcome(self.previous, None, SwitchFailed(self.target, reason, old))
 
-    async def _roll_back(self, old: Slot | None, exc: Exception) -> SwitchOutcome[B]:
+    async def _roll_back(self, old: str | None, exc: Exception) -> SwitchOutcome[B]:
         reason = describe_error(exc)
-        logger.error("activating %s failed: %s; rolling back", self.target.name, reason)
-        await self._release_quietly(self.target)
-        if self.target.state is not SlotState.FAILED:
-            transition(self.target, SlotState.FAILED, reason)
+        logger.error("activating %s failed: %s; rolling back", self.target, reason)
+        await self._fail(self.target, reason)
         if old is None:
-            return SwitchOutcome(None, None, SwitchFailed(self.target.name, reason, None))
+            return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
         try:
-            transition(old, SlotState.LOADING)
-            await self.strategy.activate(old, list(self.slots.values()))
+            await self._bring_up(old)
             restored = await self.publish(old)
         except Exception as restore_exc:
             restore_reason = describe_error(restore_exc)
-            logger.error("restoring %s failed too: %s", old.name, restore_reason)
-            await self._release_quietly(old)
-            transition(old, SlotState.FAILED, f"restore after a failed switch failed: {restore_reason}")
-            return SwitchOutcome(None, None, SwitchFailed(self.target.name, reason, None))
-        transition(old, SlotState.ACTIVE)
-        return SwitchOutcome(restored, None, SwitchFailed(self.target.name, reason, old.name))
+            logger.error("restoring %s failed too: %s", old, restore_reason)
+            await self._fail(old, f"restore after a failed switch failed: {restore_reason}")
+            return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
+        self.device.activated(old)
+        return SwitchOutcome(restored, None, SwitchFailed(self.target, reason, old))
 
-    async def _release_quietly(self, slot: Slot) -> None:
-        try:
-            await self.strategy.release(slot)
-        except Exception:
-            logger.exception("releasing %s failed", slot.name)
+    async def _fail(self, name: str, reason: str) -> None:
+        """Mark ``name`` failed and free whatever engine it held."""
+        await self.device.free_engine(name, self.device.failed(name, reason))
 
     # -- reporting ------------------------------------------------------------------------------------------
 
@@ -197,7 +187,7 @@ class SwitchRun(Generic[B]):
             freed = round(memory_before - memory_after_unload, 1)
         return SwitchReport(
             previous_model=self.previous.model if self.previous else None,
-            current_model=self.target.name,
+            current_model=self.target,
             switched=True,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
             reconfigure_ms=round(

@@ -13,12 +13,12 @@ entrypoints.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from server.engine.kv_budget import MemoryReading, ModelShape, kv_bytes_per_token
+from server.engine.memory import nvml_memory
 from server.engine.vllm_loader import build_engine_args
 from server.profiles.schema import ModelProfile
 
@@ -166,16 +166,11 @@ def read_device_memory(device: str) -> MemoryReading | None:
 
 
 def _nvml_reading() -> MemoryReading | None:
-    try:
-        import pynvml  # ships with CUDA vLLM
-
-        pynvml.nvmlInit()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-        index = int(visible) if visible.isdigit() else 0
-        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
-    except Exception as exc:  # no NVML: vLLM's own default applies, and the log says why
-        logger.warning("cannot read CUDA device memory through NVML (%s); KV caches are not budgeted", exc)
+    reading = nvml_memory()
+    if reading is None:  # vLLM's own default applies, and the log says why
+        logger.warning("cannot read CUDA device memory through NVML; KV caches are not budgeted")
         return None
+    index, info = reading
     return MemoryReading(
         device="cuda", where=f"cuda:{index}", total_bytes=int(info.total), available_bytes=int(info.free)
     )

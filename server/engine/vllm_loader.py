@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.profiles.schema import ModelProfile
@@ -91,7 +92,8 @@ def build_engine_args(
     kwargs.setdefault("served_model_name", name)
     if model.reasoning_parser is not None:
         # Structured output needs to know where reasoning ends; vLLM reads the parser from the engine args too.
-        kwargs.setdefault("reasoning_parser", model.reasoning_parser)
+        # The model's own parser wins over the server's default (``turnout serve --reasoning-parser``).
+        kwargs["reasoning_parser"] = model.reasoning_parser
     if sleep_mode:
         kwargs["enable_sleep_mode"] = True
     return AsyncEngineArgs(**kwargs)
@@ -147,8 +149,8 @@ def device_allows_another_engine(share: float) -> bool:
     return free is not None and free >= share
 
 
-def ram_allows_another_engine(reserve_fraction: float = 0.25) -> bool:
-    """The CPU ``auto`` policy: keep engines resident while a quarter of host RAM stays available."""
+def ram_allows_another_engine(reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> bool:
+    """The CPU ``auto`` policy: keep engines resident while the KV budget's reserve of host RAM stays available."""
     import psutil
 
     total_mb = float(psutil.virtual_memory().total) / (1024 * 1024)
@@ -170,17 +172,19 @@ def allow_insecure_serialization() -> None:
 def memory_check(device: str, models: Mapping[str, ModelProfile]) -> Callable[[], bool]:
     """The ``auto`` policy's "does another engine fit": host RAM on CPU, device memory on CUDA.
 
-    On CUDA an engine claims ``gpu_memory_utilization`` of the device (0.9 unless a model sets less), so another
-    fits while that share of the device is free for the most demanding model of the profile.
+    On CUDA an engine claims ``gpu_memory_utilization`` of the device (vLLM's default unless a model sets it), so
+    another fits while that share of the device is free for the most demanding model of the profile.
     """
     if device != "cuda":
         return ram_allows_another_engine
-    share = max(float(m.engine_args.get("gpu_memory_utilization", 0.9)) for m in models.values())
+    share = max(
+        float(m.engine_args.get("gpu_memory_utilization", VLLM_DEFAULT_GPU_MEMORY_UTILIZATION)) for m in models.values()
+    )
     return lambda: device_allows_another_engine(share)
 
 
-def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory | None:
-    """A factory for vLLM-Gaudi's ``MultiModelAsyncLLM`` over ``models``; None when vllm_gaudi is absent.
+def stash_host_factory() -> StashHostFactory | None:
+    """A factory for vLLM-Gaudi's ``MultiModelAsyncLLM`` over the models it is given; None without vllm_gaudi.
 
     Every model's ``quant_config`` is passed explicitly, None included, so that vLLM-Gaudi is told "none" rather
     than left to inherit the previous value. Not run here: vllm_gaudi needs Gaudi hardware.
@@ -188,7 +192,7 @@ def stash_host_factory(models: Mapping[str, ModelProfile]) -> StashHostFactory |
     if importlib.util.find_spec("vllm_gaudi") is None:
         return None
 
-    async def build(first: str) -> StashHost:
+    async def build(first: str, models: Mapping[str, ModelProfile]) -> StashHost:
         allow_insecure_serialization()
         from vllm.usage.usage_lib import UsageContext
         from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM

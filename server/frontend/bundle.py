@@ -20,6 +20,7 @@ from typing import Any, cast
 from vllm.engine.protocol import EngineClient
 
 from server.frontend.inflight_registry import InflightRegistry
+from server.frontend.operations import Operation
 from server.frontend.recording_client import RecordingEngineClient
 from server.frontend.releasing_stream import ReleasingStream
 from server.frontend.results import BundleRequestError, BundleResult, JsonResult, StreamResult
@@ -53,6 +54,7 @@ class FrontendBundle:
         self.max_model_len = frontend.max_model_len
         self.supports_embeddings = frontend.supports_embeddings
         self._frontend = frontend
+        self._operations = frontend.operations
         self._inflight = InflightRegistry(engine.abort)
 
     async def chat(self, body: Any, request_id: str) -> BundleResult:
@@ -79,6 +81,24 @@ class FrontendBundle:
     async def embeddings(self, body: Any, request_id: str) -> BundleResult:
         """Handle a /v1/embeddings body (a 404 unless `supports_embeddings`); always a `JsonResult`."""
         return await self._tracked(self._frontend.embeddings, body, request_id)
+
+    async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult:
+        """Run one of vLLM's other routes (Responses, Messages, pooling, scoring, ...) with this model's frontend.
+
+        A route the model's tasks lack answers 404 naming the model, as `vllm serve` (which does not register
+        it) would. Streams and aborts behave as in `chat`; a Responses stream is framed as named SSE events
+        without ``[DONE]``, a Messages stream as Anthropic's events.
+
+        Args:
+            operation: Which route (see `server.frontend.operations`).
+            body: The JSON body; for ``responses.retrieve`` / ``responses.cancel`` the path and query values.
+            request_id: As in `chat`; a created response's id is this id.
+        """
+        return await self._tracked(lambda body, rid: self._operations.call(operation, body, rid), body, request_id)
+
+    def supports(self, operation: Operation) -> bool:
+        """Whether this model serves `operation` (its tasks have the route)."""
+        return self._operations.supports(operation)
 
     async def tokenize(self, body: Any, request_id: str | None = None) -> BundleResult:
         """Handle a /tokenize body: `prompt`, or chat `messages` rendered with this model's template.

@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from server.frontend.settings import FrontendSettings
-from server.profiles.schema import ModelProfile
+from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile
 
 if TYPE_CHECKING:
     from server.frontend.bundle import FrontendBundle
@@ -21,6 +21,7 @@ def settings_for_model(model: ModelProfile, defaults: FrontendSettings) -> Front
         "tool_call_parser": model.tool_call_parser,
         "chat_template": model.chat_template,
         "reasoning_parser": model.reasoning_parser,
+        **{key: getattr(model, key) for key in CHAT_FRONTEND_KEYS},
     }
     return dataclasses.replace(defaults, **{key: value for key, value in overrides.items() if value is not None})
 

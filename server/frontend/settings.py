@@ -6,8 +6,8 @@ them without paying for vLLM's import.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 __all__ = ["ChatTemplateContentFormat", "FrontendConfigError", "FrontendSettings"]
 
@@ -36,6 +36,13 @@ class FrontendSettings:
         chat_template_content_format: How message content reaches the template; "auto" lets vLLM detect it.
         log_requests: Log each request's prompt and sampling parameters through vLLM's request logger.
         max_log_len: Longest prompt (in characters and token ids) the request logger prints; None: no limit.
+        default_chat_template_kwargs: Keyword arguments every render of the chat template gets (a request's own
+            ``chat_template_kwargs`` win), e.g. ``{"enable_thinking": false}``.
+        trust_request_chat_template: Accept a request's own ``chat_template`` (off: vLLM refuses it with a 400).
+        return_tokens_as_token_ids: Logprobs name tokens as ``token_id:N`` rather than as text.
+        exclude_tools_when_tool_choice_none: Leave the tools out of the prompt when ``tool_choice`` is ``none``.
+        enable_prompt_tokens_details: Report ``prompt_tokens_details`` (cached tokens) in usage.
+        enable_force_include_usage: Include usage in every response, streamed ones too.
     """
 
     enable_auto_tool_choice: bool = False
@@ -46,3 +53,9 @@ class FrontendSettings:
     chat_template_content_format: ChatTemplateContentFormat = "auto"
     log_requests: bool = False
     max_log_len: int | None = None
+    default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+    trust_request_chat_template: bool = False
+    return_tokens_as_token_ids: bool = False
+    exclude_tools_when_tool_choice_none: bool = False
+    enable_prompt_tokens_details: bool = False
+    enable_force_include_usage: bool = False

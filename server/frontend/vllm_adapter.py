@@ -18,10 +18,8 @@ from server.profiles.vllm_version import SUPPORTED_VLLM_VERSIONS, check_vllm_ver
 check_vllm_version()
 
 # isort: split
-import asyncio
-import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +33,7 @@ from vllm.entrypoints.openai.models.protocol import BaseModelPath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
-from vllm.entrypoints.serve import create_error_response
 from vllm.entrypoints.serve.engine.protocol import ErrorResponse
-from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
 from vllm.entrypoints.serve.tokenize.protocol import (
     DetokenizeRequest,
     TokenizeChatRequest,
@@ -55,9 +51,18 @@ from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
 
-from server.frontend.openai_errors import error_body
-from server.frontend.results import BundleResult, JsonResult, StreamResult
+from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
+from server.frontend.vllm_calls import (
+    bad_request,
+    call_serving,
+    error_result,
+    exception_result,
+    parse_request,
+    unsupported,
+)
+from server.frontend.vllm_operations import REQUEST_BODIES as OPERATION_REQUEST_BODIES
+from server.frontend.vllm_operations import ServingContext, ServingOperations
 
 __all__ = [
     "SUPPORTED_VLLM_VERSIONS",
@@ -73,8 +78,6 @@ _log = logging.getLogger(__name__)
 
 # The embeddings request is a union of models, so it needs an adapter to validate.
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
-# Reported per validation error; vLLM's own handler caps them too, since pydantic echoes input in every error.
-_MAX_REPORTED_ERRORS = 5
 
 
 #: The request model of each documented request body, named as its OpenAPI component.
@@ -84,6 +87,7 @@ _REQUEST_BODIES: dict[str, Any] = {
     "EmbeddingRequest": EmbeddingRequest,
     "TokenizeRequest": TokenizeCompletionRequest | TokenizeChatRequest,
     "DetokenizeRequest": DetokenizeRequest,
+    **OPERATION_REQUEST_BODIES,
 }
 
 
@@ -171,6 +175,9 @@ class VllmFrontend:
             enable_auto_tools=settings.enable_auto_tool_choice,
             tool_parser=settings.tool_call_parser,
             reasoning_parser=settings.reasoning_parser,
+            trust_request_chat_template=settings.trust_request_chat_template,
+            exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
         )
         self._renderer.warmup()
         self._tokenization = ServingTokenization(
@@ -179,7 +186,15 @@ class VllmFrontend:
             request_logger=logger,
             chat_template=chat_template,
             chat_template_content_format=content_format,
+            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+            trust_request_chat_template=settings.trust_request_chat_template,
         )
+        # What chat, completions, Responses and Messages share of the settings (as vLLM's init_generate_state).
+        usage: dict[str, Any] = {
+            "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
+            "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
+            "enable_force_include_usage": settings.enable_force_include_usage,
+        }
         self._chat: OpenAIServingChat | None = None
         self._completion: OpenAIServingCompletion | None = None
         if "generate" in supported_tasks:
@@ -194,9 +209,13 @@ class VllmFrontend:
                 enable_auto_tools=settings.enable_auto_tool_choice,
                 tool_parser=settings.tool_call_parser,
                 reasoning_parser=settings.reasoning_parser or "",
+                trust_request_chat_template=settings.trust_request_chat_template,
+                exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+                default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+                **usage,
             )
             self._completion = OpenAIServingCompletion(
-                engine, models, online_renderer=self._renderer, request_logger=logger
+                engine, models, online_renderer=self._renderer, request_logger=logger, **usage
             )
         self._embedding: ServingEmbedding | None = None
         if self.supports_embeddings:
@@ -207,6 +226,19 @@ class VllmFrontend:
             self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
                 engine, models, request_logger=logger, chat_template_config=template_config
             )
+        self.operations = ServingOperations(
+            ServingContext(
+                model_name=model_name,
+                engine=engine,
+                models=models,
+                renderer=self._renderer,
+                logger=logger,
+                chat_template=chat_template,
+                settings=settings,
+                supported_tasks=supported_tasks,
+            )
+        )
+        self.operations.attach_embedding(self._embedding)
 
     @classmethod
     async def open(
@@ -238,32 +270,32 @@ class VllmFrontend:
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/chat/completions."""
         if self._chat is None:
-            return _unsupported(self.model_name, "Chat Completions")
+            return unsupported(self.model_name, "Chat Completions")
         request = self._parse(ChatCompletionRequest.model_validate, body, request_id=request_id)
         if isinstance(request, JsonResult):
             return request
-        return await _call(self._chat.create_chat_completion(request, None))
+        return await call_serving(self._chat.create_chat_completion(request, None))
 
     async def completion(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/completions."""
         if self._completion is None:
-            return _unsupported(self.model_name, "Completions")
+            return unsupported(self.model_name, "Completions")
         request = self._parse(CompletionRequest.model_validate, body, request_id=request_id)
         if isinstance(request, JsonResult):
             return request
-        return await _call(self._completion.create_completion(request, None))
+        return await call_serving(self._completion.create_completion(request, None))
 
     async def embeddings(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/embeddings (pooling models with the `embed` task only)."""
         if self._embedding is None:
-            return _unsupported(self.model_name, "Embeddings")
+            return unsupported(self.model_name, "Embeddings")
         if isinstance(body, Mapping) and body.get("encoding_format") in ("bytes", "bytes_only"):
             # Those formats are a binary body; a bundle only returns JSON.
-            return _bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
+            return bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
         request = self._parse(_EMBEDDING_REQUEST.validate_python, body, request_id=request_id)
         if isinstance(request, JsonResult):
             return request
-        return await _call(self._embedding(request, None))
+        return await call_serving(self._embedding(request, None))
 
     async def tokenize(self, body: Any) -> BundleResult:
         """POST /tokenize: a `prompt`, or chat `messages` rendered with this model's template first."""
@@ -272,14 +304,14 @@ class VllmFrontend:
         request = self._parse(model.model_validate, body)
         if isinstance(request, JsonResult):
             return request
-        return await _call(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
+        return await call_serving(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
 
     async def detokenize(self, body: Any) -> BundleResult:
         """POST /detokenize."""
         request = self._parse(DetokenizeRequest.model_validate, body)
         if isinstance(request, JsonResult):
             return request
-        return await _call(self._tokenization.create_detokenize(request, None))  # type: ignore[arg-type]
+        return await call_serving(self._tokenization.create_detokenize(request, None))  # type: ignore[arg-type]
 
     async def render_chat(self, body: Any) -> JsonResult:
         """Render a chat request's prompt exactly as /v1/chat/completions would (template, tools, checks).
@@ -293,9 +325,9 @@ class VllmFrontend:
         try:
             rendered = await self._renderer.render_chat(request)
         except Exception as exc:
-            return _exception_result(exc)
+            return exception_result(exc)
         if isinstance(rendered, ErrorResponse):
-            return _error_result(rendered)
+            return error_result(rendered)
         _, engine_inputs = rendered
         prompt = extract_prompt_components(self._model_config, engine_inputs[0])
         token_ids = list(prompt.token_ids or [])
@@ -306,29 +338,8 @@ class VllmFrontend:
         return JsonResult(200, {"prompt": text, "prompt_token_ids": token_ids})
 
     def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
-        """Validate `body` into a vLLM request model, or return the 400 for it.
-
-        The model name is overwritten with this bundle's: routing is the API layer's job, and vLLM would
-        answer an alias with a 404. `request_id` becomes the base of the engine request ids.
-        """
-        if not isinstance(body, Mapping):
-            return _bad_request("The request body must be a JSON object.")
-        data = {**body, "model": self.model_name}
-        if request_id is not None:
-            data["request_id"] = request_id
-        try:
-            return validate(data)
-        except pydantic.ValidationError as exc:
-            return _invalid_body(exc)
-        except Exception as exc:
-            # pydantic lets anything but ValueError/AssertionError out of a validator unwrapped: vLLM's
-            # VLLMValidationError, and also the crash of a vLLM validator on a field of a type it did not expect
-            # (`"structured_outputs": ""` raises AttributeError). Both are the body's fault: 400, never 500.
-            error = create_error_response(exc)
-            if error.error.code < 500:
-                return _error_result(error)
-            _log.info("vLLM's request validation failed on a client body: %r", exc)
-            return _bad_request(f"The request body is invalid: {type(exc).__name__}: {exc}")
+        """`parse_request` for this model: the request model, or the 400 for `body`."""
+        return parse_request(validate, body, model_name=self.model_name, request_id=request_id)
 
 
 def _check_parsers(settings: FrontendSettings) -> None:
@@ -358,70 +369,3 @@ def _load_template(path: str | None) -> str | None:
         return load_chat_template(path)
     except (OSError, ValueError, VLLMValidationError) as exc:
         raise FrontendConfigError(f"chat_template {path!r} cannot be read: {exc}") from exc
-
-
-async def _call(pending: Awaitable[Any]) -> BundleResult:
-    """Await a serving call and turn what it returns (or raises) into a result."""
-    try:
-        response = await pending
-    except Exception as exc:
-        # vLLM reports many request errors by raising; its FastAPI exception handlers map them, so do we.
-        return _exception_result(exc)
-    if (task := asyncio.current_task()) is not None and task.cancelling():
-        # vLLM's non-streaming chat and completion swallow CancelledError and answer 400 "Client disconnected"
-        # (the engine request is aborted all the same). Restore the cancellation for our caller's timeouts.
-        raise asyncio.CancelledError
-    if isinstance(response, ErrorResponse):
-        return _error_result(response)
-    if isinstance(response, AsyncGenerator):
-        return StreamResult(response)
-    if isinstance(response, pydantic.BaseModel):
-        # Serialized by pydantic-core straight to bytes: no dict dump, no second encoder.
-        return JsonResult(200, body=response.model_dump_json().encode())
-    # The pooling classes answer with a Starlette JSONResponse: take its rendered body.
-    return JsonResult(int(response.status_code), json.loads(bytes(response.body)))
-
-
-def _error_result(error: ErrorResponse) -> JsonResult:
-    return JsonResult(int(error.error.code), error.model_dump(mode="json"))
-
-
-def _exception_result(exc: Exception) -> JsonResult:
-    error = create_error_response(exc)
-    if error.error.code >= 500 and not isinstance(exc, NotImplementedError):
-        # The client gets vLLM's sanitized message; the traceback belongs in our log.
-        _log.error("vLLM failed a request: %s", error.error.message, exc_info=exc)
-    return _error_result(error)
-
-
-def _bad_request(message: str, *, param: str | None = None) -> JsonResult:
-    return JsonResult(400, error_body(400, message, param=param))
-
-
-def _unsupported(model_name: str, api: str) -> JsonResult:
-    # `vllm serve` registers a route only for the tasks its model supports, so it answers 404 here (the same
-    # status OpenAI gives a model used on the wrong endpoint); never a 5xx, the server is fine.
-    message = f"The model '{model_name}' does not support the {api} API."
-    return JsonResult(404, error_body(404, message, param="model"))
-
-
-def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:
-    errors = exc.errors(include_url=False)
-    param: str | None = None
-    for error in errors:
-        cause = error.get("ctx", {}).get("error")
-        if isinstance(cause, VLLMValidationError):
-            param = cause.parameter
-            break
-    if param is None and errors:
-        param = clean_loc_for_param(tuple(errors[0]["loc"])) or None
-    shown = [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
-    if len(errors) > len(shown):
-        shown.append(f"...and {len(errors) - len(shown)} more")
-    count = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}"
-    return _bad_request(f"{count}: " + "; ".join(shown), param=param)
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    where = clean_loc_for_param(tuple(error.get("loc", ())))
-    return f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid"))

@@ -18,12 +18,19 @@ from typing import Literal
 
 import msgspec
 
-from server.profiles.schema import ModelProfile, Profile
+from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile, Profile
 
 __all__ = ["FRONTEND_FIELDS", "ModelChange", "ProfileChanges", "diff_profiles", "file_digests"]
 
 #: Model settings that a new frontend bundle applies at once.
-FRONTEND_FIELDS = ("chat_template", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser")
+FRONTEND_FIELDS = (
+    "chat_template",
+    "enable_auto_tool_choice",
+    "tool_call_parser",
+    "reasoning_parser",
+    "served_model_name",
+    *CHAT_FRONTEND_KEYS,
+)
 #: Model settings that only a new engine applies (besides every key of ``engine_args``).
 _ENGINE_FIELDS = ("model", "quant_config", "reasoning_parser")
 #: Settings files whose content counts, not just their path.

@@ -238,7 +238,22 @@ def _check_models(ctx: Context, tree: CommentedMap) -> tuple[dict[str, ModelProf
             names.append(clean)
             if model is not None:
                 models[clean] = model
+    _check_aliases(ctx, node, models)
     return models, names
+
+
+def _check_aliases(ctx: Context, node: CommentedMap, models: dict[str, ModelProfile]) -> None:
+    """Every name a client may send (model names and ``served_model_name`` aliases) reaches one model only."""
+    owner: dict[str, str] = {name: name for name in models}
+    for name, model in models.items():
+        for alias in model.aliases:
+            other = owner.setdefault(alias, name)
+            if other != name:
+                entry = node[name]
+                ctx.report.error(
+                    value_pos(entry, "served_model_name"),
+                    f"model {name!r}: served_model_name {alias!r} is already the name of model {other!r}",
+                )
 
 
 def _check_default(ctx: Context, tree: CommentedMap, names: list[str]) -> str | None:

@@ -15,7 +15,7 @@ from server.profiles.engine_args import check_engine_value, did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
 from server.profiles.model_path import resolve_model
 from server.profiles.quant_checks import check_quant_config
-from server.profiles.schema import ModelProfile
+from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile
 from server.profiles.template_checks import check_chat_template
 from server.profiles.yaml_tree import key_pos, node_pos, value_pos
 from server.profiles.yaml_values import quiet_plain, reject_tag, to_plain
@@ -65,6 +65,8 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
         reasoning_parser=values.get("reasoning_parser") or None,
         quant_config=values.get("quant_config"),
         engine_args=engine_args,
+        served_model_name=values.get("served_model_name"),
+        **{key: values.get(key) for key in CHAT_FRONTEND_KEYS},
     )
 
 

@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 __all__ = [
+    "CHAT_FRONTEND_KEYS",
     "DEFAULT_ADMIN_TOKEN_ENV",
     "DEFAULT_API_KEY_ENV",
     "FRONTEND_KEYS",
@@ -37,9 +38,23 @@ SleepLevel = Literal[1, 2]
 DEFAULT_ADMIN_TOKEN_ENV = "TURNOUT_ADMIN_TOKEN"
 DEFAULT_API_KEY_ENV = "TURNOUT_API_KEY"
 
+#: Per-model keys that are also vLLM frontend flags of ``turnout serve`` (the flag is their default for every model);
+#: a new frontend bundle applies a change of any of them at once.
+CHAT_FRONTEND_KEYS = (
+    "response_role",
+    "chat_template_content_format",
+    "default_chat_template_kwargs",
+    "trust_request_chat_template",
+    "return_tokens_as_token_ids",
+    "exclude_tools_when_tool_choice_none",
+    "enable_prompt_tokens_details",
+    "enable_force_include_usage",
+)
 #: Per-model keys that configure the frontend, not vLLM's engine. Every other key goes to ``AsyncEngineArgs``.
 FRONTEND_KEYS = frozenset(
     {"enable_auto_tool_choice", "tool_call_parser", "chat_template", "reasoning_parser", "quant_config"}
+    | {"served_model_name"}
+    | set(CHAT_FRONTEND_KEYS)
 )
 
 
@@ -64,6 +79,19 @@ class ModelProfile(Base, frozen=True, kw_only=True):
         reasoning_parser: A reasoning parser registered in vLLM (``deepseek_r1``, ``qwen3``, ...).
         quant_config: An INC/FP8 quantization JSON file (exported to the engine as ``QUANT_CONFIG``). Absent
             means "none": it is never inherited from the previously active model.
+        response_role: The role of generated messages (vLLM's ``--response-role``; default ``assistant``).
+        chat_template_content_format: How message content reaches the template: ``auto`` (vLLM detects it),
+            ``string`` or ``openai`` (vLLM's ``--chat-template-content-format``).
+        default_chat_template_kwargs: Keyword arguments for every render of the chat template, for example
+            ``{enable_thinking: false}``; a request's ``chat_template_kwargs`` win.
+        trust_request_chat_template: Accept a chat template sent in the request.
+        return_tokens_as_token_ids: Logprobs name tokens as ``token_id:N``.
+        exclude_tools_when_tool_choice_none: Leave tools out of the prompt when ``tool_choice`` is ``none``.
+        enable_prompt_tokens_details: Report cached prompt tokens in ``usage.prompt_tokens_details``.
+        enable_force_include_usage: Include usage in every response, streamed ones too.
+        served_model_name: Other names clients may use for this model (one or a list, as vLLM's
+            ``--served-model-name``); answers carry the name the client asked for, and ``/v1/models`` lists each.
+            The model's key in ``models`` stays its own name (the one switches and the status use).
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -73,7 +101,24 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     chat_template: str | None = None
     reasoning_parser: str | None = None
     quant_config: str | None = None
+    response_role: str | None = None
+    chat_template_content_format: Literal["auto", "string", "openai"] | None = None
+    default_chat_template_kwargs: dict[str, Any] | None = None
+    trust_request_chat_template: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    exclude_tools_when_tool_choice_none: bool | None = None
+    enable_prompt_tokens_details: bool | None = None
+    enable_force_include_usage: bool | None = None
+    served_model_name: str | list[str] | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The ``served_model_name`` values, in order (empty when none)."""
+        names = self.served_model_name
+        if names is None:
+            return ()
+        return (names,) if isinstance(names, str) else tuple(names)
 
 
 class Switching(Base, frozen=True, kw_only=True):

@@ -27,19 +27,18 @@ async def make_client() -> AsyncIterator[MakeClient]:
         *, loader: FakeLoader | None = None, **settings: Any
     ) -> tuple[httpx.AsyncClient, EngineManager[Any]]:
         settings.setdefault("admin_token", ADMIN_TOKEN)
-        models = {
+        models = settings.pop("models", None) or {
             "tools": ModelProfile(model="/m/tools", enable_auto_tool_choice=True, tool_call_parser="hermes"),
             "plain": ModelProfile(model="/m/plain"),
         }
         manager: EngineManager[Any] = EngineManager(
             models,
-            KeepStrategy(loader or FakeLoader()),
+            settings.pop("strategy", KeepStrategy)(loader or FakeLoader()),
             build_fake_serving_bundle,
             abort_grace=0.5,
             memory_probe=lambda: 1.0,
             admission_timeout=settings.pop("admission_timeout", 5.0),
-            mode=settings.pop("mode", "manual"),
-            scheduling=settings.pop("scheduling", None),
+            switching=settings.pop("switching", None),
         )
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes

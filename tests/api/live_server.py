@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -63,14 +64,17 @@ def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str)
     return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log)
 
 
-def wait_ready(server: LiveServer, timeout: float = 300.0) -> None:
-    """Wait until ``/ready`` answers 200; fail with the server's log if it exits or never gets there."""
+def wait_ready(server: LiveServer, timeout: float = 300.0, *, verify: ssl.SSLContext | bool = True) -> None:
+    """Wait until ``/ready`` answers 200; fail with the server's log if it exits or never gets there.
+
+    ``verify`` is httpx's: a context that trusts a server's self-signed TLS certificate.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"turnout serve exited with {server.process.returncode}:\n{server.log()[-4000:]}")
         try:
-            if httpx.get(f"{server.url}/ready", timeout=2).status_code == 200:
+            if httpx.get(f"{server.url}/ready", timeout=2, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

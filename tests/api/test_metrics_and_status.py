@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.engine.scheduler import SchedulerPolicy
+from server.profiles.schema import Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 
@@ -56,7 +56,7 @@ async def test_switch_attempts_feed_the_histogram_the_counter_and_the_admin_stat
 async def test_auto_mode_load_failure_backs_off_and_tells_clients_nothing_private(make_client: MakeClient) -> None:
     loader = FakeLoader()
     loader.fail_load.add("plain")
-    client, _ = await make_client(loader=loader, mode="auto", scheduling=SchedulerPolicy(failure_backoff_s=60))
+    client, _ = await make_client(loader=loader, switching=Switching(mode="auto", failure_backoff_s=60))
     first = await client.post("/v1/chat/completions", json={"model": "plain", "max_tokens": 1})
     second = await client.post("/v1/chat/completions", json={"model": "plain", "max_tokens": 1})
     for response in (first, second):
@@ -77,7 +77,7 @@ async def test_auto_mode_load_failure_backs_off_and_tells_clients_nothing_privat
 
 
 async def test_auto_mode_queue_metrics(make_client: MakeClient) -> None:
-    client, _ = await make_client(mode="auto")
+    client, _ = await make_client(switching=Switching(mode="auto"))
     response = await client.post("/v1/chat/completions", json={"model": "plain", "max_tokens": 1})
     assert response.json()["model"] == "plain"
     metrics = (await client.get("/metrics")).text

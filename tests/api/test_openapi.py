@@ -50,7 +50,7 @@ def vllm_schemas() -> dict[str, Any]:
 def test_every_post_route_documents_its_body() -> None:
     document = _document(admin_token="t")
     for path, item in document["paths"].items():
-        if "post" in item:
+        if "post" in item and path != "/v1/responses/{response_id}/cancel":  # body-less, as OpenAI's
             assert item["post"].get("requestBody", {}).get("required") is True, path
     for path, component in BODIES.items():
         schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]

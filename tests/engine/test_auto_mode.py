@@ -12,11 +12,11 @@ import pytest
 from server.engine import EngineManager, ModelLoadFailed, ModelSwitching, SwitchFailed
 from server.engine.errors import AdmissionTimeout, QueueFull
 from server.engine.report import SwitchAttempt
-from server.engine.scheduler import SchedulerPolicy
 from server.engine.strategies import KeepStrategy
-from server.profiles.schema import ModelProfile
+from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
+from tests.fakes.manager_views import admitted
 
 
 @dataclass
@@ -37,7 +37,7 @@ class RecordingObserver:
 
 def _auto(make_manager: MakeManager, **policy: Any) -> tuple[EngineManager[Any], RecordingObserver]:
     policy.setdefault("min_residency_s", 0.05)
-    manager = make_manager(mode="auto", scheduling=SchedulerPolicy(**policy))
+    manager = make_manager(switching=Switching(mode="auto", **policy))
     observer = RecordingObserver()
     manager.add_observer(observer)
     return manager, observer
@@ -45,7 +45,7 @@ def _auto(make_manager: MakeManager, **policy: Any) -> tuple[EngineManager[Any],
 
 async def _serve(manager: EngineManager[Any], model: str | None, hold_s: float = 0.005) -> str:
     """One request: admitted, 'generates' for ``hold_s``, answers with its bundle's model."""
-    async with manager.admit(model) as lease:
+    async with admitted(manager, model) as lease:
         assert lease.bundle.name == lease.model
         await asyncio.sleep(hold_s)
         name: str = lease.bundle.name
@@ -188,7 +188,10 @@ async def test_manual_mode_names_the_switch_under_way_to_a_third_model(
 def test_a_snapshot_needs_no_running_loop() -> None:
     """The CLI builds the app (and its metrics registry, which reads a snapshot) before the loop runs."""
     manager: EngineManager[Any] = EngineManager(
-        {"a": ModelProfile(model="/m/a")}, KeepStrategy(FakeLoader()), FakeBundleBuilder(), mode="auto"
+        {"a": ModelProfile(model="/m/a")},
+        KeepStrategy(FakeLoader()),
+        FakeBundleBuilder(),
+        switching=Switching(mode="auto"),
     )
     snapshot = manager.snapshot()
     assert snapshot.slots[0].queued == 0 and snapshot.slots[0].retry_in_s is None

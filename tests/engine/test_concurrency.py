@@ -17,7 +17,9 @@ import pytest
 from server.api.admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
 from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy, SwitchStrategy
+from server.profiles.schema import Switching
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
+from tests.fakes.manager_views import admitted, state_of
 
 NAMES = ("alpha", "beta", "gamma")
 SEEDS = range(120)
@@ -33,7 +35,7 @@ def _strategy(name: str, loader: FakeLoader) -> SwitchStrategy:
 
 async def _request(manager: EngineManager, model: str | None, steps: int, outcomes: Counter[str]) -> None:
     try:
-        async with manager.admit(model, wait_timeout=0.5) as lease:
+        async with admitted(manager, model, wait_timeout=0.5) as lease:
             assert model in (None, lease.model)
             assert lease.bundle.name == lease.model
             install_abort_hook(lease)  # as the API's admission does: a switch aborts through the bundle
@@ -68,7 +70,7 @@ async def _scenario(seed: int, strategy_name: str, mode: str) -> Counter[str]:
         fake_models(*NAMES),
         _strategy(strategy_name, loader),
         builder,
-        mode=mode,  # type: ignore[arg-type]
+        switching=Switching(mode=mode),  # type: ignore[arg-type]
         admission_timeout=0.5,
         abort_grace=0.05,
         memory_probe=lambda: 0.0,
@@ -98,12 +100,13 @@ async def _scenario(seed: int, strategy_name: str, mode: str) -> Counter[str]:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    active = [name for name in NAMES if manager.slot_state(name) is SlotState.ACTIVE]
+    active = [name for name in NAMES if state_of(manager, name) is SlotState.ACTIVE]
     assert active == ([manager.active_model] if manager.active_model else []), (active, manager.active_model)
     if manager.published is not None:
-        assert manager.active_engine.alive and not manager.active_engine.asleep
+        engine = manager._device.slots[manager.published.model].engine  # the invariant is about the device's state
+        assert engine.alive and not engine.asleep
         # The published bundle was built for the engine the active slot holds (never a stale one).
-        assert manager.published.bundle.engine is manager.active_engine
+        assert manager.published.bundle.engine is engine
     assert manager.snapshot().in_flight == 0
     await manager.shutdown()
     assert loader.live == [], "shutdown left engines running"

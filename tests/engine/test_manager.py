@@ -21,12 +21,14 @@ from server.engine import (
     SwitchConflict,
     SwitchFailed,
 )
+from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
+from tests.fakes.manager_views import admitted, served_engine, state_of
 
 
 async def _generate(manager: EngineManager, model: str | None, steps: int, step_s: float = 0.01) -> list[str]:
-    async with manager.admit(model) as lease:
+    async with admitted(manager, model) as lease:
         install_abort_hook(lease)  # as the API's admission does: the one abort path
         tokens = [token async for token in lease.bundle.engine.generate(lease.request_id, steps, step_s)]
         lease.raise_if_aborted()
@@ -56,7 +58,7 @@ async def test_keep_switch_back_is_a_pointer_swap(
     first_bundle = manager.published.bundle  # type: ignore[union-attr]
     report = await manager.switch("b")
     assert (report.previous_model, report.current_model, report.strategy) == ("a", "b", "keep")
-    assert manager.slot_state("a") is SlotState.RESIDENT
+    assert state_of(manager, "a") is SlotState.RESIDENT
     await manager.switch("a")
     assert loader.loads == ["a", "b"], "switching back to a resident model must not load it again"
     assert manager.published.bundle is first_bundle  # type: ignore[union-attr]
@@ -66,9 +68,9 @@ async def test_keep_switch_back_is_a_pointer_swap(
 async def test_stop_unloads_the_model_being_left(make_manager: MakeManager, loader: FakeLoader) -> None:
     manager = make_manager("stop")
     await manager.initialize("a")
-    engine_a = manager.active_engine
+    engine_a = await served_engine(manager)
     report = await manager.switch("b", drain_timeout=0)
-    assert not engine_a.alive and manager.slot_state("a") is SlotState.STOPPED
+    assert not engine_a.alive and state_of(manager, "a") is SlotState.STOPPED
     assert report.memory_before_mb == 100.0 and report.freed_memory_mb == 0.0
     await manager.switch("a")
     assert loader.loads == ["a", "b", "a"]
@@ -96,7 +98,7 @@ async def test_same_target_joins_and_other_target_conflicts(make_manager: MakeMa
 
 
 async def test_unknown_and_inactive_models_are_refused(make_manager: MakeManager) -> None:
-    manager = make_manager(mode="manual")
+    manager = make_manager(switching=Switching(mode="manual"))
     await manager.initialize("a")
     with pytest.raises(ModelNotFound):
         await _generate(manager, "nope", 1)
@@ -136,7 +138,7 @@ async def test_drain_lets_a_short_request_finish(make_manager: MakeManager) -> N
 async def test_drain_timeout_aborts_with_the_switch_error(make_manager: MakeManager) -> None:
     manager = make_manager()
     await manager.initialize("a")
-    engine_a = manager.active_engine
+    engine_a = await served_engine(manager)
     request = asyncio.create_task(_generate(manager, "a", 1000, 0.01))
     await asyncio.sleep(0.02)
     report = await manager.switch("b", drain_timeout=0.05)
@@ -153,10 +155,10 @@ async def test_failed_load_rolls_back_to_the_previous_model(make_manager: MakeMa
     with pytest.raises(SwitchFailed) as failed:
         await manager.switch("b")
     assert failed.value.restored == "a" and "injected load failure" in failed.value.reason
-    assert manager.active_model == "a" and manager.slot_state("b") is SlotState.FAILED
+    assert manager.active_model == "a" and state_of(manager, "b") is SlotState.FAILED
     assert "injected load failure" in (manager.snapshot().slots[1].reason or "")
     assert await _generate(manager, "a", 1) == ["a"]
-    assert manager.active_engine.alive
+    assert (await served_engine(manager)).alive
     await manager.switch("b")  # a failed model can be retried
     assert manager.active_model == "b"
 
@@ -215,7 +217,7 @@ async def test_waiting_is_bounded(make_manager: MakeManager, loader: FakeLoader)
 
 
 async def test_auto_mode_switches_on_request(make_manager: MakeManager) -> None:
-    manager = make_manager(mode="auto")
+    manager = make_manager(switching=Switching(mode="auto"))
     await manager.initialize("a")
     assert await _generate(manager, "c", 2) == ["c", "c"]
     assert manager.active_model == "c"

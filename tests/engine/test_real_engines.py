@@ -20,6 +20,7 @@ from server.engine.strategies import KeepStrategy, StopStrategy
 from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeBundle
+from tests.fakes.manager_views import admitted, state_of
 
 pytestmark = pytest.mark.engine
 
@@ -77,7 +78,7 @@ async def _generate(
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos)
-    async with manager.admit(None) as lease:
+    async with admitted(manager, None) as lease:
         assert lease.bundle.name == lease.model
         install_abort_hook(lease)  # as the API's admission does: the one abort path
         final = None
@@ -118,7 +119,7 @@ async def test_stop_switches_a_b_a_and_each_model_answers(models: dict[str, Mode
         first, _ = await _generate(manager, tools_prompt)
         assert '"name": "get_weather"' in first
         report = await manager.switch("plain")
-        assert manager.slot_state("tools") is SlotState.STOPPED and report.strategy == "stop"
+        assert state_of(manager, "tools") is SlotState.STOPPED and report.strategy == "stop"
         plain, _ = await _generate(manager, tools_prompt)
         assert "get_weather" not in plain
         await manager.switch("tools")
@@ -135,7 +136,7 @@ async def test_keep_switches_a_b_a_with_a_pointer_swap_back(
     first, _ = await _generate(manager, tools_prompt)
     assert '"name": "get_weather"' in first
     await manager.switch("plain")
-    assert manager.slot_state("tools") is SlotState.RESIDENT
+    assert state_of(manager, "tools") is SlotState.RESIDENT
     assert "get_weather" not in (await _generate(manager, tools_prompt))[0]
     back = await manager.switch("tools")
     assert (await _generate(manager, tools_prompt))[0] == first
@@ -151,7 +152,7 @@ async def test_a_corrupt_model_folder_rolls_back(
     with pytest.raises(SwitchFailed) as failed:
         await manager.switch("broken")
     assert failed.value.restored == "tools"
-    assert manager.slot_state("broken") is SlotState.FAILED and manager.active_model == "tools"
+    assert state_of(manager, "broken") is SlotState.FAILED and manager.active_model == "tools"
     assert (await _generate(manager, tools_prompt))[0] == before
 
 

@@ -28,6 +28,7 @@ from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.frontend.vllm_adapter import build_renderer
 from server.profiles import load_profile
 from server.profiles.schema import ModelProfile, Profile
+from tests.fakes.manager_views import EngineRecorder
 
 pytestmark = pytest.mark.engine
 
@@ -67,13 +68,25 @@ def _profile(tiny_models: dict[str, Path], tmp: Path, strategy: str) -> Profile:
     return msgspec.structs.replace(demo, models=models, switching=switching)
 
 
+#: Each served manager's bundle builder, which saw the engine each model's bundle was built over.
+_RECORDERS: dict[int, EngineRecorder[Any]] = {}
+
+
+def _active_engine(manager: EngineManager[Any]) -> Any:
+    """The engine the active model's bundle was built over (what its requests run on)."""
+    assert manager.active_model is not None
+    return _RECORDERS[id(manager)].engines[manager.active_model]
+
+
 async def _serve(profile: Profile, first: str) -> Served:
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings())
 
+    recorder = EngineRecorder(build_bundle)
     manager: EngineManager[Any] = build_manager(
-        profile, build_bundle, build_renderer=build_renderer, admission_timeout=120.0
+        profile, recorder, build_renderer=build_renderer, admission_timeout=120.0
     )
+    _RECORDERS[id(manager)] = recorder
     await manager.initialize(first)
     app = create_app(manager, ApiSettings(admin_token=TOKEN))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)
@@ -137,7 +150,7 @@ Host = tuple[httpx.AsyncClient, EngineManager[Any], dict[str, Any]]
 
 async def test_a_b_a_answers_equal_fresh_engines(host: Host, fresh_plain: dict[str, Any]) -> None:
     client, manager, fresh_tools = host
-    engine = manager.active_engine
+    engine = _active_engine(manager)
     assert fresh_tools["max_model_len"] == 1024 and fresh_plain["max_model_len"] == 512
     assert fresh_tools["prompt_tokens"] != fresh_plain["prompt_tokens"], "the models render chats differently"
 
@@ -147,7 +160,7 @@ async def test_a_b_a_answers_equal_fresh_engines(host: Host, fresh_plain: dict[s
     assert report["method"] == "reconfigure" and report["current_model"] == "plain"
     for phase in ("unload_ms", "load_ms", "kv_cache_ms", "frontend_ms"):
         assert report[phase] is not None and report[phase] >= 0, phase
-    assert manager.active_engine is engine, "the same engine processes serve the next model"
+    assert _active_engine(manager) is engine, "the same engine processes serve the next model"
     assert await _answers(client, "plain") == fresh_plain
 
     back = await _switch(client, "tools")
@@ -200,7 +213,7 @@ async def test_corrupt_target_weights_roll_back_to_the_previous_model(host: Host
 
 def _host_rss_mb(manager: EngineManager[Any]) -> float:
     """RSS of the host's engine core and its worker (other tests' engines may run in this session too)."""
-    engine = manager.active_engine
+    engine = _active_engine(manager)
     core = psutil.Process(engine.engine_core.resources.engine_manager.processes[0].pid)
     return float(core.memory_info().rss) / (1024 * 1024) + engine_processes_rss_mb(core)
 

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from server.engine import SlotState, SwitchFailed
+from server.engine.in_place.swap import PluginMissing, check_plugin
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
 from server.engine.strategies.reconfigure import ReconfigureStrategy
-from server.engine.in_place.swap import PluginMissing, check_plugin
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
 from tests.fakes.in_place import FakeInPlaceSwap
+from tests.fakes.manager_views import admitted, served_engine, state_of
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def swap() -> FakeInPlaceSwap:
 
 async def _answer(manager: Any) -> str:
     """The model that answers a request now (the fake engine yields the name of the model it holds)."""
-    async with manager.admit(None) as lease:
+    async with admitted(manager, None) as lease:
         return "".join([token async for token in lease.bundle.engine.generate(lease.request_id, 1)])
 
 
@@ -35,11 +36,11 @@ async def test_switches_reuse_one_engine_and_report_the_phases(
 ) -> None:
     manager = make_manager(ReconfigureStrategy(loader, swap))
     first = await manager.initialize("a")
-    host = manager.active_engine
+    host = await served_engine(manager)
     assert first.method == "restart" and loader.loads == ["a"]
     assert sorted(swap.prepared) == ["b", "c"], "the other models' configs are built after the start"
     report = await manager.switch("b")
-    assert manager.active_engine is host and loader.loads == ["a"], "no second engine"
+    assert (await served_engine(manager)) is host and loader.loads == ["a"], "no second engine"
     assert swap.unloads == ["a"] and swap.loads == ["b"]
     assert (report.method, report.unload_ms, report.load_ms, report.kv_cache_ms, report.frontend_ms) == (
         "reconfigure",
@@ -48,7 +49,7 @@ async def test_switches_reuse_one_engine_and_report_the_phases(
         4.0,
         2.0,
     )
-    assert manager.slot_state("a") is SlotState.STOPPED and await _answer(manager) == "b"
+    assert state_of(manager, "a") is SlotState.STOPPED and await _answer(manager) == "b"
     bundle_b = manager.published.bundle  # type: ignore[union-attr]
     await manager.switch("a")
     assert await _answer(manager) == "a"
@@ -80,7 +81,7 @@ async def test_a_failed_target_reconfigures_back_to_the_previous_model(
     with pytest.raises(SwitchFailed):
         await manager.switch("b")
     assert swap.loads == ["b", "a"] and loader.loads == ["a"], "rolled back in place, no restart"
-    assert manager.active_model == "a" and manager.slot_state("b") is SlotState.FAILED
+    assert manager.active_model == "a" and state_of(manager, "b") is SlotState.FAILED
     assert await _answer(manager) == "a"
 
 
@@ -153,12 +154,12 @@ async def test_auto_keeps_while_memory_allows_then_reconfigures_the_oldest_resid
     manager = make_manager(strategy)
     await manager.initialize("a")
     assert (await manager.switch("b")).method == "restart" and loader.loads == ["a", "b"]
-    assert manager.slot_state("a") is SlotState.RESIDENT
+    assert state_of(manager, "a") is SlotState.RESIDENT
     room["another"] = False
     report = await manager.switch("c")
     assert report.method == "reconfigure" and loader.loads == ["a", "b"], "a's engine took c in place"
     assert swap.unloads == ["a"] and swap.loads == ["c"]
-    assert manager.slot_state("a") is SlotState.STOPPED and manager.slot_state("b") is SlotState.RESIDENT
+    assert state_of(manager, "a") is SlotState.STOPPED and state_of(manager, "b") is SlotState.RESIDENT
     assert await _answer(manager) == "c"
     assert (await manager.switch("b")).switched and loader.loads == ["a", "b"], "b is still resident"
 

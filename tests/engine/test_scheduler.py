@@ -186,7 +186,7 @@ def test_a_failed_load_backs_off_exponentially_with_a_cap_and_the_healthy_model_
     rig.submit("b", "w2")
     rig.end_switch(ok=False, after=1.0, restored="a")
     assert rig.effects.refused_tickets() == {"w1": Refusal.LOAD_FAILED, "w2": Refusal.LOAD_FAILED}
-    assert rig.scheduler.active == "a" and rig.scheduler.backoff_until("b", rig.now) == rig.now + 5.0
+    assert rig.active == "a" and rig.scheduler.backoff_until("b", rig.now) == rig.now + 5.0
     # During the backoff: refused at once, no switch, and 'a' is untouched.
     switches = len(rig.effects.switches)
     rig.advance(2.0)
@@ -214,7 +214,7 @@ def test_an_admin_switch_forces_a_retry_and_a_success_clears_the_backoff() -> No
     rig.submit("b", "w1")
     rig.end_switch(ok=False, restored="a")
     assert rig.scheduler.backoff_until("b", rig.now) is not None
-    rig.scheduler.switch_started("a", "b", rig.now, forced=True)
+    rig.force_switch("b")
     rig.submit("b", "queued-behind-admin")
     rig.end_switch(after=1.0)
     assert rig.scheduler.backoff_until("b", rig.now) is None
@@ -239,7 +239,7 @@ def test_close_refuses_every_waiter() -> None:
 
 
 def test_policy_comes_from_the_profile() -> None:
-    switching = Switching(min_residency_s=1.0, max_residency_s=9.0, max_wait_s=30.0, max_queue=4)
+    switching = Switching(mode="auto", min_residency_s=1.0, max_residency_s=9.0, max_wait_s=30.0, max_queue=4)
     policy = SchedulerPolicy.from_switching(switching)
     assert (policy.min_residency_s, policy.max_residency_s, policy.max_wait_s, policy.max_queue) == (1, 9, 30, 4)
 
@@ -262,14 +262,14 @@ def test_random_traffic_keeps_the_invariants(seed: int) -> None:
             rig.submit(rng.choice("abc"), f"r{step}")
         elif roll < 0.75 and in_flight:
             rig.finish(in_flight.pop(rng.randrange(len(in_flight))))
-        elif roll < 0.85 and rig.scheduler.switching is not None:
-            rig.end_switch(ok=rng.random() < 0.85, after=rng.random(), restored=rig.scheduler.active)
+        elif roll < 0.85 and rig.switching is not None:
+            rig.end_switch(ok=rng.random() < 0.85, after=rng.random(), restored=rig.active)
         else:
             rig.advance(rng.random())
         in_flight += [waiter.model for waiter in rig.effects.admitted[seen:]]
         seen = len(rig.effects.admitted)
-        active = rig.scheduler.active
-        if rig.scheduler.switching is None and active is not None:
+        active = rig.active
+        if rig.switching is None and active is not None:
             assert rig.scheduler.queue_depth(active) == 0
     admitted = {w.ticket for w in rig.effects.admitted}
     refused = {w.ticket for w, _ in rig.effects.refused}
@@ -296,3 +296,55 @@ def test_a_model_that_just_finished_waits_for_its_clients_next_request_even_when
     rig.finish("b")
     rig.advance(IDLE_GAP_S * 1.01)
     assert rig.effects.switches == [("a", "b"), ("b", "a")]
+
+
+def test_manual_mode_admits_the_active_model_and_refuses_the_others_at_once() -> None:
+    rig = SchedulerRig(mode="manual")
+    rig.submit("a", "ok")
+    rig.submit("b", "other")
+    assert rig.effects.admitted_tickets() == ["ok"] and rig.effects.refused_tickets() == {"other": Refusal.NOT_ACTIVE}
+    rig.finish("a")
+    rig.advance(600.0)
+    assert rig.effects.switches == [], "manual mode never starts a switch"
+
+
+def test_manual_mode_waits_only_for_the_target_of_the_admin_switch() -> None:
+    rig = SchedulerRig(models=("a", "b", "c"), mode="manual")
+    rig.force_switch("b")
+    rig.submit("b", "for-target")
+    rig.submit("a", "for-source")
+    rig.submit("c", "for-bystander")
+    assert rig.effects.refused_tickets() == {
+        "for-source": Refusal.SWITCHING_AWAY,
+        "for-bystander": Refusal.SWITCHING_AWAY,
+    }
+    rig.advance(3600.0)  # no bound of its own: the caller's timeout applies
+    assert rig.scheduler.queue_depth("b") == 1
+    rig.end_switch()
+    assert rig.effects.admitted_tickets() == ["for-target"]
+
+
+def test_manual_mode_refuses_the_waiters_of_a_failed_switch_and_never_backs_off() -> None:
+    rig = SchedulerRig(mode="manual")
+    rig.force_switch("b")
+    rig.submit("b", "w")
+    rig.end_switch(ok=False, restored="a")
+    assert rig.effects.refused_tickets() == {"w": Refusal.SWITCH_FAILED}
+    assert rig.scheduler.backoff_until("b", rig.now) is None
+
+
+def test_manual_mode_with_nothing_active_says_so() -> None:
+    rig = SchedulerRig(mode="manual", active=None)
+    rig.submit("a", "w")
+    assert rig.effects.refused_tickets() == {"w": Refusal.NO_ACTIVE}
+
+
+def test_no_switch_starts_while_a_reload_holds_the_device() -> None:
+    rig = SchedulerRig(min_residency_s=0.0)
+    rig.device.held_for_reload = True
+    rig.submit("b", "w")
+    rig.advance(5.0)
+    assert rig.effects.switches == []
+    rig.device.held_for_reload = False
+    rig.scheduler.device_freed(rig.now)
+    assert rig.effects.switches == [("a", "b")]

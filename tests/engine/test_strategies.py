@@ -7,12 +7,12 @@ Gaudi): these tests check Turnout's side of the contract only, not the real engi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from server.engine import SlotState, SwitchFailed
-from server.engine.states import IllegalTransition, Slot, transition
 from server.engine.strategies import (
     KeepStrategy,
     SleepStrategy,
@@ -30,7 +30,8 @@ from server.engine.vllm_loader import (
 )
 from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
-from tests.fakes.engines import FakeLoader
+from tests.fakes.engines import FakeLoader, fake_models
+from tests.fakes.manager_views import served_engine, state_of
 from tests.fakes.stash import FakeStashHost
 
 
@@ -50,10 +51,10 @@ async def test_keep_with_a_memory_check_evicts_when_ram_is_short(make_manager: M
     manager = make_manager(KeepStrategy(loader, memory_allows=lambda: ram_ok["value"]))
     await manager.initialize("a")
     await manager.switch("b")
-    assert manager.slot_state("a") is SlotState.RESIDENT
+    assert state_of(manager, "a") is SlotState.RESIDENT
     ram_ok["value"] = False
     await manager.switch("c")
-    assert manager.slot_state("a") is SlotState.STOPPED and manager.slot_state("b") is SlotState.STOPPED
+    assert state_of(manager, "a") is SlotState.STOPPED and state_of(manager, "b") is SlotState.STOPPED
 
 
 @pytest.mark.parametrize("level", [1, 2])
@@ -62,12 +63,12 @@ async def test_sleep_parks_and_wakes_with_the_level_sequence(
 ) -> None:
     manager = make_manager(SleepStrategy(loader, level=level))
     await manager.initialize("a")
-    engine_a = manager.active_engine
+    engine_a = await served_engine(manager)
     assert engine_a.sleep_mode, "engines for the sleep strategy must start with enable_sleep_mode"
     await manager.switch("b")
-    assert manager.slot_state("a") is SlotState.SLEEPING and engine_a.sleep_calls == [level]
+    assert state_of(manager, "a") is SlotState.SLEEPING and engine_a.sleep_calls == [level]
     await manager.switch("a")
-    assert manager.active_engine is engine_a and not engine_a.asleep
+    assert (await served_engine(manager)) is engine_a and not engine_a.asleep
     if level == 1:
         assert engine_a.wake_calls == [None] and engine_a.rpc_calls == []
     else:
@@ -78,19 +79,19 @@ async def test_sleep_parks_and_wakes_with_the_level_sequence(
 async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager) -> None:
     hosts: list[FakeStashHost] = []
 
-    async def factory(first: str) -> Any:
+    async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
         host = FakeStashHost()
         await host.initialize(first)
         hosts.append(host)
         return host
 
-    strategy = StashStrategy(factory)
+    strategy = StashStrategy(factory, fake_models("a", "b", "c"))
     manager = make_manager(strategy)
     await manager.initialize("a")
     bundle_a = manager.published.bundle  # type: ignore[union-attr]
     report = await manager.switch("b")
     assert len(hosts) == 1 and hosts[0].switch_calls == [("b", 0)], "Turnout drains itself: drain_timeout=0"
-    assert manager.slot_state("a") is SlotState.STASHED
+    assert state_of(manager, "a") is SlotState.STASHED
     assert report.reconfigure_ms == 250.0 and report.stash_memory_after_mb == 512.0
     await manager.switch("a")
     assert manager.published.bundle is not bundle_a, "a reconfigured engine needs a fresh bundle"
@@ -101,20 +102,20 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
 async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_manager: MakeManager) -> None:
     hosts: list[FakeStashHost] = []
 
-    async def factory(first: str) -> Any:
+    async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
         host = FakeStashHost()
         await host.initialize(first)
         hosts.append(host)
         return host
 
-    manager = make_manager(StashStrategy(factory))
+    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
     await manager.initialize("a")
     hosts[0].fail_switch.add("b")
     with pytest.raises(SwitchFailed):
         await manager.switch("b")
     # vLLM-Gaudi still names "a" and would return early; the strategy restarted the host on "a" instead.
     assert hosts[0].current_model == "a" and hosts[0].shut_down and len(hosts) == 2
-    assert manager.active_model == "a" and manager.active_engine is hosts[1].engine
+    assert manager.active_model == "a" and (await served_engine(manager)) is hosts[1].engine
     assert hosts[1].engine.name == "a"
 
 
@@ -126,12 +127,12 @@ async def test_a_stash_host_that_names_another_model_is_not_published(make_manag
                 self.current_model = "c"
             return {}
 
-    async def factory(first: str) -> Any:
+    async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
         host = LyingHost()
         await host.initialize(first)
         return host
 
-    manager = make_manager(StashStrategy(factory))
+    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
     await manager.initialize("a")
     with pytest.raises(SwitchFailed, match="reports 'c'"):
         await manager.switch("b")
@@ -163,33 +164,6 @@ def test_select_builds_the_named_strategy() -> None:
     assert isinstance(keep, KeepStrategy)
 
 
-def test_transition_table_refuses_illegal_moves() -> None:
-    slot = Slot(name="a", profile=ModelProfile(model="/m"))
-    with pytest.raises(IllegalTransition):
-        transition(slot, SlotState.ACTIVE)  # stopped -> active skips loading
-    transition(slot, SlotState.LOADING)
-    with pytest.raises(IllegalTransition):
-        transition(slot, SlotState.FAILED)  # a failure needs its reason
-    transition(slot, SlotState.FAILED, "boom")
-    assert slot.reason == "boom"
-    transition(slot, SlotState.LOADING)
-    assert slot.reason is None
-
-
-def test_a_slot_drops_its_bundle_whenever_its_engine_changes() -> None:
-    slot = Slot(name="a", profile=ModelProfile(model="/m"))
-    with pytest.raises(IllegalTransition):
-        slot.hold_bundle("bundle")  # a bundle is built for an engine
-    slot.attach("engine-1")
-    published = slot.hold_bundle("bundle-1")
-    assert slot.published is published and (published.model, published.bundle) == ("a", "bundle-1")
-    slot.attach("engine-2")  # a shared engine handed over (stash) or a fresh load: the old bundle is stale
-    assert slot.published is None and slot.engine == "engine-2"
-    slot.hold_bundle("bundle-2")
-    assert slot.detach() == "engine-2"
-    assert slot.engine is None and slot.published is None
-
-
 def test_quant_config_is_set_for_one_load_and_never_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(QUANT_CONFIG_ENV, raising=False)
     with quant_config_env("/q/llama.json"):
@@ -199,3 +173,22 @@ def test_quant_config_is_set_for_one_load_and_never_inherited(monkeypatch: pytes
     with quant_config_env(None):
         assert QUANT_CONFIG_ENV not in os.environ, "a model without quant_config must not see another's"
     assert os.environ[QUANT_CONFIG_ENV] == "/leftover.json"
+
+
+async def test_stash_restarts_its_host_for_a_model_a_reload_added(make_manager: MakeManager) -> None:
+    hosts: list[tuple[FakeStashHost, list[str]]] = []
+
+    async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
+        host = FakeStashHost()
+        await host.initialize(first)
+        hosts.append((host, list(models)))
+        return host
+
+    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    await manager.initialize("a")
+    await manager.replace_models({**manager.models, "d": ModelProfile(model="/models/d")})
+    report = await manager.switch("d")
+    assert [models for _, models in hosts] == [["a", "b", "c"], ["a", "b", "c", "d"]], "the new host knows 'd'"
+    assert hosts[0][0].shut_down and report.method == "restart"
+    await manager.switch("b")
+    assert hosts[1][0].switch_calls == [("b", 0)], "a model the host knows is swapped in place"

@@ -18,6 +18,22 @@ def test_engine_args_carry_the_profile_and_served_name() -> None:
     assert args.served_model_name == "x-chat" and args.enable_sleep_mode is True
 
 
+def test_the_servers_reasoning_parser_reaches_the_engine_and_a_models_own_wins() -> None:
+    from server.cli.serve import engine_defaults
+    from server.engine.factory import with_engine_defaults
+    from server.profiles import Profile
+
+    defaults = engine_defaults({"max_model_len": 128}, "qwen3")
+    own = ModelProfile(model="/m/own", reasoning_parser="deepseek_r1")
+    profile = Profile(
+        path="p.yaml", default_model="plain", models={"plain": ModelProfile(model="/m/plain"), "own": own}
+    )
+    models = with_engine_defaults(profile, defaults).models
+    assert build_engine_args("plain", models["plain"]).reasoning_parser == "qwen3"
+    assert build_engine_args("own", models["own"]).reasoning_parser == "deepseek_r1"
+    assert build_engine_args("plain", ModelProfile(model="/m/plain")).reasoning_parser in (None, "")
+
+
 async def test_each_load_sees_only_its_own_quant_config(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm.v1.engine.async_llm import AsyncLLM
 

@@ -23,7 +23,7 @@ from server.engine import EngineManager
 from server.profiles import load_profile
 from server.profiles.schema import ModelProfile, Profile
 from server.tinymodels import TEMPLATES_DIR
-from tests.engine.test_reconfigure_engines import DEMO, _answers, _serve, _switch
+from tests.engine.test_reconfigure_engines import DEMO, _active_engine, _answers, _serve, _switch
 
 pytestmark = pytest.mark.engine
 
@@ -138,7 +138,7 @@ async def test_the_pair_differs_in_weights_frontend_and_limits(fresh: dict[str, 
 
 async def test_a_b_a_copies_weights_and_answers_as_fresh_engines(host: Host, fresh: dict[str, Any]) -> None:
     client, manager = host
-    engine = manager.active_engine
+    engine = _active_engine(manager)
     # The previous model's requests first: their KV blocks are cached under the same token hashes.
     assert await _long_answers(client, "a") == fresh["a"]["long"]
     for target in ("b", "a", "b"):
@@ -146,7 +146,7 @@ async def test_a_b_a_copies_weights_and_answers_as_fresh_engines(host: Host, fre
         assert switched.status_code == 200, switched.text
         report = switched.json()
         assert (report["method"], report["current_model"]) == ("weights", target), report
-        assert manager.active_engine is engine, "the same engine processes serve the next model"
+        assert _active_engine(manager) is engine, "the same engine processes serve the next model"
         assert await _all_answers(client, target) == fresh[target], f"{target} after a weights swap"
 
 

@@ -27,6 +27,7 @@ class FakeServingBundle:
         self.max_model_len = 256
         self.auto_tools = bool(profile.enable_auto_tool_choice)
         self._running: dict[str, set[str]] = {}
+        self._stored: dict[str, dict[str, Any]] = {}
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         ids = tuple(self._running.get(request_id, ()))
@@ -72,6 +73,42 @@ class FakeServingBundle:
 
     async def detokenize(self, body: dict[str, Any]) -> JsonResult:
         return JsonResult(200, {"prompt": self.name})
+
+    async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
+        if operation == "responses.retrieve":
+            stored = self._stored.get(body["response_id"])
+            if stored is None:
+                return JsonResult(404, error_body(404, f"Response with id '{body['response_id']}' not found."))
+            return JsonResult(200, stored)
+        if operation not in ("responses.create", "messages.create"):
+            return JsonResult(404, error_body(404, f"The model '{self.name}' does not support it.", param="model"))
+        if body.get("fail_with"):
+            return JsonResult(int(body["fail_with"]), error_body(int(body["fail_with"]), "refused by the fake"))
+        engine_id = f"{operation}-{request_id}"
+        self._running[request_id] = {engine_id}
+        steps, step_s = int(body.get("max_tokens", 3)), float(body.get("step_s", 0.001))
+        if body.get("stream"):
+            return StreamResult(self._api_stream(operation, request_id, engine_id, steps, step_s))
+        try:
+            text = " ".join([t async for t in self.engine.generate(engine_id, steps, step_s)])
+        finally:
+            self._running.pop(request_id, None)
+        answer = {"id": request_id, "model": self.name, "text": text}
+        self._stored[request_id] = answer
+        return JsonResult(200, answer)
+
+    async def _api_stream(
+        self, operation: str, request_id: str, engine_id: str, steps: int, step_s: float
+    ) -> AsyncIterator[str]:
+        kind = "response.output_text.delta" if operation == "responses.create" else "content_block_delta"
+        try:
+            async for token in self.engine.generate(engine_id, steps, step_s):
+                yield f"event: {kind}\ndata: {msgspec.json.encode({'model': self.name, 'delta': token}).decode()}\n\n"
+        finally:
+            self._running.pop(request_id, None)
+        last = "response.completed" if operation == "responses.create" else "message_stop"
+        yield f'event: {last}\ndata: {{"type": "{last}"}}\n\n'
 
 
 async def build_fake_serving_bundle(name: str, profile: ModelProfile, engine: FakeEngine) -> FakeServingBundle:

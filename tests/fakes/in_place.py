@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.vllm_plugin.protocol import LoadedModel, LoadResult, UnloadResult
-from server.engine.in_place.swap import LoadedModelMismatch, LoadOutcome
+from server.engine.in_place.swap import LoadedModelMismatch, LoadOutcome, profile_incompatibility
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.protocol import LoadedModel, LoadResult, UnloadResult
 from tests.fakes.engines import FakeEngine, InjectedFailure
 
 __all__ = ["FakeInPlaceSwap"]
@@ -47,8 +47,9 @@ class FakeInPlaceSwap:
     def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
         self.prepared.extend(name for name, _ in models)
 
-    async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
-        return self.incompatible.get(name)
+    async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
+        # The real swap's own profile rule, then the fake's list in place of the engine config check.
+        return profile_incompatibility(held, profile) or self.incompatible.get(name)
 
     async def unload(self, engine: FakeEngine) -> UnloadResult:
         assert engine.alive, "unload on a stopped engine"

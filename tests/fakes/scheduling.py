@@ -1,19 +1,46 @@
-"""A fake clock and recording effects for driving :class:`server.engine.scheduler.Scheduler` by hand."""
+"""A fake clock, a fake device and recording effects for driving :class:`server.engine.scheduler.Scheduler`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, Waiter
+from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, SwitchView, Waiter
+from server.profiles.schema import Switching
 
-__all__ = ["RecordingEffects", "SchedulerRig"]
+__all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
+
+
+@dataclass
+class FakeDevice:
+    """The device state the scheduler reads (the real one is ``server.engine.device.Device``)."""
+
+    active_model: str | None = None
+    switch: SwitchView | None = None
+    held_for_reload: bool = False
+    leases: Counter[str] = field(default_factory=Counter)
+    warm: Callable[[str], bool] = lambda model: True
+
+    @property
+    def free(self) -> bool:
+        return self.switch is None and not self.held_for_reload
+
+    def in_flight(self, model: str) -> int:
+        return self.leases[model]
+
+    def is_warm(self, model: str) -> bool:
+        return self.warm(model)
 
 
 @dataclass
 class RecordingEffects:
-    """Records every effect; ``switches`` lists ``(source, target)`` in order, ``admit_times`` when each was let in."""
+    """Records every effect; ``switches`` lists ``(source, target)`` in order, ``admit_times`` when each was let in.
 
+    Like the real device, a switch is recorded on the device at once and an admitted request counts in flight.
+    """
+
+    device: FakeDevice
     clock: Callable[[], float] = lambda: 0.0
     switches: list[tuple[str | None, str]] = field(default_factory=list)
     admitted: list[Waiter[str]] = field(default_factory=list)
@@ -24,10 +51,12 @@ class RecordingEffects:
     def start_switch(self, source: str | None, target: str) -> None:
         self.on_switch(target)
         self.switches.append((source, target))
+        self.device.switch = SwitchView(source, target, self.clock(), self.device.is_warm(target))
 
     def admit(self, waiter: Waiter[str]) -> None:
         self.admitted.append(waiter)
         self.admit_times.append(self.clock())
+        self.device.leases[waiter.model] += 1
 
     def refuse(self, waiter: Waiter[str], refusal: Refusal) -> None:
         self.refused.append((waiter, refusal))
@@ -40,21 +69,26 @@ class RecordingEffects:
 
 
 class SchedulerRig:
-    """A scheduler, its recorded effects and a fake clock, with a model already active."""
+    """A scheduler, a fake device, recorded effects and a fake clock, with a model already active."""
 
     def __init__(
         self,
         models: tuple[str, ...] = ("a", "b"),
         active: str | None = "a",
         warm: Callable[[str], bool] = lambda model: True,
+        mode: str = "auto",
         **policy: float,
     ) -> None:
         self.now = 0.0
-        self.effects = RecordingEffects(clock=lambda: self.now)
-        self.scheduler: Scheduler[str] = Scheduler(models, SchedulerPolicy(**policy), self.effects, warm=warm)
+        self.device = FakeDevice(warm=warm)
+        self.effects = RecordingEffects(self.device, clock=lambda: self.now)
+        switching = Switching(mode=mode, **policy)  # type: ignore[arg-type]
+        self.scheduler: Scheduler[str] = Scheduler(
+            models, SchedulerPolicy.from_switching(switching), self.effects, self.device
+        )
         if active is not None:
-            self.scheduler.switch_started(None, active, self.now)
-            self.scheduler.switch_ended(active, self.now, ok=True)
+            self.force_switch(active)
+            self.end_switch()
 
     def advance(self, seconds: float) -> None:
         """Move the clock, ticking at every wake-up the scheduler asks for on the way."""
@@ -72,12 +106,29 @@ class SchedulerRig:
 
     def finish(self, model: str, times: int = 1) -> None:
         for _ in range(times):
+            assert self.device.leases[model] > 0, f"nothing in flight on {model}"
+            self.device.leases[model] -= 1
             self.scheduler.finished(model, self.now)
+
+    def force_switch(self, target: str) -> None:
+        """A switch the scheduler did not start (start-up or the admin route)."""
+        self.device.switch = SwitchView(self.device.active_model, target, self.now, self.device.is_warm(target))
+        self.scheduler.switch_forced(target, self.now)
 
     def end_switch(self, *, ok: bool = True, after: float = 0.0, restored: str | None = None) -> None:
         """End the switch under way after ``after`` seconds; on failure ``restored`` is published."""
-        assert self.scheduler.switching is not None
+        assert self.device.switch is not None
         self.advance(after)
-        assert self.scheduler.switching is not None
-        target = self.scheduler.switching[1]
-        self.scheduler.switch_ended(target if ok else restored, self.now, ok=ok)
+        ended = self.device.switch
+        assert ended is not None
+        self.device.switch = None
+        self.device.active_model = ended.target if ok else restored
+        self.scheduler.switch_ended(ended, self.now, ok=ok)
+
+    @property
+    def active(self) -> str | None:
+        return self.device.active_model
+
+    @property
+    def switching(self) -> SwitchView | None:
+        return self.device.switch

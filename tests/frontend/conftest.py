@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.frontend.tiny import EMBED_MODEL, TOOLS_MODEL, start_engine
+from tests.frontend.tiny import CLASSIFY_MODEL, EMBED_MODEL, TOOLS_MODEL, start_engine
 
 
 @pytest.fixture(scope="module")
@@ -28,5 +28,13 @@ async def tools_engine(tiny_models: dict[str, Path]) -> AsyncIterator[Any]:
 async def embed_engine(tiny_models: dict[str, Path]) -> AsyncIterator[Any]:
     """tiny-plain converted by vLLM into an embedding (pooling) model."""
     engine = start_engine(tiny_models["tiny-plain"], EMBED_MODEL, runner="pooling", convert="embed")
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+async def classify_engine(tiny_models: dict[str, Path]) -> AsyncIterator[Any]:
+    """tiny-plain converted by vLLM into a sequence classifier (two labels, randomly initialised head)."""
+    engine = start_engine(tiny_models["tiny-plain"], CLASSIFY_MODEL, runner="pooling", convert="classify")
     yield engine
     engine.shutdown()

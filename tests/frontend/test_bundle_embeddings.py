@@ -98,3 +98,30 @@ async def test_a_pooling_model_has_no_chat_or_completions(embed: FrontendBundle)
 async def test_a_pooling_model_still_tokenizes(embed: FrontendBundle) -> None:
     payload = ok(await embed.tokenize({"prompt": "hello"}, uuid.uuid4().hex))
     assert payload["count"] == len(payload["tokens"]) > 0
+
+
+async def test_vllms_other_pooling_routes_on_an_embedding_model(embed: FrontendBundle) -> None:
+    # An embedding model has vLLM's pooling, score and rerank routes (cosine similarity), and Cohere's embed.
+    assert [embed.supports(op) for op in ("pooling", "score", "rerank", "embed.cohere", "classify")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
+    pooled = ok(await embed.call("pooling", {"input": "hello"}, uuid.uuid4().hex))
+    assert len(pooled["data"][0]["data"]) == HIDDEN_SIZE
+    scored = ok(await embed.call("score", {"text_1": "hello", "text_2": ["hello", "weather"]}, uuid.uuid4().hex))
+    same, other = (item["score"] for item in scored["data"])
+    assert same == pytest.approx(1.0, abs=1e-3) and other < same  # cosine similarity of the embeddings
+    body = {"query": "hello", "documents": ["weather", "hello"]}
+    ranked = ok(await embed.call("rerank", body, uuid.uuid4().hex))
+    assert [result["index"] for result in ranked["results"]] == [1, 0]  # the identical document first
+    cohere = ok(await embed.call("embed.cohere", {"texts": ["hello"]}, uuid.uuid4().hex))
+    assert len(cohere["embeddings"]["float"][0]) == HIDDEN_SIZE
+
+
+async def test_a_generate_route_on_a_pooling_model_is_a_404_naming_it(embed: FrontendBundle) -> None:
+    result = await embed.call("responses.create", {"input": "hi"}, uuid.uuid4().hex)
+    assert isinstance(result, JsonResult) and result.status_code == 404
+    assert EMBED_MODEL in result.payload["error"]["message"] and "Responses" in result.payload["error"]["message"]

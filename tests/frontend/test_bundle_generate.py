@@ -386,3 +386,32 @@ async def test_a_template_edited_between_builds_is_reread(tools_engine: Any, tmp
         await (await build_bundle(TOOLS_MODEL, tools_engine, settings)).render_chat({"messages": HELLO})
         == "second:Hello!"
     )
+
+
+async def test_chat_batch_answers_each_conversation(plain: FrontendBundle) -> None:
+    body = {"messages": [HELLO, [{"role": "user", "content": "Hi"}]], "max_tokens": 8, "temperature": 0}
+    payload = ok(await plain.call("chat.batch", body, new_id()))
+    assert [choice["index"] for choice in payload["choices"]] == [0, 1]
+    assert all(choice["message"]["content"] for choice in payload["choices"])
+
+
+async def test_messages_and_responses_use_the_bundles_own_template(plain: FrontendBundle, alt: FrontendBundle) -> None:
+    # The same engine behind two templates: Anthropic's count_tokens renders with each bundle's own.
+    body = {"messages": [{"role": "user", "content": "Hello!"}]}
+    counts = [ok(await bundle.call("messages.count_tokens", body, new_id()))["input_tokens"] for bundle in (plain, alt)]
+    tokenized = [ok(await bundle.tokenize(body))["count"] for bundle in (plain, alt)]
+    assert counts == tokenized and counts[0] != counts[1]
+
+
+async def test_a_route_a_generate_model_lacks_is_a_404_naming_it(plain: FrontendBundle) -> None:
+    for operation in ("pooling", "classify", "score", "rerank", "embed.cohere"):
+        result = await plain.call(operation, {"input": "x"}, new_id())  # type: ignore[arg-type]
+        assert isinstance(result, JsonResult) and result.status_code == 404, operation
+        assert TOOLS_MODEL in result.payload["error"]["message"]
+
+
+async def test_generative_scoring_reads_label_token_probabilities(plain: FrontendBundle) -> None:
+    token_ids = ok(await plain.tokenize({"prompt": " yes no"}))["tokens"][-2:]
+    body = {"query": "Is Paris in France?", "items": [" Yes", " No"], "label_token_ids": token_ids}
+    payload = ok(await asyncio.wait_for(plain.call("generative_scoring", body, new_id()), 60))
+    assert len(payload["data"]) == 2 and all(0.0 <= item["score"] <= 1.0 for item in payload["data"])

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "start_engine"]
+__all__ = ["CLASSIFY_MODEL", "EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "start_engine"]
 
 TOOLS_MODEL = "tiny-tools"
 EMBED_MODEL = "tiny-embed"
+CLASSIFY_MODEL = "tiny-classify"
 MAX_MODEL_LEN = 512
 
 

@@ -249,3 +249,26 @@ def test_every_error_is_collected(check: Check) -> None:
 
     assert len(result.errors) == 9
     assert result.profile is None
+
+
+def test_served_model_names_and_the_frontend_keys(check: Check) -> None:
+    result = check(
+        """\
+        models:
+          a:
+            model: models/tiny
+            served_model_name: [a, alias]
+          b:
+            model: models/tiny
+            served_model_name: alias
+          c:
+            model: models/tiny
+            response_role: 3
+            chat_template_content_format: strin
+        """
+    )
+    assert where(result) == [
+        "7:24: model 'b': served_model_name 'alias' is already the name of model 'a'",
+        "10:20: model 'c': response_role must be a string, got 3",
+        "11:35: model 'c': chat_template_content_format must be one of 'auto', 'openai', 'string', got 'strin'",
+    ]

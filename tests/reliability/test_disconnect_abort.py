@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from prometheus_client import REGISTRY
 
+from tests.fakes.manager_views import EngineRecorder
 from tests.reliability.conftest import ServerPool, write_profile
 from tests.reliability.traffic import HELLO
 
@@ -41,13 +42,15 @@ def _free_port() -> int:
 class InProcessServer:
     """The app served by uvicorn on this event loop, with its manager at hand."""
 
-    def __init__(self, url: str, manager: Any) -> None:
+    def __init__(self, url: str, manager: Any, engines: EngineRecorder[Any]) -> None:
         self.url = url
         self.manager = manager
+        self._engines = engines
 
     @property
     def engine(self) -> Any:
-        return self.manager.active_engine
+        """The engine the active model's bundle was built over."""
+        return self._engines.engines[self.manager.active_model]
 
     def unfinished(self) -> int:
         count: int = self.engine.output_processor.get_num_unfinished_requests()
@@ -77,7 +80,8 @@ async def in_process(
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings())
 
-    manager: Any = build_manager(profile, build_bundle, build_renderer=build_renderer)
+    engines = EngineRecorder(build_bundle)
+    manager: Any = build_manager(profile, engines, build_renderer=build_renderer)
     app = create_app(manager, ApiSettings(dev_mode=True), default_model=MODEL)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
@@ -88,7 +92,7 @@ async def in_process(
         assert time.monotonic() < deadline, "the in-process server did not start"
         await asyncio.sleep(0.2)
     try:
-        yield InProcessServer(f"http://127.0.0.1:{port}", manager)
+        yield InProcessServer(f"http://127.0.0.1:{port}", manager, engines)
     finally:
         server.should_exit = True
         await serving

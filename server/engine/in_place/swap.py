@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
+from server.profiles.schema import ModelProfile
+from server.profiles.vllm_version import check_vllm_version
 from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
@@ -27,10 +29,16 @@ from server.vllm_plugin.protocol import (
     UnloadResult,
     decode_result,
 )
-from server.profiles.schema import ModelProfile
-from server.profiles.vllm_version import check_vllm_version
 
-__all__ = ["InPlaceSwap", "LoadOutcome", "LoadedModelMismatch", "PluginMissing", "TargetConfig", "check_plugin"]
+__all__ = [
+    "InPlaceSwap",
+    "LoadOutcome",
+    "LoadedModelMismatch",
+    "PluginMissing",
+    "TargetConfig",
+    "check_plugin",
+    "profile_incompatibility",
+]
 
 _ADAPTER = "server/vllm_plugin"
 
@@ -136,8 +144,11 @@ class InPlaceSwap:
             except Exception as exc:
                 logger.info("in-place swap: %s's config did not build ahead of its switch (%s)", name, exc)
 
-    async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
-        """Why ``engine`` cannot take ``name`` in place (a restart can), or None when it can."""
+    async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
+        """Why ``engine``, running ``held``, cannot take ``name`` in place (a restart can), or None when it can."""
+        reason = profile_incompatibility(held, profile)
+        if reason is not None:
+            return reason
         target = (await self.target(name, profile)).fresh()
         return describe_incompatibility(engine.vllm_config, target)
 
@@ -192,6 +203,14 @@ def _expect(target: TargetConfig, loaded: LoadedModel) -> None:
             f"the engine core reports {loaded.served_model_name!r} ({loaded.model}) loaded, "
             f"not {target.served_model_name!r} ({target.model})"
         )
+
+
+def profile_incompatibility(held: ModelProfile, target: ModelProfile) -> str | None:
+    """What in the profiles alone rules an in-place swap out, or None."""
+    if held.quant_config != target.quant_config:
+        # QUANT_CONFIG is read from the engine processes' environment, which only a new process changes.
+        return "quant_config differs"
+    return None
 
 
 def describe_incompatibility(current: Any, target: Any) -> str | None:

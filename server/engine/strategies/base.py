@@ -1,20 +1,33 @@
-"""The contracts between the manager, its strategies and the engines they load.
+"""The contracts between the device, its strategies and the engines they load.
 
-The manager decides *when* a model is parked or brought up; a strategy decides *how*. Each strategy is a small
-class behind :class:`SwitchStrategy`, and all engine creation goes through an :class:`EngineLoader`, so the switch
-logic is tested against fakes and the real vLLM loader lives in one module (``server/engine/vllm_loader.py``).
+The device decides *when* a model is parked or brought up and is the only code that changes a slot; a strategy
+decides *how*, as operations on engines that return results. A strategy never sees a slot it may change: it gets
+a model's name, profile and engine, and answers what the slot should hold next. Where it needs room for another
+engine (``keep``), it asks the device through :class:`Room`. All engine creation goes through an
+:class:`EngineLoader`, so the switch logic is tested against fakes and the real vLLM loader lives in one module
+(``server/engine/vllm_loader.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from server.engine.report import ActivationMetrics
 from server.engine.states import Slot, SlotState
 from server.profiles.schema import ModelProfile
 
-__all__ = ["Engine", "EngineLoader", "SleepableEngine", "SwitchStrategy", "unload_slot"]
+__all__ = [
+    "BroughtUp",
+    "Engine",
+    "EngineLoader",
+    "EngineLost",
+    "Parked",
+    "Room",
+    "SleepableEngine",
+    "SwitchStrategy",
+]
 
 
 @runtime_checkable
@@ -49,32 +62,85 @@ class EngineLoader(Protocol):
         """Shut ``engine`` down and free its memory."""
 
 
+@dataclass(frozen=True)
+class Parked:
+    """What a drained model's slot holds after :meth:`SwitchStrategy.park`: its new state and engine (or None)."""
+
+    state: SlotState
+    engine: Any = None
+
+
+@dataclass(frozen=True)
+class BroughtUp:
+    """A model brought up: the live engine its slot now holds, and how it came up."""
+
+    engine: Any
+    metrics: ActivationMetrics | None = None
+
+
+class EngineLost(RuntimeError):
+    """Parking failed and took the engine with it (an unload that reported an error): the switch goes on."""
+
+
+class Room(Protocol):
+    """The device's side of making room for one more engine; only the device changes the slots it names."""
+
+    def residents(self) -> Sequence[Slot]:
+        """Parked slots other than the target that hold an engine, least recently active first."""
+
+    def engines_held(self) -> int:
+        """Engines held by slots other than the target."""
+
+    async def evict(self, name: str) -> None:
+        """Stop ``name`` (a resident) and unload its engine."""
+
+    def take_engine(self, name: str) -> Any:
+        """Stop ``name`` (a resident) and hand its engine over, to be loaded with the target in place."""
+
+
 class SwitchStrategy(Protocol):
     """What happens to the model being left, and how the target is brought up.
 
-    Strategies change a slot's engine only through ``Slot.attach`` and ``Slot.detach``. ``activate`` must
-    leave ``slot.engine`` live and ready to generate. ``deactivate`` returns the state the
-    slot is parked in. ``release`` frees whatever the slot still holds (eviction, failure, shutdown). ``close``
-    frees what the strategy itself holds, once, after every slot is released at shutdown.
+    ``bring_up`` leaves an engine live and ready to generate, or raises after freeing whatever it loaded or took
+    (the engine the slot held before stays the caller's to release). ``park`` returns what the slot keeps, and
+    raises :class:`EngineLost` when it failed and the engine is gone anyway (any other error: the engine is intact
+    and the model stays active). ``unload`` frees an engine a slot gave up (eviction, failure, shutdown).
+    ``models_changed`` follows a reload. ``close`` frees what the strategy itself holds, once, after every slot
+    is released at shutdown.
     """
 
     name: str
 
-    async def deactivate(self, slot: Slot) -> SlotState:
-        """Park the drained ``slot``."""
+    async def park(self, name: str, engine: Any) -> Parked:
+        """Park the drained model ``name``, whose slot holds ``engine``."""
 
-    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
-        """Bring ``slot`` up; ``slots`` lets a strategy evict others first."""
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+        """Bring ``name`` up; ``held`` is the engine its slot holds (parked) or None."""
 
-    async def release(self, slot: Slot) -> None:
-        """Free everything ``slot`` holds."""
+    async def unload(self, name: str, engine: Any) -> None:
+        """Free ``engine``, which ``name``'s slot no longer holds."""
+
+    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
+        """The configured models (every one, in profile order): at the start, and after each reload."""
 
     async def close(self) -> None:
         """Free what the strategy holds besides the slots' engines (manager shutdown)."""
 
 
-async def unload_slot(slot: Slot, loader: EngineLoader) -> None:
-    """Detach ``slot``'s engine first (so a failed shutdown never leaves it reachable), then unload it."""
-    engine = slot.detach()
-    if engine is not None:
-        await loader.unload(engine)
+class LoaderStrategy:
+    """The common part of the strategies whose engines each belong to one slot (``stop``, ``keep``, ``sleep``)."""
+
+    name = ""
+
+    def __init__(self, loader: EngineLoader) -> None:
+        self._loader = loader
+
+    async def unload(self, name: str, engine: Any) -> None:
+        if engine is not None:
+            await self._loader.unload(engine)
+
+    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
+        pass  # each engine is loaded from the profile it is asked for
+
+    async def close(self) -> None:
+        pass  # every engine belongs to a slot, and the slots are released first

@@ -1,16 +1,16 @@
 """``reconfigure``: one engine host; a switch swaps the model inside vLLM's running processes.
 
 The engine-core and worker processes stay, so a switch skips process spawn, the torch and vLLM imports and
-engine shutdown: it costs the unload, the weights, the KV cache and the frontend refresh
-(``server/vllm_plugin/``). Memory holds one model at a time, as with ``stop``.
+engine shutdown: it costs the unload, the weights, the KV cache and the frontend refresh (``server/vllm_plugin``,
+driven by ``server/engine/in_place``). Memory holds one model at a time, as with ``stop``.
 
 Transitions of the host (what it holds: a model, nothing, or unknown after a failure):
-    * deactivate: unload the old model in place; if that fails the host's state is unknown, so it is stopped
-      and the target starts a fresh engine;
-    * activate: load the target in place and check which model the engine core then reports (a mismatch is
+    * park: unload the old model in place; if that fails the host's state is unknown, so it is stopped
+      (:class:`EngineLost`) and the target starts a fresh engine;
+    * bring up: load the target in place and check which model the engine core then reports (a mismatch is
       an error, never published); a target the running processes cannot take (another tensor-parallel size,
       device, executor, quantization config) restarts the host instead;
-    * rollback: the switch brings the previous model back through ``activate``; if loading it in place
+    * rollback: the switch brings the previous model back through ``bring_up``; if loading it in place
       fails, the host restarts on it (the ``stop`` path).
 The report says which happened: ``method: weights | reconfigure | restart`` (``weights``: a same-shape target's
 weights copied into the loaded model, ``server/vllm_plugin/weights.py``).
@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from server.engine.report import ActivationMetrics
-from server.engine.states import Slot, SlotState
-from server.engine.strategies.base import EngineLoader
-from server.vllm_plugin.protocol import UnloadResult
 from server.engine.in_place.swap import LoadOutcome
+from server.engine.report import ActivationMetrics
+from server.engine.states import SlotState
+from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.protocol import UnloadResult
 
-__all__ = ["InPlaceSwapper", "ReconfigureStrategy"]
+__all__ = ["InPlaceSwapper", "ReconfigureStrategy", "in_place_metrics"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -38,8 +38,8 @@ logger = logging.getLogger("turnout.engine")
 class InPlaceSwapper(Protocol):
     """Swaps models inside one running engine (``server/engine/in_place/swap.py``: ``InPlaceSwap``)."""
 
-    async def incompatibility(self, engine: Any, name: str, profile: ModelProfile) -> str | None:
-        """Why ``engine`` cannot take ``name`` in place, or None."""
+    async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
+        """Why ``engine``, which runs ``held``, cannot take ``name`` in place, or None."""
 
     async def unload(self, engine: Any) -> UnloadResult:
         """Release the engine's model and KV cache."""
@@ -49,6 +49,19 @@ class InPlaceSwapper(Protocol):
 
     def prepare(self, models: Sequence[tuple[str, ModelProfile]]) -> None:
         """Get ready, in the background, for swaps to ``models`` (their configs)."""
+
+
+def in_place_metrics(outcome: LoadOutcome, unloaded: UnloadResult | None) -> ActivationMetrics:
+    """The switch report's phases of one in-place swap."""
+    result = outcome.result
+    return ActivationMetrics(
+        method=result.method,
+        # The engine core may drop the kept model only once it knows the target (a full load): count it too.
+        unload_ms=(unloaded.unload_ms if unloaded is not None else 0.0) + result.unload_ms,
+        load_ms=result.load_ms,
+        kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
+        frontend_ms=outcome.frontend_ms,
+    )
 
 
 class ReconfigureStrategy:
@@ -65,6 +78,8 @@ class ReconfigureStrategy:
         """
         self._loader = loader
         self._swap = swap
+        # The configured models (the device says, and again at each reload): built ahead of their first switch.
+        self._models: dict[str, ModelProfile] = {}
         self._host: Any = None
         self._host_profile: ModelProfile | None = None
         # The model the host holds; None when it holds none, or after a failure left it unknown.
@@ -73,80 +88,66 @@ class ReconfigureStrategy:
         self._last_good: str | None = None
         self._unloaded: UnloadResult | None = None
 
-    async def deactivate(self, slot: Slot) -> SlotState:
-        if slot.engine is not None and slot.engine is self._host and self._held == slot.name:
+    async def park(self, name: str, engine: Any) -> Parked:
+        if engine is not None and engine is self._host and self._held == name:
             try:
                 self._unloaded = await self._swap.unload(self._host)
-            except Exception:
+            except Exception as exc:
                 # Half unloaded is no state to serve from: stop the host, the target starts a fresh one.
-                slot.detach()
                 await self._stop_host()
-                raise
+                raise EngineLost(f"unloading {name} in place failed: {exc}") from exc
             self._held = None
-        slot.detach()
-        return SlotState.STOPPED
+        return Parked(SlotState.STOPPED)
 
-    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
         unloaded, self._unloaded = self._unloaded, None
         if self._host is None:
-            started = await self._restart(slot)
+            started = await self._restart(name, profile)
             # The first switch would build its target's config: do it now, after start, off the switch path.
-            self._swap.prepare([(other.name, other.profile) for other in slots if other is not slot])
+            self._swap.prepare([(other, model) for other, model in self._models.items() if other != name])
             return started
-        if self._held == slot.name:
-            slot.attach(self._host)
-            return None
-        reason = await self._restart_reason(slot)
+        if self._held == name:
+            return BroughtUp(self._host)
+        assert self._host_profile is not None
+        reason = await self._swap.incompatibility(self._host, self._host_profile, name, profile)
         if reason is not None:
-            logger.info("reconfigure: restarting the engine for %s: %s", slot.name, reason)
-            return await self._restart(slot)
+            logger.info("reconfigure: restarting the engine for %s: %s", name, reason)
+            return await self._restart(name, profile)
         try:
-            outcome = await self._swap.load(self._host, slot.name, slot.profile)
+            outcome = await self._swap.load(self._host, name, profile)
         except Exception as exc:
             self._held = None
-            if slot.name != self._last_good:
+            if name != self._last_good:
                 raise
-            logger.error("reconfigure: loading %s back in place failed (%s); restarting its engine", slot.name, exc)
-            return await self._restart(slot)
-        self._adopt(slot)
-        result = outcome.result
-        return ActivationMetrics(
-            method=result.method,
-            unload_ms=(unloaded.unload_ms if unloaded is not None else 0.0) + result.unload_ms,
-            load_ms=result.load_ms,
-            kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
-            frontend_ms=outcome.frontend_ms,
-        )
+            logger.error("reconfigure: loading %s back in place failed (%s); restarting its engine", name, exc)
+            return await self._restart(name, profile)
+        self._adopt(name, profile)
+        return BroughtUp(self._host, in_place_metrics(outcome, unloaded))
 
-    async def release(self, slot: Slot) -> None:
-        engine = slot.detach()
+    async def unload(self, name: str, engine: Any) -> None:
         # The host goes only with the model it holds (eviction, shutdown); after a failed load it stays for the
         # rollback to load the previous model into.
-        if engine is not None and engine is self._host and self._held == slot.name:
+        if engine is not None and engine is self._host and self._held == name:
             await self._stop_host()
+
+    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
+        self._models = dict(models)
 
     async def close(self) -> None:
         """Stop the host (manager shutdown)."""
         await self._stop_host()
 
-    async def _restart_reason(self, slot: Slot) -> str | None:
-        assert self._host_profile is not None
-        if slot.profile.quant_config != self._host_profile.quant_config:
-            # QUANT_CONFIG is read from the engine processes' environment, which only a new process changes.
-            return "quant_config differs"
-        return await self._swap.incompatibility(self._host, slot.name, slot.profile)
-
-    async def _restart(self, slot: Slot) -> ActivationMetrics:
+    async def _restart(self, name: str, profile: ModelProfile) -> BroughtUp:
         await self._stop_host()
         started = time.perf_counter()
-        self._host = await self._loader.load(slot.name, slot.profile)
-        self._adopt(slot)
-        return ActivationMetrics(method="restart", load_ms=(time.perf_counter() - started) * 1000.0)
+        self._host = await self._loader.load(name, profile)
+        self._adopt(name, profile)
+        load_ms = (time.perf_counter() - started) * 1000.0
+        return BroughtUp(self._host, ActivationMetrics(method="restart", load_ms=load_ms))
 
-    def _adopt(self, slot: Slot) -> None:
-        self._held = self._last_good = slot.name
-        self._host_profile = slot.profile
-        slot.attach(self._host)
+    def _adopt(self, name: str, profile: ModelProfile) -> None:
+        self._held = self._last_good = name
+        self._host_profile = profile
 
     async def _stop_host(self) -> None:
         host, self._host, self._held = self._host, None, None

@@ -8,7 +8,7 @@ place; without the in-place swap it unloads that engine before a new one loads).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
@@ -16,7 +16,7 @@ from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStra
 from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
-from server.profiles.schema import Switching
+from server.profiles.schema import ModelProfile, Switching
 
 __all__ = ["StrategyUnavailable", "resolve_strategy_name", "select_strategy"]
 
@@ -50,6 +50,7 @@ def select_strategy(
     stash_factory: StashHostFactory | None = None,
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
+    models: Mapping[str, ModelProfile] | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
 
@@ -61,6 +62,7 @@ def select_strategy(
         memory_allows: The memory check of the ``auto`` policy (host RAM on CPU, device memory on CUDA).
         in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
             ``loader`` must start engines with its worker extension.
+        models: The configured models (``stash`` builds its host over them).
     """
     name = resolve_strategy_name(switching.strategy, device=device, stash_available=stash_factory is not None)
     if name == "stop":
@@ -73,7 +75,7 @@ def select_strategy(
         return ReconfigureStrategy(loader, in_place)
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
-        return StashStrategy(stash_factory)
+        return StashStrategy(stash_factory, models or {})
     if switching.strategy == "auto":
         return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place)
     return KeepStrategy(loader, max_resident=switching.max_active)

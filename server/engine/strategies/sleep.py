@@ -7,42 +7,36 @@ cache) is the one vLLM 0.32 itself uses in ``vllm/snapshot/server.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
-from server.engine.report import ActivationMetrics
-from server.engine.states import Slot, SlotState
-from server.engine.strategies.base import EngineLoader, SleepableEngine, unload_slot
+from server.engine.states import SlotState
+from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room, SleepableEngine
+from server.profiles.schema import ModelProfile
 
 __all__ = ["SleepStrategy"]
 
 
-class SleepStrategy:
+class SleepStrategy(LoaderStrategy):
     """Parks the old engine asleep; waking it skips process start, weight loading and warm-up."""
 
     name = "sleep"
 
     def __init__(self, loader: EngineLoader, *, level: int = 1) -> None:
-        self._loader = loader
+        super().__init__(loader)
         self._level = level
 
-    async def deactivate(self, slot: Slot) -> SlotState:
-        engine: SleepableEngine = slot.engine
-        await engine.sleep(level=self._level)
-        return SlotState.SLEEPING
+    async def park(self, name: str, engine: Any) -> Parked:
+        sleeper: SleepableEngine = engine
+        await sleeper.sleep(level=self._level)
+        return Parked(SlotState.SLEEPING, engine)
 
-    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
-        if slot.engine is None:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+        if held is None:
             # Engines are created with sleep mode on; vLLM cannot enable it on a running engine.
-            slot.attach(await self._loader.load(slot.name, slot.profile, sleep_mode=True))
-        elif slot.state is SlotState.LOADING and await _is_asleep(slot.engine):
-            await self._wake(slot.engine)
-        return None
-
-    async def release(self, slot: Slot) -> None:
-        await unload_slot(slot, self._loader)
-
-    async def close(self) -> None:
-        pass  # every engine belongs to a slot, and the slots are released first
+            return BroughtUp(await self._loader.load(name, profile, sleep_mode=True))
+        if await _is_asleep(held):
+            await self._wake(held)
+        return BroughtUp(held)
 
     async def _wake(self, engine: SleepableEngine) -> None:
         if self._level == 1:

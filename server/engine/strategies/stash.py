@@ -10,6 +10,10 @@ needs Gaudi. The API followed is vLLM-Gaudi's main branch as of its multi-model 
 ``vllm_gaudi/v1/engine/multi_model_async_llm.py`` and 09a1609b of ``core_patch.py``, with
 ``gaudi_reconfigure_engine(vllm_config_bytes, quant_config_path)`` and ``model_quant_configs``).
 
+The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front). A reload
+that adds a model or changes one's profile reaches the strategy through ``models_changed``; bringing such a model
+up restarts the host over the current models, since the running host has never heard of it.
+
 Hardening against that code:
     * ``switch_model`` returns early when the name matches, and its failure path leaves the name as it was. So
       the host's ``current_model`` is checked after every switch, and after a failed switch the name proves
@@ -20,13 +24,18 @@ Hardening against that code:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from server.engine.report import ActivationMetrics
-from server.engine.states import Slot, SlotState
+from server.engine.states import SlotState
+from server.engine.strategies.base import BroughtUp, Parked, Room
+from server.profiles.schema import ModelProfile
 
 __all__ = ["StashHost", "StashHostFactory", "StashStrategy"]
+
+logger = logging.getLogger("turnout.engine")
 
 
 class StashHost(Protocol):
@@ -42,8 +51,8 @@ class StashHost(Protocol):
         """Stop the engine."""
 
 
-#: Builds and initializes the host for the given first model.
-StashHostFactory = Callable[[str], Awaitable[StashHost]]
+#: Builds and initializes the host over the given models, with the first model loaded.
+StashHostFactory = Callable[[str, Mapping[str, ModelProfile]], Awaitable[StashHost]]
 
 
 class StashStrategy:
@@ -51,38 +60,44 @@ class StashStrategy:
 
     name = "stash"
 
-    def __init__(self, host_factory: StashHostFactory) -> None:
+    def __init__(self, host_factory: StashHostFactory, models: Mapping[str, ModelProfile]) -> None:
         self._host_factory = host_factory
+        self._models = dict(models)
         self._host: StashHost | None = None
+        self._host_models: dict[str, ModelProfile] = {}
         # The last switch failed: the host's engine may hold anything, whatever current_model says.
         self._uncertain = False
 
-    async def deactivate(self, slot: Slot) -> SlotState:
+    async def park(self, name: str, engine: Any) -> Parked:
         # The runner is parked by the host when the next model activates; the shared engine object must not
         # stay reachable from the parked slot.
-        slot.detach()
-        return SlotState.STASHED
+        return Parked(SlotState.STASHED)
 
-    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
-        if self._host is not None and self._uncertain and self._host.current_model == slot.name:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+        if self._host is not None and self._uncertain and self._host.current_model == name:
             # vLLM-Gaudi would return early on the matching name without checking its engine: restart instead.
             await self.close()
+        if self._host is not None and self._host_models.get(name) != profile:
+            logger.info("stash: the host was built before %s was configured as it is now; restarting it", name)
+            await self.close()
         if self._host is None:
-            self._host = await self._host_factory(slot.name)
-            self._expect(slot.name)
-            slot.attach(self._host.engine)
-            return ActivationMetrics(method="restart")
+            self._host_models = {**self._models, name: profile}
+            self._host = await self._host_factory(name, self._host_models)
+            self._expect(name)
+            return BroughtUp(self._host.engine, ActivationMetrics(method="restart"))
         try:
-            metrics = await self._host.switch_model(slot.name, drain_timeout=0) or {}
+            metrics = await self._host.switch_model(name, drain_timeout=0) or {}
         except Exception:
             self._uncertain = True
             raise
-        self._expect(slot.name)
-        slot.attach(self._host.engine)
-        return ActivationMetrics(
-            reconfigure_ms=_ms(metrics.get("reconfigure_s")),
-            stash_memory_after_mb=_number(metrics.get("stash_memory_after_mb")),
-            method="reconfigure",
+        self._expect(name)
+        return BroughtUp(
+            self._host.engine,
+            ActivationMetrics(
+                reconfigure_ms=_ms(metrics.get("reconfigure_s")),
+                stash_memory_after_mb=_number(metrics.get("stash_memory_after_mb")),
+                method="reconfigure",
+            ),
         )
 
     def _expect(self, name: str) -> None:
@@ -93,8 +108,11 @@ class StashStrategy:
             raise RuntimeError(f"vLLM-Gaudi's host reports {self._host.current_model!r} active, not {name!r}")
         self._uncertain = False
 
-    async def release(self, slot: Slot) -> None:
-        slot.detach()
+    async def unload(self, name: str, engine: Any) -> None:
+        pass  # the engine is the shared host's: it goes only with the host (close)
+
+    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
+        self._models = dict(models)
 
     async def close(self) -> None:
         """Shut the shared host down (manager shutdown)."""

@@ -2,34 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
-from server.engine.report import ActivationMetrics
-from server.engine.states import Slot, SlotState
-from server.engine.strategies.base import EngineLoader, unload_slot
+from server.engine.states import SlotState
+from server.engine.strategies.base import BroughtUp, EngineLost, LoaderStrategy, Parked, Room
+from server.profiles.schema import ModelProfile
 
 __all__ = ["StopStrategy"]
 
 
-class StopStrategy:
+class StopStrategy(LoaderStrategy):
     """Holds at most one engine: the cheapest in memory, the slowest to switch."""
 
     name = "stop"
 
-    def __init__(self, loader: EngineLoader) -> None:
-        self._loader = loader
+    async def park(self, name: str, engine: Any) -> Parked:
+        try:
+            await self.unload(name, engine)
+        except Exception as exc:
+            # The slot gives the engine up either way: a half-shut engine is no state to serve from.
+            raise EngineLost(f"unloading {name} reported {exc!r}") from exc
+        return Parked(SlotState.STOPPED)
 
-    async def deactivate(self, slot: Slot) -> SlotState:
-        await self.release(slot)
-        return SlotState.STOPPED
-
-    async def activate(self, slot: Slot, slots: Sequence[Slot]) -> ActivationMetrics | None:
-        if slot.engine is None:
-            slot.attach(await self._loader.load(slot.name, slot.profile))
-        return None
-
-    async def release(self, slot: Slot) -> None:
-        await unload_slot(slot, self._loader)
-
-    async def close(self) -> None:
-        pass  # every engine belongs to a slot, and the slots are released first
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+        return BroughtUp(held if held is not None else await self._loader.load(name, profile))

@@ -1,10 +1,10 @@
-"""Auto mode's admission: the asyncio side of the pure :class:`Scheduler`.
+"""Admission, in both modes: the asyncio side of the pure :class:`Scheduler`.
 
 Each waiting request is a future the scheduler's effects resolve: ``admit`` creates the request's lease on the
-model published now (synchronously, so a later switch's drain sees it), ``refuse`` fails it with the typed error.
-One loop timer wakes the scheduler for its next deadline. The scheduler's clock is ``time.monotonic()``, so
-status snapshots work outside the loop too. The manager owns one of these in auto mode and reports switch starts,
-switch ends and request ends to it.
+model published now (synchronously, through the device, so a later switch's drain sees it), ``refuse`` fails it
+with the typed error. One loop timer wakes the scheduler for its next deadline. The scheduler's clock is
+``time.monotonic()``, so status snapshots work outside the loop too. The manager owns one of these and reports
+switch ends to it; the device reports request ends.
 """
 
 from __future__ import annotations
@@ -15,74 +15,78 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
+from server.engine.device import Device
 from server.engine.errors import (
     AdmissionTimeout,
     EngineError,
     ManagerClosed,
     ModelLoadFailed,
+    ModelNotActive,
     ModelNotFound,
+    ModelSwitching,
+    NoActiveModel,
     QueueFull,
 )
-from server.engine.lease import Lease, Published
+from server.engine.lease import Lease
 from server.engine.observer import ManagerObserver
-from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, Waiter
+from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, SwitchView, Waiter
+from server.engine.states import SlotState
 
-__all__ = ["AutoAdmission"]
+__all__ = ["Admission"]
 
 logger = logging.getLogger("turnout.engine")
 
 B = TypeVar("B")
 Ticket = asyncio.Future[Lease[B]]
 
+#: What a request that names no model is told when nothing serves.
+NO_MODEL_ACTIVE = "No model is active; switch to one with POST /v1/models/switch."
 
-class AutoAdmission(Generic[B]):
-    """Queues, admits and refuses auto-mode requests as the scheduler decides.
+
+class Admission(Generic[B]):
+    """Queues, admits and refuses requests as the scheduler decides.
 
     Args:
-        models: Every configured model.
-        policy: The scheduler's bounds.
-        published: Reads the manager's published snapshot (what an admitted request is pinned to).
-        start_switch: Starts a switch ``(source, target)`` as a task and returns at once.
-        track: Counts a new lease as in flight.
-        release: Ends a lease (one that was admitted the instant its caller gave up).
+        device: The device's state: what an admitted request is pinned to, and the leases in flight.
+        policy: The scheduler's mode and bounds.
         observer: Told how long each queued request waited.
-        load_failure: The reason a model last failed to load (for the log, never for the client).
-        warm: Whether a model is parked with its engine (its switch costs are estimated apart from cold starts).
+        start_switch: Starts a switch ``(source, target)`` as a task and returns at once (auto mode).
     """
 
     def __init__(
         self,
-        models: Iterable[str],
+        device: Device[B],
         policy: SchedulerPolicy,
-        *,
-        published: Callable[[], Published[B] | None],
-        start_switch: Callable[[str | None, str], None],
-        track: Callable[[Lease[B]], None],
-        release: Callable[[Lease[B]], None],
         observer: ManagerObserver,
-        load_failure: Callable[[str], str],
-        warm: Callable[[str], bool],
+        start_switch: Callable[[str | None, str], None],
     ) -> None:
-        self.scheduler: Scheduler[Ticket[B]] = Scheduler(models, policy, self, warm=warm)
+        self.scheduler: Scheduler[Ticket[B]] = Scheduler(device.models, policy, self, device)
+        self._device = device
         self._policy = policy
-        self._published = published
-        self._start_switch = start_switch
-        self._track = track
-        self._release = release
         self._observer = observer
-        self._load_failure = load_failure
+        self._start_switch = start_switch
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
 
     # -- called by the manager ------------------------------------------------------------------------------
 
-    async def wait(self, model: str, timeout: float) -> Lease[B]:
-        """Queue a request for ``model``; return its lease once admitted, or raise the refusal's error."""
+    async def wait(self, model: str | None, timeout: float) -> Lease[B]:
+        """Admit a request for ``model`` (None: the active model, or the one the device is moving to); return its
+        lease once admitted, or raise the refusal's error."""
+        if model is not None and model not in self._device.models:
+            raise ModelNotFound(model, self._device.models)
+        if self._device.closed:
+            raise ManagerClosed()
+        if model is None:
+            switch = self._device.switch
+            model = switch.target if switch is not None else self._device.active_model
+            if model is None:
+                raise NoActiveModel(NO_MODEL_ACTIVE)
         ticket: Ticket[B] = asyncio.get_running_loop().create_future()
         waiter = self.scheduler.submit(model, ticket, time.monotonic())
         self._rearm()
         try:
-            # The scheduler bounds the wait by max_wait_s; ``timeout`` is the caller's own (usually longer) bound.
+            # Auto mode bounds the wait by max_wait_s; ``timeout`` is the caller's own (usually longer) bound.
             return await asyncio.wait_for(asyncio.shield(ticket), timeout)
         except TimeoutError:
             self._give_up(waiter)
@@ -96,13 +100,18 @@ class AutoAdmission(Generic[B]):
         self.scheduler.finished(model, time.monotonic())
         self._rearm()
 
-    def switch_started(self, source: str | None, target: str) -> None:
+    def switch_forced(self, target: str) -> None:
         """A switch the scheduler did not ask for began (start-up or the admin route: a forced retry)."""
-        self.scheduler.switch_started(source, target, time.monotonic(), forced=True)
+        self.scheduler.switch_forced(target, time.monotonic())
 
-    def switch_ended(self, active: str | None, *, ok: bool) -> None:
-        """The switch under way ended; ``active`` is published now."""
-        self.scheduler.switch_ended(active, time.monotonic(), ok=ok)
+    def switch_ended(self, ended: SwitchView, *, ok: bool) -> None:
+        """``ended`` is over and its outcome published."""
+        self.scheduler.switch_ended(ended, time.monotonic(), ok=ok)
+        self._rearm()
+
+    def device_freed(self) -> None:
+        """A reload let go of the device."""
+        self.scheduler.device_freed(time.monotonic())
         self._rearm()
 
     def retry_in(self, model: str) -> float | None:
@@ -129,16 +138,11 @@ class AutoAdmission(Generic[B]):
         self._start_switch(source, target)
 
     def admit(self, waiter: Waiter[Ticket[B]]) -> None:
-        published = self._published()
         ticket = waiter.ticket
-        assert published is not None and published.model == waiter.model, "admitted to a model not published"
         self._observe_wait(waiter, admitted=True)
-        if ticket.done():  # the request gave up in the same instant: the scheduler counted it, so end it
-            asyncio.get_running_loop().call_soon(self.finished, waiter.model)
+        if ticket.done():  # the request gave up in the same instant: no lease, nothing to end
             return
-        lease: Lease[B] = Lease(published=published)
-        self._track(lease)
-        ticket.set_result(lease)
+        ticket.set_result(self._device.lease(waiter.model))
 
     def refuse(self, waiter: Waiter[Ticket[B]], refusal: Refusal) -> None:
         self._observe_wait(waiter, admitted=False)
@@ -149,21 +153,36 @@ class AutoAdmission(Generic[B]):
 
     def _error(self, waiter: Waiter[Ticket[B]], refusal: Refusal) -> EngineError:
         model, retry_after = waiter.model, waiter.retry_after_s
+        device = self._device
+        if refusal is Refusal.SWITCH_FAILED:
+            slot = device.slots.get(model)
+            if slot is None or slot.state is not SlotState.FAILED:
+                refusal = Refusal.NO_ACTIVE if device.active_model is None else Refusal.NOT_ACTIVE
+            else:
+                refusal = Refusal.LOAD_FAILED
         if refusal is Refusal.LOAD_FAILED:
-            return ModelLoadFailed(model, self._load_failure(model), retry_after)
+            slot = device.slots.get(model)
+            reason = (slot.reason if slot is not None else None) or "unknown error"
+            return ModelLoadFailed(model, reason, retry_after)
         if refusal is Refusal.QUEUE_FULL:
             return QueueFull(model, self._policy.max_queue, retry_after)
         if refusal is Refusal.WAIT_TIMEOUT:
             return AdmissionTimeout(model, self._policy.max_wait_s, retry_after)
         if refusal is Refusal.REMOVED:
             return ModelNotFound(model, self.scheduler.models)
+        if refusal is Refusal.NOT_ACTIVE and device.active_model is not None:
+            return ModelNotActive(model, device.active_model)
+        if refusal is Refusal.SWITCHING_AWAY and (switch := device.switch) is not None:
+            return ModelSwitching(model, switch.source, switch.target)
+        if refusal in (Refusal.NO_ACTIVE, Refusal.NOT_ACTIVE, Refusal.SWITCHING_AWAY):
+            return NoActiveModel(f"No model is active; '{model}' can be switched to.")
         return ManagerClosed()
 
     def _give_up(self, waiter: Waiter[Ticket[B]]) -> None:
         ticket = waiter.ticket
         if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
             # Admitted in the same instant the caller gave up: the lease would leak.
-            self._release(ticket.result())
+            self._device.release(ticket.result())
         else:
             ticket.cancel()
             self.scheduler.withdraw(waiter, time.monotonic())

@@ -1,0 +1,51 @@
+"""The one way a route hands an admitted request to its model's bundle: :func:`bundle_route`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from litestar import Controller, Response, post
+from litestar.di import NamedDependency, Provide
+from litestar.handlers import HTTPRouteHandler
+from litestar.response import Stream
+
+from server.api.admission import AdmittedRequest, provide_admitted
+from server.api.errors import OPENAI_API, ApiShape
+from server.api.openapi import request_body
+from server.api.responses import respond
+
+__all__ = ["ADMITTED", "BundleCall", "bundle_route"]
+
+#: The admission dependency: reads the JSON body, admits it to its model and pins that model's bundle.
+ADMITTED = {"admitted": Provide(provide_admitted)}
+# The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
+_BODY_DOC = "An OpenAI (or, under /v1/messages, Anthropic) request object, as vLLM's server takes it."
+
+#: What a route asks of the bundle its request was admitted to.
+BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
+
+
+def bundle_route(
+    path: str, component: str, name: str, call: BundleCall, summary: str, api: ApiShape = OPENAI_API
+) -> HTTPRouteHandler:
+    """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
+
+    Args:
+        path: The route's path below the controller's.
+        component: The OpenAPI component of the request body (see :func:`request_body`).
+        name: The handler's name (Litestar derives the OpenAPI operation id from it).
+        call: The bundle call for the admitted request.
+        summary: The handler's docstring (the operation's summary in the OpenAPI document).
+        api: The API the route speaks: its error bodies and how its streams end.
+    """
+
+    async def handler(self: Controller, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
+        return respond(admitted, await call(admitted), api)
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = summary
+    decorate = post(
+        path, operation_class=request_body(component), dependencies=ADMITTED, status_code=200, description=_BODY_DOC
+    )
+    return decorate(handler)

@@ -1,0 +1,170 @@
+"""The rest of vLLM's serving routes, each answered by the bundle of the model the request was admitted to.
+
+Responses (create, retrieve, cancel), Anthropic Messages (in Anthropic's error shape), chat batch, generative
+scoring, structured decisions, and the pooling routes (pooling, classify, score, rerank, Cohere's embed) in every
+path vLLM's server registers them. A model whose tasks lack a route answers 404 naming the model, as `vllm serve`
+(which would not register it) does. ``tests/api/test_route_parity.py`` holds this table equal to vLLM's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Response, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath, FromQuery
+from litestar.response import Stream
+
+from server.api.admission import AdmittedRequest, ServingBundle, install_abort_hook
+from server.api.controllers.bundle_routes import ADMITTED, bundle_route
+from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
+from server.api.openapi import request_body
+from server.api.responses import respond
+from server.api.stored_responses import StoredResponses
+from server.engine import EngineManager
+from server.frontend.operations import Operation
+
+__all__ = ["MessagesController", "ResponsesController", "ServingController"]
+
+
+def _operation(operation: Operation) -> Any:
+    return lambda admitted: admitted.bundle.call(operation, admitted.body, admitted.lease.request_id)
+
+
+class ResponsesController(Controller):
+    """``/v1/responses``: OpenAI's Responses API, with the admitted model's chat template and parsers."""
+
+    path = "/v1/responses"
+    tags = ["OpenAI"]
+
+    @post("/", operation_class=request_body("ResponsesRequest"), dependencies=ADMITTED, status_code=200)
+    async def create_response(
+        self, admitted: NamedDependency[AdmittedRequest], stored_responses: NamedDependency[StoredResponses]
+    ) -> Response[Any] | Stream:
+        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again."""
+        lease = admitted.lease
+        stored_responses.record(lease.request_id, lease.model, lease.bundle)
+        result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
+        return respond(admitted, result, RESPONSES_API)
+
+    @get("/{response_id:str}")
+    async def retrieve_response(
+        self,
+        response_id: FromPath[str],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        stored_responses: NamedDependency[StoredResponses],
+        starting_after: FromQuery[int | None] = None,
+        stream: FromQuery[bool] = False,
+    ) -> Response[Any] | Stream:
+        """A stored response (``stream=true`` replays its events) from the model that created it."""
+        args = {"response_id": response_id, "starting_after": starting_after, "stream": stream}
+        return await _on_owner(manager, stored_responses, response_id, "responses.retrieve", args)
+
+    @post("/{response_id:str}/cancel", status_code=200)
+    async def cancel_response(
+        self,
+        response_id: FromPath[str],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        stored_responses: NamedDependency[StoredResponses],
+    ) -> Response[Any] | Stream:
+        """Cancel a background response of the model that created it."""
+        return await _on_owner(manager, stored_responses, response_id, "responses.cancel", {"response_id": response_id})
+
+
+async def _on_owner(
+    manager: EngineManager[ServingBundle],
+    stored: StoredResponses,
+    response_id: str,
+    operation: Operation,
+    args: dict[str, Any],
+) -> Response[Any] | Stream:
+    """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot."""
+    owner = stored.owner(response_id)
+    active = manager.active_model
+    if owner is not None and owner.model != active:
+        # Never load a model just to look something up: its store went with its engine anyway.
+        raise NotFoundException(
+            f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now (the active "
+            f"model is {active!r}); stored responses live in their model's engine and end with it."
+        )
+    lease = await manager.acquire(owner.model if owner is not None else None)
+    install_abort_hook(lease)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body=args)
+    try:
+        if owner is not None and owner.bundle() is not lease.bundle:
+            raise NotFoundException(
+                f"Response {response_id!r} was stored by an earlier engine of model {owner.model!r}; the model "
+                "was switched away and reloaded since, and stored responses end with their engine."
+            )
+        result = await lease.bundle.call(operation, args, lease.request_id)
+        return respond(admitted, result, RESPONSES_API)
+    finally:
+        if not admitted.handed_over:
+            admitted.release()
+
+
+class MessagesController(Controller):
+    """``/v1/messages``: Anthropic's Messages API; every error in Anthropic's shape, streams end in its events."""
+
+    path = "/v1/messages"
+    tags = ["Anthropic"]
+    exception_handlers = ANTHROPIC_EXCEPTION_HANDLERS
+
+    create_message = bundle_route(
+        "/",
+        "AnthropicMessagesRequest",
+        "create_message",
+        _operation("messages.create"),
+        "Create a message (``stream: true`` for Anthropic's SSE events) with the active model's frontend.",
+        ANTHROPIC_API,
+    )
+    count_message_tokens = bundle_route(
+        "/count_tokens",
+        "AnthropicCountTokensRequest",
+        "count_message_tokens",
+        _operation("messages.count_tokens"),
+        "Count the prompt tokens of a Messages request, rendered with the model's chat template.",
+        ANTHROPIC_API,
+    )
+
+
+def _route(path: str, component: str, name: str, operation: Operation, summary: str) -> Any:
+    return bundle_route(path, component, name, _operation(operation), summary)
+
+
+class ServingController(Controller):
+    """Chat batch, generative scoring, structured decisions and the pooling routes, at vLLM's paths."""
+
+    path = "/"
+    tags = ["vLLM"]
+
+    chat_batch = _route(
+        "/v1/chat/completions/batch",
+        "BatchChatCompletionRequest",
+        "chat_completions_batch",
+        "chat.batch",
+        "Several chat conversations in one request (vLLM's batch chat API).",
+    )
+    generative_scoring = _route(
+        "/generative_scoring",
+        "GenerativeScoringRequest",
+        "generative_scoring",
+        "generative_scoring",
+        "Score items by the probability of label tokens (generate models).",
+    )
+    structured_decision = _route(
+        "/v1/systemone",
+        "StructuredDecisionRequest",
+        "structured_decision",
+        "structured_decision",
+        "Answer multiple-choice questions about inputs (vLLM's structured decisions API).",
+    )
+    pooling = _route("/pooling", "PoolingRequest", "pooling", "pooling", "Pooled outputs (pooling models).")
+    classify = _route("/classify", "ClassificationRequest", "classify", "classify", "Classify (classification models).")
+    score = _route("/score", "ScoreRequest", "score", "score", "Score text pairs (embedding or cross-encoder models).")
+    score_v1 = _route("/v1/score", "ScoreRequest", "score_v1", "score", "As /score.")
+    rerank = _route("/rerank", "RerankRequest", "rerank", "rerank", "Rerank documents for a query (Jina/Cohere style).")
+    rerank_v1 = _route("/v1/rerank", "RerankRequest", "rerank_v1", "rerank", "As /rerank.")
+    rerank_v2 = _route("/v2/rerank", "RerankRequest", "rerank_v2", "rerank", "As /rerank.")
+    cohere_embed = _route("/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.")

@@ -1,0 +1,146 @@
+"""How a call into one of vLLM's serving objects becomes a `JsonResult` or `StreamResult`.
+
+Shared by the two adapter modules (`vllm_adapter`, the serving objects `vllm serve` builds for every model, and
+`vllm_operations`, the rest of vLLM's routes): body validation into vLLM's request models, the mapping of what a
+serving call returns or raises, and the OpenAI error results. Like them, it imports vLLM's frontend; nothing
+else in Turnout does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any
+
+import pydantic
+from vllm.entrypoints.serve import create_error_response
+from vllm.entrypoints.serve.engine.protocol import ErrorResponse
+from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
+from vllm.exceptions import VLLMValidationError
+
+from server.frontend.openai_errors import error_body
+from server.frontend.results import BundleResult, JsonResult, StreamResult
+
+__all__ = [
+    "Dump",
+    "bad_request",
+    "call_serving",
+    "error_result",
+    "exception_result",
+    "parse_request",
+    "unsupported",
+]
+
+_log = logging.getLogger("server.frontend.vllm_adapter")
+
+# Reported per validation error; vLLM's own handler caps them too, since pydantic echoes input in every error.
+_MAX_REPORTED_ERRORS = 5
+
+#: How a pydantic response model becomes JSON bytes (routes differ: Responses dumps by alias, Messages drops nulls).
+Dump = Callable[[pydantic.BaseModel], bytes]
+
+
+def _dump_json(response: pydantic.BaseModel) -> bytes:
+    # Serialized by pydantic-core straight to bytes: no dict dump, no second encoder.
+    return response.model_dump_json().encode()
+
+
+def parse_request(validate: Callable[[Any], Any], body: Any, *, model_name: str, request_id: str | None = None) -> Any:
+    """Validate `body` into a vLLM request model, or return the 400 `JsonResult` for it.
+
+    The model name is overwritten with `model_name`: routing is the API layer's job, and vLLM would answer an
+    alias with a 404. `request_id` becomes the base of the engine request ids.
+    """
+    if not isinstance(body, Mapping):
+        return bad_request("The request body must be a JSON object.")
+    data = {**body, "model": model_name}
+    if request_id is not None:
+        data["request_id"] = request_id
+    try:
+        return validate(data)
+    except pydantic.ValidationError as exc:
+        return _invalid_body(exc)
+    except Exception as exc:
+        # pydantic lets anything but ValueError/AssertionError out of a validator unwrapped: vLLM's
+        # VLLMValidationError, and also the crash of a vLLM validator on a field of a type it did not expect
+        # (`"structured_outputs": ""` raises AttributeError). Both are the body's fault: 400, never 500.
+        error = create_error_response(exc)
+        if error.error.code < 500:
+            return error_result(error)
+        _log.info("vLLM's request validation failed on a client body: %r", exc)
+        return bad_request(f"The request body is invalid: {type(exc).__name__}: {exc}")
+
+
+async def call_serving(pending: Awaitable[Any], *, dump: Dump | None = None) -> BundleResult:
+    """Await a serving call and turn what it returns (or raises) into a result.
+
+    A generator comes back as a `StreamResult` of what it yields (the caller makes SSE strings of objects).
+    """
+    try:
+        response = await pending
+    except Exception as exc:
+        # vLLM reports many request errors by raising; its FastAPI exception handlers map them, so do we.
+        return exception_result(exc)
+    if (task := asyncio.current_task()) is not None and task.cancelling():
+        # vLLM's non-streaming chat and completion swallow CancelledError and answer 400 "Client disconnected"
+        # (the engine request is aborted all the same). Restore the cancellation for our caller's timeouts.
+        raise asyncio.CancelledError
+    if isinstance(response, ErrorResponse):
+        return error_result(response)
+    if isinstance(response, AsyncGenerator):
+        return StreamResult(response)
+    if isinstance(response, pydantic.BaseModel):
+        return JsonResult(200, body=(dump or _dump_json)(response))
+    # The pooling classes answer with a Starlette JSONResponse: take its rendered body.
+    return JsonResult(int(response.status_code), json.loads(bytes(response.body)))
+
+
+def error_result(error: ErrorResponse) -> JsonResult:
+    """vLLM's error response as an OpenAI error result."""
+    return JsonResult(int(error.error.code), error.model_dump(mode="json"))
+
+
+def exception_result(exc: Exception) -> JsonResult:
+    """The error result vLLM's exception handlers would give `exc`; 5xx are logged with their traceback."""
+    error = create_error_response(exc)
+    if error.error.code >= 500 and not isinstance(exc, NotImplementedError):
+        # The client gets vLLM's sanitized message; the traceback belongs in our log.
+        _log.error("vLLM failed a request: %s", error.error.message, exc_info=exc)
+    return error_result(error)
+
+
+def bad_request(message: str, *, param: str | None = None) -> JsonResult:
+    """A 400 in OpenAI's shape."""
+    return JsonResult(400, error_body(400, message, param=param))
+
+
+def unsupported(model_name: str, api: str) -> JsonResult:
+    """The 404 for a route the model's tasks lack, naming the model."""
+    # `vllm serve` registers a route only for the tasks its model supports, so it answers 404 here (the same
+    # status OpenAI gives a model used on the wrong endpoint); never a 5xx, the server is fine.
+    message = f"The model '{model_name}' does not support the {api} API."
+    return JsonResult(404, error_body(404, message, param="model"))
+
+
+def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:
+    errors = exc.errors(include_url=False)
+    param: str | None = None
+    for error in errors:
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, VLLMValidationError):
+            param = cause.parameter
+            break
+    if param is None and errors:
+        param = clean_loc_for_param(tuple(errors[0]["loc"])) or None
+    shown = [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
+    if len(errors) > len(shown):
+        shown.append(f"...and {len(errors) - len(shown)} more")
+    count = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}"
+    return bad_request(f"{count}: " + "; ".join(shown), param=param)
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = clean_loc_for_param(tuple(error.get("loc", ())))
+    return f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid"))

@@ -1,0 +1,70 @@
+"""vLLM's frontend flags (`FrontendArgs`, the server half of `vllm serve`'s `make_arg_parser`), parsed by vLLM.
+
+Like the engine flags (``server/engine/vllm_flags.py``), each flag keeps vLLM's spelling, types and choices, and
+only the flags actually given come back. What Turnout does with each is ``server/cli/frontend_flags.py``'s table.
+Also here: loading custom tool and reasoning parser plugin files into vLLM's registries. One of the adapter
+modules: it imports vLLM's frontend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from vllm.entrypoints.launchers.cli_args import FrontendArgs
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.utils.import_utils import import_plugin
+
+__all__ = ["frontend_flag_names", "load_parser_plugins", "parse_frontend_flags"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    # No abbreviations: `--ssl` must not silently mean `--ssl-keyfile`, nor an engine flag a frontend one.
+    parser = FlexibleArgumentParser(add_help=False, allow_abbrev=False)  # type: ignore[no-untyped-call]
+    FrontendArgs.add_cli_args(parser)
+    return parser
+
+
+def frontend_flag_names() -> dict[str, tuple[str, ...]]:
+    """Every field of vLLM's `FrontendArgs` and the option strings its flag has."""
+    parser = _parser()
+    options = {action.dest: tuple(action.option_strings) for action in parser._actions if action.option_strings}
+    return {field.name: options.get(field.name, ()) for field in dataclasses.fields(FrontendArgs)}
+
+
+def parse_frontend_flags(tokens: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """Take vLLM's frontend flags out of ``tokens``.
+
+    Returns:
+        The flags given (by `FrontendArgs` field name, as vLLM parsed them; a flag given its default value
+        counts as not given), and the tokens left for the engine parser (engine flags, the profile path).
+
+    Raises:
+        ValueError: A frontend flag with a bad value, with vLLM's message.
+    """
+    parser = _parser()
+    defaults = {action.dest: action.default for action in parser._actions}
+    try:
+        namespace, rest = parser.parse_known_args(list(tokens))
+    except (SystemExit, argparse.ArgumentError) as exc:  # argparse exits on a bad value
+        raise ValueError(f"invalid vLLM frontend flag: {exc}") from None
+    given = {key: value for key, value in vars(namespace).items() if value != defaults.get(key)}
+    return given, rest
+
+
+def load_parser_plugins(*, tool_parser_plugin: str | None = None, reasoning_parser_plugin: str | None = None) -> None:
+    """Import custom parser files so that their parsers register with vLLM (as `vllm serve` does at start).
+
+    A plugin is a module name or a Python file; its ``@ToolParserManager.register_module(...)`` (or the
+    reasoning manager's) decorators register its parsers as it is imported. This is what
+    ``ToolParserManager.import_tool_parser`` does, except that a plugin which fails to import is an error here
+    (vLLM only logs it, and the server would then refuse the profile for a parser name it never saw).
+
+    Raises:
+        ValueError: A plugin that cannot be imported.
+    """
+    for path in (tool_parser_plugin, reasoning_parser_plugin):
+        if path and import_plugin(path) is None:
+            raise ValueError(f"parser plugin {path!r} cannot be loaded (see the log above)")

@@ -1,0 +1,313 @@
+"""vLLM's serving objects for the routes beyond chat, completions, embeddings and tokenization, for one model.
+
+`vllm serve` builds these in ``init_generate_state``, ``init_pooling_state`` and
+``init_structured_decisions_state`` from its ``Namespace``; `ServingOperations` builds the same objects from
+one model's frozen `FrontendSettings`, over that model's renderer and models registry, so its chat template,
+tool parser and reasoning parser apply to the Responses and Messages APIs exactly as to chat. Each operation
+(`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
+request model, the same JSON dump, the same SSE framing.
+
+Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from vllm.engine.protocol import EngineClient
+from vllm.entrypoints.anthropic.protocol import AnthropicCountTokensRequest, AnthropicMessagesRequest
+from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
+from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScoringRequest, ServingGenerativeScoring
+from vllm.entrypoints.generate.structured_decisions.protocol import StructuredDecisionRequest
+from vllm.entrypoints.generate.structured_decisions.serving import ServingStructuredDecisions
+from vllm.entrypoints.generate.structured_decisions.strategies import ReadContext, select_read_strategy
+from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
+from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest
+from vllm.entrypoints.openai.models.serving import OpenAIServingModels
+from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
+from vllm.entrypoints.pooling.classify.protocol import ClassificationRequest
+from vllm.entrypoints.pooling.classify.serving import ServingClassification
+from vllm.entrypoints.pooling.embed.protocol import CohereEmbedRequest
+from vllm.entrypoints.pooling.pooling.protocol import PoolingRequest
+from vllm.entrypoints.pooling.pooling.serving import ServingPooling
+from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreRequest
+from vllm.entrypoints.pooling.scoring.serving import ServingScores
+from vllm.entrypoints.pooling.utils import enable_scoring_api
+from vllm.entrypoints.serve.utils.request_logger import RequestLogger
+from vllm.renderers.chat_utils import ChatTemplateConfig
+from vllm.renderers.online_renderer import OnlineRenderer
+from vllm.tasks import POOLING_TASKS, SupportedTask
+
+from server.frontend.operations import Operation
+from server.frontend.results import BundleResult, JsonResult, StreamResult
+from server.frontend.settings import FrontendSettings
+from server.frontend.vllm_calls import Dump, bad_request, call_serving, parse_request, unsupported
+
+__all__ = ["REQUEST_BODIES", "ServingContext", "ServingOperations"]
+
+_log = logging.getLogger("server.frontend.vllm_adapter")
+
+#: The request model of each of these routes' bodies, named as its OpenAPI component.
+REQUEST_BODIES: dict[str, Any] = {
+    "ResponsesRequest": ResponsesRequest,
+    "AnthropicMessagesRequest": AnthropicMessagesRequest,
+    "AnthropicCountTokensRequest": AnthropicCountTokensRequest,
+    "BatchChatCompletionRequest": BatchChatCompletionRequest,
+    "GenerativeScoringRequest": GenerativeScoringRequest,
+    "StructuredDecisionRequest": StructuredDecisionRequest,
+    "PoolingRequest": PoolingRequest,
+    "ClassificationRequest": ClassificationRequest,
+    "ScoreRequest": ScoreRequest,
+    "RerankRequest": RerankRequest,
+    "CohereEmbedRequest": CohereEmbedRequest,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingContext:
+    """What every serving object of one model shares (built by `VllmFrontend`).
+
+    Attributes:
+        model_name: The served name.
+        engine: What generating objects submit to (the bundle's recording stand-in for the engine).
+        models: vLLM's models registry for this one model.
+        renderer: The model's online renderer (its chat template, tool and reasoning parsers).
+        logger: vLLM's request logger, or None.
+        chat_template: The resolved chat template text, or None for the tokenizer's own.
+        settings: The model's frontend settings.
+        supported_tasks: What the engine says its model supports.
+    """
+
+    model_name: str
+    engine: EngineClient
+    models: OpenAIServingModels
+    renderer: OnlineRenderer
+    logger: RequestLogger | None
+    chat_template: str | None
+    settings: FrontendSettings
+    supported_tasks: tuple[SupportedTask, ...]
+
+
+def _by_alias(response: pydantic.BaseModel) -> bytes:
+    # The Responses router dumps by alias (`schema_` is sent as `schema`).
+    return response.model_dump_json(by_alias=True).encode()
+
+
+def _without_nulls(response: pydantic.BaseModel) -> bytes:
+    # The Messages router drops unset fields, as Anthropic's API does.
+    return response.model_dump_json(exclude_none=True).encode()
+
+
+async def _responses_sse(events: AsyncIterator[Any]) -> AsyncIterator[str]:
+    """The Responses stream framed as vLLM's router frames it: a named SSE event each, and no ``[DONE]``."""
+    try:
+        async for event in events:
+            kind = getattr(event, "type", "unknown")
+            yield f"event: {kind}\ndata: {event.model_dump_json(indent=None, by_alias=True)}\n\n"
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _validator(model: Any) -> Callable[[Any], Any]:
+    # Several request types are unions of models; an adapter validates both kinds.
+    return pydantic.TypeAdapter(model).validate_python
+
+
+_Call = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """One operation: the API it belongs to (for the 404), how to validate its body and how to call vLLM."""
+
+    api: str
+    validate: Callable[[Any], Any] | None
+    call: _Call | None
+    dump: Dump | None = None
+    named_events: bool = False
+
+
+class ServingOperations:
+    """vLLM's serving objects for one model's other routes, created as `vllm serve` creates them."""
+
+    def __init__(self, context: ServingContext) -> None:
+        self.model_name = context.model_name
+        tasks = context.supported_tasks
+        settings = context.settings
+        model_config = context.models.model_config
+        content_format = settings.chat_template_content_format
+        generating = "generate" in tasks
+        common: dict[str, Any] = {
+            "online_renderer": context.renderer,
+            "request_logger": context.logger,
+            "chat_template": context.chat_template,
+            "chat_template_content_format": content_format,
+            "enable_auto_tools": settings.enable_auto_tool_choice,
+            "tool_parser": settings.tool_call_parser,
+            "reasoning_parser": settings.reasoning_parser or "",
+            "default_chat_template_kwargs": dict(settings.default_chat_template_kwargs),
+            "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
+            "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
+            "enable_force_include_usage": settings.enable_force_include_usage,
+        }
+        engine, models = context.engine, context.models
+        self._responses = OpenAIServingResponses(engine, models, **common) if generating else None
+        self._messages = (
+            AnthropicServingMessages(engine, models, settings.response_role, **common) if generating else None
+        )
+        chat_only: dict[str, Any] = {
+            "trust_request_chat_template": settings.trust_request_chat_template,
+            "exclude_tools_when_tool_choice_none": settings.exclude_tools_when_tool_choice_none,
+        }
+        self._chat_batch = (
+            OpenAIServingChatBatch(engine, models, settings.response_role, **common, **chat_only)
+            if generating
+            else None
+        )
+        self._generative_scoring = (
+            ServingGenerativeScoring(engine, models, request_logger=context.logger) if generating else None
+        )
+        self._decisions = _structured_decisions(context)
+        pooling_task = model_config.get_pooling_task(tasks)
+        template = ChatTemplateConfig(chat_template=context.chat_template, chat_template_content_format=content_format)
+        pooled: dict[str, Any] = {"request_logger": context.logger, "chat_template_config": template}
+        self._pooling = (
+            ServingPooling(engine, models, supported_tasks=tasks, **pooled)
+            if any(task in POOLING_TASKS for task in tasks)
+            else None
+        )
+        self._classification = (
+            # Its __init__ is untyped (it passes **kwargs on to PoolingServing).
+            ServingClassification(engine, models, **pooled)  # type: ignore[no-untyped-call]
+            if pooling_task == "classify"
+            else None
+        )
+        self._scores = (
+            ServingScores(engine, models, supported_tasks=tasks, **pooled)
+            if enable_scoring_api(tasks, model_config)
+            else None
+        )
+        self._embedding: Callable[..., Awaitable[Any]] | None = None
+        self._routes = self._route_table()
+
+    def attach_embedding(self, embedding: Callable[..., Awaitable[Any]] | None) -> None:
+        """Serve Cohere's ``/v2/embed`` with the model's embedding object (built by `VllmFrontend`)."""
+        self._embedding = embedding
+        self._routes = self._route_table()
+
+    def supports(self, operation: Operation) -> bool:
+        """Whether this model's tasks have `operation` (vLLM registers its route only then)."""
+        return self._routes[operation].call is not None
+
+    async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult:
+        """Run `operation` on `body` (see `Operation`); never raises for a bad request."""
+        route = self._routes[operation]
+        if route.call is None:
+            return unsupported(self.model_name, route.api)
+        if route.validate is None:
+            if not isinstance(body, Mapping):
+                return bad_request("The request body must be a JSON object.")
+            request: Any = body
+        else:
+            request = parse_request(route.validate, body, model_name=self.model_name, request_id=request_id)
+            if isinstance(request, JsonResult):
+                return request
+        result = await call_serving(route.call(request), dump=route.dump)
+        if route.named_events and isinstance(result, StreamResult):
+            return StreamResult(_responses_sse(result.chunks))
+        return result
+
+    def _route_table(self) -> dict[Operation, _Route]:
+        responses, messages, scores = self._responses, self._messages, self._scores
+
+        def present(serving: Any, call: _Call) -> _Call | None:
+            return call if serving is not None else None
+
+        def retrieve(args: Mapping[str, Any]) -> Awaitable[Any]:
+            assert responses is not None
+            return responses.retrieve_responses(
+                str(args["response_id"]), starting_after=args.get("starting_after"), stream=bool(args.get("stream"))
+            )
+
+        def cancel(args: Mapping[str, Any]) -> Awaitable[Any]:
+            assert responses is not None
+            return responses.cancel_responses(str(args["response_id"]))
+
+        def pooled(serving: Any) -> _Call | None:
+            return (lambda request: serving(request, None)) if serving is not None else None
+
+        return {
+            "responses.create": _Route(
+                "Responses",
+                _validator(ResponsesRequest),
+                present(responses, lambda request: responses.create_responses(request, None)),  # type: ignore[union-attr]
+                _by_alias,
+                named_events=True,
+            ),
+            "responses.retrieve": _Route("Responses", None, present(responses, retrieve), _by_alias, named_events=True),
+            "responses.cancel": _Route("Responses", None, present(responses, cancel), _by_alias),
+            "messages.create": _Route(
+                "Messages",
+                _validator(AnthropicMessagesRequest),
+                present(messages, lambda request: messages.create_messages(request, None)),  # type: ignore[union-attr]
+                _without_nulls,
+            ),
+            "messages.count_tokens": _Route(
+                "Messages",
+                _validator(AnthropicCountTokensRequest),
+                present(messages, lambda request: messages.count_tokens(request, None)),  # type: ignore[union-attr]
+                _without_nulls,
+            ),
+            "chat.batch": _Route(
+                "Chat Completions",
+                _validator(BatchChatCompletionRequest),
+                present(
+                    self._chat_batch,
+                    lambda request: self._chat_batch.create_batch_chat_completion(request, None),  # type: ignore[union-attr]
+                ),
+            ),
+            "generative_scoring": _Route(
+                "Generative Scoring",
+                _validator(GenerativeScoringRequest),
+                present(
+                    self._generative_scoring,
+                    lambda request: self._generative_scoring.create_generative_scoring(request, None),  # type: ignore[union-attr]
+                ),
+            ),
+            "structured_decision": _Route(
+                "Structured Decisions",
+                _validator(StructuredDecisionRequest),
+                present(self._decisions, lambda request: self._decisions.create_decision(request, None)),  # type: ignore[union-attr]
+            ),
+            "pooling": _Route("Pooling", _validator(PoolingRequest), pooled(self._pooling)),
+            "classify": _Route("Classification", _validator(ClassificationRequest), pooled(self._classification)),
+            "score": _Route("Score", _validator(ScoreRequest), pooled(scores)),
+            "rerank": _Route("Rerank", _validator(RerankRequest), pooled(scores)),
+            "embed.cohere": _Route("Embed", _validator(CohereEmbedRequest), pooled(self._embedding)),
+        }
+
+
+def _structured_decisions(context: ServingContext) -> ServingStructuredDecisions | None:
+    """vLLM's ``/v1/systemone`` object, or None when no read strategy fits the model (vLLM then answers 501)."""
+    try:
+        strategy_cls = select_read_strategy(context.models.model_config, context.supported_tasks)
+        strategy = strategy_cls(
+            ReadContext(
+                engine_client=context.engine,
+                online_renderer=context.renderer,
+                chat_template=context.chat_template,
+                chat_template_content_format=context.settings.chat_template_content_format,
+                default_chat_template_kwargs=dict(context.settings.default_chat_template_kwargs),
+            )
+        )
+    except ValueError as exc:
+        _log.debug("/v1/systemone is disabled for this model: %s", exc)
+        return None
+    return ServingStructuredDecisions(context.models, strategy, request_logger=context.logger)
