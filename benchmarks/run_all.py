@@ -21,8 +21,19 @@ from dataclasses import dataclass
 
 import msgspec
 
-from benchmarks.result_types import Captured, Replaced, RunAll, StepRecord
+from benchmarks import reliability_long
+from benchmarks.result_types import (
+    AutoModeOptions,
+    Captured,
+    ColdStartOptions,
+    EngineLimitOptions,
+    Replaced,
+    RunAll,
+    StepRecord,
+    SwitchTimesOptions,
+)
 from benchmarks.results import RESULTS_DIR, machine, read_result, write_result
+from benchmarks.switch_weights import SwitchWeightsOptions
 from server.tinymodels.spec import REPO_ROOT
 
 __all__ = ["DEFAULT_MODE", "STEPS", "main"]
@@ -64,6 +75,10 @@ def _call(command: list[str], timeout_s: float, capture: bool) -> tuple[int | st
 
 
 _PY = [sys.executable, "-m"]
+# Full mode runs each benchmark at its defaults; they are spelt out on the command line (read from the benchmarks'
+# own defaults, not repeated here) so that the page shows what ran.
+_LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
+_WEIGHTS, _AUTO = SwitchWeightsOptions(), AutoModeOptions()
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
@@ -73,28 +88,32 @@ STEPS: tuple[Step, ...] = (
     Step(
         "engine_limit",
         [*_PY, "benchmarks.engine_limit", "--prompts", "64", "--rounds", "1"],
-        [*_PY, "benchmarks.engine_limit", "--prompts", "200", "--rounds", "3"],
+        [*_PY, "benchmarks.engine_limit", "--prompts", str(_LIMIT.prompts), "--rounds", str(_LIMIT.rounds)],
     ),
     Step(
         "cold_start",
         [*_PY, "benchmarks.cold_start", "--rounds", "1"],
-        [*_PY, "benchmarks.cold_start", "--rounds", "3"],
+        [*_PY, "benchmarks.cold_start", "--rounds", str(_COLD.rounds)],
     ),
     Step(
         "switch_latency",
         [*_PY, "benchmarks.switch_latency", "--rounds", "1"],
-        [*_PY, "benchmarks.switch_latency", "--rounds", "3"],
+        [*_PY, "benchmarks.switch_latency", "--rounds", str(_SWITCH.rounds)],
         needs="benchmarks/switch_times.py",
     ),
     Step(
         "switch_weights",
         [*_PY, "benchmarks.switch_weights", "--rounds", "1", "--rss-switches", "4"],
-        [*_PY, "benchmarks.switch_weights", "--rounds", "2"],
+        [*_PY, "benchmarks.switch_weights", "--rounds", str(_WEIGHTS.rounds)],
     ),
     Step(
         "auto_mode",
         [*_PY, "benchmarks.auto_mode", "--requests", "40", "--blocks", "1,10"],
-        [*_PY, "benchmarks.auto_mode", "--requests", "120", "--blocks", "1,10,40"],
+        [
+            *_PY,
+            "benchmarks.auto_mode",
+            *("--requests", str(_AUTO.requests), "--blocks", ",".join(map(str, _AUTO.blocks))),
+        ],
     ),
     Step(
         "scheduler_simulation",
@@ -106,7 +125,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "reliability_long",
         [*_PY, "benchmarks.reliability_long", "--mode", "quick"],
-        [*_PY, "benchmarks.reliability_long", "--mode", "full"],
+        [*_PY, "benchmarks.reliability_long", "--mode", reliability_long.DEFAULT_MODE],
         needs="tests/reliability",
     ),
 )
