@@ -20,11 +20,11 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 from ruamel.yaml import YAML
 
+from benchmarks.result_types import AutoMode, AutoModeConfig, AutoModeOptions, AutoRow
 from benchmarks.results import RESULTS_DIR, write_result
 from benchmarks.servers import DEMO_PROFILE, start_turnout
 from server.tinymodels.builder import build_tiny_models
@@ -34,6 +34,8 @@ __all__ = ["auto_profile", "main"]
 MODELS = ("tools", "plain")
 ANSWERS = {"tools": "Hello from tiny-tools.", "plain": "Hello from tiny-plain."}
 _REQUEST_TIMEOUT = 120.0
+#: The profile's strategy: both tiny models stay resident once loaded.
+STRATEGY = "keep"
 
 
 def auto_profile(target: Path, source: Path = DEMO_PROFILE) -> Path:
@@ -45,7 +47,7 @@ def auto_profile(target: Path, source: Path = DEMO_PROFILE) -> Path:
             if key in model:
                 model[key] = str((source.parent / model[key]).resolve())
     data["switching"]["mode"] = "auto"
-    data["switching"]["strategy"] = "keep"
+    data["switching"]["strategy"] = STRATEGY
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w") as file:
         yaml.dump(data, file)
@@ -109,7 +111,7 @@ async def _watch_switches(client: httpx.AsyncClient, stop: asyncio.Event) -> lis
     return seen
 
 
-async def _traffic(url: str, requests: int, concurrency: int, block: int) -> dict[str, Any]:
+async def _traffic(url: str, requests: int, concurrency: int, block: int) -> AutoRow:
     plan = [(MODELS[(index // block) % 2], index % 2 == 0) for index in range(requests)]
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=url, timeout=_REQUEST_TIMEOUT, limits=limits) as client:
@@ -128,58 +130,62 @@ async def _traffic(url: str, requests: int, concurrency: int, block: int) -> dic
         seen = await watcher
     latencies = sorted(seconds for outcome, seconds in results if outcome == "ok")
     counts = {outcome: sum(1 for o, _ in results if o == outcome) for outcome in ("ok", "refused", "lost", "wrong")}
-    return {
-        "block": block,
-        "requests": requests,
-        "concurrency": concurrency,
-        "req_per_s": counts["ok"] / wall,
-        "latency_p50_ms": latencies[len(latencies) // 2] * 1000 if latencies else float("nan"),
-        "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    return AutoRow(
+        block=block,
+        requests=requests,
+        concurrency=concurrency,
+        req_per_s=counts["ok"] / wall,
+        latency_p50_ms=latencies[len(latencies) // 2] * 1000 if latencies else float("nan"),
+        latency_p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
         if latencies
         else float("nan"),
-        "switches_seen": max(len(seen) - 1, 0),
+        switches_seen=max(len(seen) - 1, 0),
         **counts,
-    }
+    )
 
 
-def main(requests: int = 120, concurrency: int = 8, blocks: tuple[int, ...] = (1, 10, 40)) -> dict[str, Any]:
+def main(options: AutoModeOptions | None = None) -> AutoMode:
     """Run the interleaved traffic per block size, print a table and write ``auto_mode.json``."""
+    options = options or AutoModeOptions()
+    requests, concurrency = options.requests, options.concurrency
     build_tiny_models()
     log_dir = RESULTS_DIR / "logs"
     profile = auto_profile(log_dir / "auto-mode.yaml")
     server = start_turnout(profile, log_dir, label="turnout-auto")
-    rows: list[dict[str, Any]] = []
+    rows: list[AutoRow] = []
     try:
         server.wait_ready()
         # Load the second model once, so that every block size sees two resident engines (keep strategy).
         asyncio.run(_traffic(server.url, 4, 2, 2))
         print("block  requests    req/s  p50 ms  p99 ms  switches   ok  refused  lost  wrong", flush=True)
-        for block in blocks:
+        for block in options.blocks:
             row = asyncio.run(_traffic(server.url, requests, concurrency, block))
             rows.append(row)
+            # Live rows hold NaN, not None, where no request was answered, so the format always applies.
             print(
-                f"{block:>5} {requests:>9} {row['req_per_s']:>8.1f} {row['latency_p50_ms']:>7.0f} "
-                f"{row['latency_p99_ms']:>7.0f} {row['switches_seen']:>9} {row['ok']:>4} {row['refused']:>8} "
-                f"{row['lost']:>5} {row['wrong']:>6}",
+                f"{block:>5} {requests:>9} {row.req_per_s:>8.1f} {row.latency_p50_ms:>7.0f} "
+                f"{row.latency_p99_ms:>7.0f} {row.switches_seen:>9} {row.ok:>4} {row.refused:>8} "
+                f"{row.lost:>5} {row.wrong:>6}",
                 flush=True,
             )
     finally:
         server.stop()
-    lost = sum(row["lost"] for row in rows)
-    wrong = sum(row["wrong"] for row in rows)
-    result = {
-        "config": {"requests": requests, "concurrency": concurrency, "blocks": list(blocks), "strategy": "keep"},
-        "rows": rows,
-        "goals": {"0 lost": lost == 0, "0 wrong model": wrong == 0},
-    }
+    lost = sum(row.lost for row in rows)
+    wrong = sum(row.wrong for row in rows)
+    result = AutoMode(
+        config=AutoModeConfig(requests=requests, concurrency=concurrency, blocks=options.blocks, strategy=STRATEGY),
+        rows=rows,
+        goals={"0 lost": lost == 0, "0 wrong model": wrong == 0},
+    )
     print(f"lost {lost}, wrong {wrong}; wrote {write_result('auto_mode', result)}")
     return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=120)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--blocks", type=lambda s: tuple(int(b) for b in s.split(",")), default=(1, 10, 40))
-    options = parser.parse_args()
-    main(options.requests, options.concurrency, options.blocks)
+    defaults = AutoModeOptions()
+    parser.add_argument("--requests", type=int, default=defaults.requests)
+    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    parser.add_argument("--blocks", type=lambda s: tuple(int(b) for b in s.split(",")), default=defaults.blocks)
+    given = parser.parse_args()
+    main(AutoModeOptions(requests=given.requests, concurrency=given.concurrency, blocks=given.blocks))

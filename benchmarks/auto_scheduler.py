@@ -19,13 +19,15 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import json
 import random
 import statistics
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
 
 from server.engine.scheduler import Refusal, Scheduler, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
@@ -81,8 +83,7 @@ class FifoPolicy:
             self._effects.start_switch(self._active, self._queue[0].model)
 
 
-@dataclass
-class Result:
+class Result(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One run's figures."""
 
     policy: str
@@ -276,16 +277,46 @@ class Simulation:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
-class Workload:
-    """The traffic and the device, the same for every policy and strategy."""
+class Workload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The traffic and the device, the same for every policy and strategy; the defaults are the command line's.
 
-    requests: int
-    clients: int
-    rate: float
-    service_s: float
-    capacity: int
-    seed: int
+    Attributes:
+        requests: Requests per run.
+        clients: Closed-loop clients (the live test's 16).
+        rate: Poisson arrivals per second.
+        service_s: Mean seconds one request runs.
+        capacity: Requests the device runs at once.
+        seed: The random seed (the same request stream for FIFO and the scheduler).
+    """
+
+    requests: int = 1000
+    clients: int = 16
+    rate: float = 4.0
+    service_s: float = 0.5
+    capacity: int = 8
+    seed: int = 7
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The scheduler against FIFO on one traffic, strategy and number of models."""
+
+    traffic: str
+    strategy: str
+    models: int
+    fewer_switches: float
+    throughput: float
+    max_wait_within_bound: bool
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What ``--json`` writes: the parameters every run shared, each run, and the comparisons."""
+
+    workload: Workload
+    traffic: str
+    costs: dict[str, float]
+    switching: Switching
+    results: list[Result]
+    comparisons: list[Comparison]
 
 
 def simulate(
@@ -321,7 +352,7 @@ def simulate(
     return sim.result(policy, strategy, label)
 
 
-def _table(results: list[Result], comparisons: list[dict[str, Any]]) -> str:
+def _table(results: list[Result], comparisons: list[Comparison]) -> str:
     head = (
         f"{'traffic':<14}{'strategy':<12}{'models':>6}  {'policy':<10}{'sw/1k':>8}{'serving':>9}{'req/s':>9}"
         f"{'p50 s':>10}{'p99 s':>10}{'max s':>10}{'refused':>8}"
@@ -336,48 +367,45 @@ def _table(results: list[Result], comparisons: list[dict[str, Any]]) -> str:
     lines.append("")
     lines.append(f"{'traffic':<14}{'strategy':<12}{'models':>6}  {'fewer switches':>15}{'throughput':>12}")
     for c in comparisons:
-        lines.append(
-            f"{c['traffic']:<14}{c['strategy']:<12}{c['models']:>6}  "
-            f"{c['fewer_switches']:>14.1f}x{c['throughput']:>11.1f}x"
-        )
+        lines.append(f"{c.traffic:<14}{c.strategy:<12}{c.models:>6}  {c.fewer_switches:>14.1f}x{c.throughput:>11.1f}x")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every strategy x {2, 3} models x {FIFO, scheduler}; print the table, optionally write JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=1000, help="requests per run")
-    parser.add_argument("--clients", type=int, default=16, help="closed-loop clients (the live test's 16)")
-    parser.add_argument("--rate", type=float, default=4.0, help="Poisson arrivals per second")
+    given = Workload()  # the defaults, stated once on Workload
+    parser.add_argument("--requests", type=int, default=given.requests, help="requests per run")
+    parser.add_argument("--clients", type=int, default=given.clients, help="closed-loop clients (the live test's 16)")
+    parser.add_argument("--rate", type=float, default=given.rate, help="Poisson arrivals per second")
     parser.add_argument(
         "--traffic", choices=["closed", "poisson", "both"], default="both", help="closed-loop clients, Poisson, or both"
     )
-    parser.add_argument("--service-s", type=float, default=0.5, help="mean seconds one request runs")
-    parser.add_argument("--capacity", type=int, default=8, help="requests the device runs at once")
+    parser.add_argument("--service-s", type=float, default=given.service_s, help="mean seconds one request runs")
+    parser.add_argument("--capacity", type=int, default=given.capacity, help="requests the device runs at once")
     parser.add_argument("--cost", action="append", default=[], metavar="STRATEGY=SECONDS", help="switch cost")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=given.seed)
     defaults = Switching()  # the profile's defaults, stated once in server/profiles/schema.py
     parser.add_argument("--min-residency-s", type=float, default=defaults.min_residency_s)
     parser.add_argument("--max-residency-s", type=float, default=defaults.max_residency_s)
     parser.add_argument("--max-wait-s", type=float, default=defaults.max_wait_s)
     parser.add_argument("--max-queue", type=int, default=defaults.max_queue)
-    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
     costs = dict(COSTS)
     for item in args.cost:
         name, _, seconds = item.partition("=")
         costs[name] = float(seconds)
-    scheduler_policy = SchedulerPolicy.from_switching(
-        Switching(
-            mode="auto",
-            min_residency_s=args.min_residency_s,
-            max_residency_s=args.max_residency_s,
-            max_wait_s=args.max_wait_s,
-            max_queue=args.max_queue,
-        )
+    switching = Switching(
+        mode="auto",
+        min_residency_s=args.min_residency_s,
+        max_residency_s=args.max_residency_s,
+        max_wait_s=args.max_wait_s,
+        max_queue=args.max_queue,
     )
+    scheduler_policy = SchedulerPolicy.from_switching(switching)
     results: list[Result] = []
-    comparisons: list[dict[str, Any]] = []
+    comparisons: list[Comparison] = []
     load = Workload(
         requests=args.requests,
         clients=args.clients,
@@ -392,21 +420,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         ours = simulate("scheduler", strategy, cost, n_models, traffic, load, scheduler_policy)
         results += [fifo, ours]
         comparisons.append(
-            {
-                "traffic": fifo.traffic,
-                "strategy": strategy,
-                "models": n_models,
-                "fewer_switches": round(fifo.switches / max(ours.switches, 1), 2),
-                "throughput": round(ours.throughput_rps / max(fifo.throughput_rps, 1e-9), 2),
-                "max_wait_within_bound": ours.wait_max_s <= args.max_wait_s,
-            }
+            Comparison(
+                traffic=fifo.traffic,
+                strategy=strategy,
+                models=n_models,
+                fewer_switches=round(fifo.switches / max(ours.switches, 1), 2),
+                throughput=round(ours.throughput_rps / max(fifo.throughput_rps, 1e-9), 2),
+                max_wait_within_bound=ours.wait_max_s <= args.max_wait_s,
+            )
         )
     print(_table(results, comparisons))
-    if args.json:
-        payload = {"parameters": {**vars(args), "costs": costs}, "results": [asdict(r) for r in results]}
-        payload["comparisons"] = comparisons
-        with open(args.json, "w") as out:
-            json.dump(payload, out, indent=2)
+    if args.json is not None:
+        report = Report(
+            workload=load,
+            traffic=args.traffic,
+            costs=costs,
+            switching=switching,
+            results=results,
+            comparisons=comparisons,
+        )
+        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     return 0
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import httpx
 
+from benchmarks.result_types import ColdStart, ColdStartConfig, ColdStartOptions, ColdStartRound
 from benchmarks.results import RESULTS_DIR, median, write_result
 from benchmarks.servers import DEMO_PROFILE, ServedModel, first_token_seconds, served_model, start_vllm
 from server.tinymodels.builder import build_tiny_models
@@ -22,7 +22,7 @@ from server.tinymodels.builder import build_tiny_models
 __all__ = ["main", "measure_cold_start"]
 
 
-def measure_cold_start(model: ServedModel, round_no: int) -> dict[str, float]:
+def measure_cold_start(model: ServedModel, round_no: int) -> ColdStartRound:
     """One cold start of vLLM's own server on ``model``: seconds to ready, then to the first token."""
     start = time.monotonic()
     server = start_vllm(model, RESULTS_DIR / "logs", label=f"vllm-cold-{round_no}")
@@ -35,40 +35,44 @@ def measure_cold_start(model: ServedModel, round_no: int) -> dict[str, float]:
         stop_start = time.monotonic()
         server.stop()
         stop_s = time.monotonic() - stop_start
-    return {"ready_s": ready_s, "first_token_s": ttft_s, "total_s": ready_s + ttft_s, "shutdown_s": stop_s}
+    return ColdStartRound(ready_s=ready_s, first_token_s=ttft_s, total_s=ready_s + ttft_s, shutdown_s=stop_s)
 
 
-def main(rounds: int = 3, model_name: str = "plain") -> dict[str, Any]:
+def main(options: ColdStartOptions | None = None) -> ColdStart:
     """Measure, print and write ``cold_start.json``."""
+    options = options or ColdStartOptions()
     build_tiny_models()
-    model = served_model(DEMO_PROFILE, model_name)
-    rows = []
+    model = served_model(DEMO_PROFILE, options.model)
+    rows: list[ColdStartRound] = []
     print("round  start->ready s  ->first token s  total s  (shutdown s)", flush=True)
-    for round_no in range(1, rounds + 1):
+    for round_no in range(1, options.rounds + 1):
         row = measure_cold_start(model, round_no)
         rows.append(row)
         print(
-            f"{round_no:>5} {row['ready_s']:>15.2f} {row['first_token_s']:>16.3f} {row['total_s']:>8.2f}"
-            f"  ({row['shutdown_s']:.1f})",
+            f"{round_no:>5} {row.ready_s:>15.2f} {row.first_token_s:>16.3f} {row.total_s:>8.2f}"
+            f"  ({row.shutdown_s:.1f})",
             flush=True,
         )
-    medians = {key: median([row[key] for row in rows]) for key in rows[0]}
-    result = {
-        "config": {
-            "rounds": rounds,
-            "model": model_name,
-            "command": "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()),
-        },
-        "rounds": rows,
-        "medians": medians,
-    }
-    print(f"median total {medians['total_s']:.2f} s; wrote {write_result('cold_start', result)}")
+    medians = ColdStartRound(
+        ready_s=median([row.ready_s for row in rows]),
+        first_token_s=median([row.first_token_s for row in rows]),
+        total_s=median([row.total_s for row in rows]),
+        shutdown_s=median([row.shutdown_s for row in rows]),
+    )
+    command = "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments())
+    result = ColdStart(
+        config=ColdStartConfig(rounds=options.rounds, model=options.model, command=command),
+        rounds=rows,
+        medians=medians,
+    )
+    print(f"median total {medians.total_s:.2f} s; wrote {write_result('cold_start', result)}")
     return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--model", default="plain")
-    options = parser.parse_args()
-    main(options.rounds, options.model)
+    defaults = ColdStartOptions()
+    parser.add_argument("--rounds", type=int, default=defaults.rounds)
+    parser.add_argument("--model", default=defaults.model)
+    given = parser.parse_args()
+    main(ColdStartOptions(rounds=given.rounds, model=given.model))

@@ -25,6 +25,8 @@ from vllm.benchmarks import serve as vllm_serve
 from vllm.benchmarks.lib import endpoint_request_func as request_funcs
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from benchmarks.result_types import LoadResult
+
 __all__ = ["ENDPOINTS", "LoadResult", "Workload", "run_load"]
 
 # (endpoint kind, streaming) -> (vLLM client backend, route)
@@ -114,29 +116,6 @@ class Workload:
     def label(self) -> str:
         """E.g. ``chat stream c16``."""
         return f"{self.kind} {'stream' if self.streaming else 'json'} c{self.concurrency}"
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """One client run against one server.
-
-    Attributes:
-        completed: Requests that succeeded.
-        failed: Requests that failed (an error or no token).
-        req_per_s: Completed requests per second of the run.
-        ttft_p50_ms: Median time to first token (non-streaming: to the whole response).
-        ttft_p99_ms: 99th percentile of the same.
-        cpu_ms_per_request: The server process's CPU milliseconds per request sent during the run.
-        first_error: One failure's message, for the log.
-    """
-
-    completed: int
-    failed: int
-    req_per_s: float
-    ttft_p50_ms: float
-    ttft_p99_ms: float
-    cpu_ms_per_request: float
-    first_error: str | None
 
 
 def _arguments(workload: Workload, base_url: str, model_path: str, served_name: str, seed: int) -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
+from benchmarks.result_types import Interval, Paired, ServerMedians, SteadyRound, SteadySummary, WorkloadSummary
 from benchmarks.results import median
 
 __all__ = ["GOAL", "SERVERS", "TARGET", "paired_ratios", "summarize", "within_noise"]
@@ -14,6 +15,8 @@ __all__ = ["GOAL", "SERVERS", "TARGET", "paired_ratios", "summarize", "within_no
 SERVERS = ("vllm", "turnout")
 #: The goal and the target for Turnout/vLLM (req/s up, CPU per request down).
 GOAL, TARGET = 1.0, 1.10
+#: The figures a pair is compared on, as ``SteadyRound`` and ``Paired`` name them.
+_PAIRED_METRICS = ("req_per_s", "cpu_ms_per_request")
 
 
 class _Labelled(Protocol):
@@ -26,73 +29,111 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in usable) / len(usable)) if usable else float("nan")
 
 
-def _interval(logs: list[float]) -> dict[str, float]:
+def _interval(logs: list[float]) -> Interval:
     """Geometric mean of the ratios and its 95% interval (normal approximation of the mean of log ratios)."""
     mean = statistics.fmean(logs)
-    half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
-    return {"ratio": math.exp(mean), "low": math.exp(mean - half), "high": math.exp(mean + half)}
+    if len(logs) < 2:
+        # One pair has no spread: the interval is unbounded above (and exp(-inf) = 0 below).
+        return Interval(ratio=math.exp(mean), low=0.0, high=None)
+    half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Interval(ratio=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half))
 
 
-def paired_ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def paired_ratios(rows: list[SteadyRound]) -> Paired:
     """Turnout/vLLM per (workload, round) pair, pooled: the noise of the comparison, not only its median.
 
     The two servers run each workload back to back within a round, so a pair shares the machine's state more
     closely than two medians do; the spread of the pairs says how far apart the servers could be told here.
     """
-    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    pairs: dict[tuple[str, int], dict[str, SteadyRound]] = {}
     for row in rows:
-        pairs.setdefault((row["workload"], row["round"]), {})[row["server"]] = row
-    logs: dict[str, list[float]] = {"req_per_s": [], "cpu_ms_per_request": []}
+        pairs.setdefault((row.workload, row.round), {})[row.server] = row
+    logs: dict[str, list[float]] = {metric: [] for metric in _PAIRED_METRICS}
     for pair in pairs.values():
         if set(pair) != set(SERVERS):
             continue
         for metric, values in logs.items():
-            turnout, vllm = pair["turnout"][metric], pair["vllm"][metric]
+            turnout, vllm = getattr(pair["turnout"], metric), getattr(pair["vllm"], metric)
             if turnout > 0 and vllm > 0:
                 values.append(math.log(turnout / vllm))
-    return {"pairs": len(logs["req_per_s"]), **{m: _interval(v) for m, v in logs.items() if v}}
+    intervals = {metric: _interval(values) for metric, values in logs.items() if values}
+    return Paired(
+        pairs=len(logs["req_per_s"]),
+        req_per_s=intervals.get("req_per_s"),
+        cpu_ms_per_request=intervals.get("cpu_ms_per_request"),
+    )
 
 
-def within_noise(goal: str, paired: dict[str, Any]) -> bool:
+def within_noise(goal: str, paired: Paired | None) -> bool:
     """Whether ``goal``'s threshold lies inside the 95% interval of its metric: this run cannot tell the two apart."""
-    metric = "req_per_s" if goal.startswith("req_per_s") else "cpu_ms_per_request" if goal.startswith("cpu") else None
-    if metric is None or metric not in paired:
+    if paired is None:
+        return False
+    interval = (
+        paired.req_per_s
+        if goal.startswith("req_per_s")
+        else paired.cpu_ms_per_request
+        if goal.startswith("cpu")
+        else None
+    )
+    if interval is None:
         return False
     threshold = TARGET if "target" in goal else GOAL
-    if metric == "cpu_ms_per_request" and "target" in goal:
+    if goal.startswith("cpu") and "target" in goal:
         threshold = 1 / TARGET
-    return bool(paired[metric]["low"] <= threshold <= paired[metric]["high"])
+    return interval.low <= threshold and (interval.high is None or threshold <= interval.high)
 
 
-def summarize(rows: list[dict[str, Any]], workloads: Iterable[_Labelled]) -> dict[str, Any]:
+def _medians(runs: list[SteadyRound]) -> ServerMedians:
+    def present(values: Iterable[float | None]) -> list[float]:
+        return [value for value in values if value is not None]
+
+    return ServerMedians(
+        req_per_s=median([run.req_per_s for run in runs]),
+        ttft_p50_ms=median(present(run.ttft_p50_ms for run in runs)),
+        ttft_p99_ms=median(present(run.ttft_p99_ms for run in runs)),
+        cpu_ms_per_request=median([run.cpu_ms_per_request for run in runs]),
+        failed=sum(run.failed for run in runs),
+    )
+
+
+def summarize(rows: list[SteadyRound], workloads: Iterable[_Labelled]) -> SteadySummary:
     """Medians per server and workload, Turnout/vLLM ratios, and the goals met or missed."""
-    per_workload: list[dict[str, Any]] = []
+    per_workload: list[WorkloadSummary] = []
+    speeds: list[float] = []
+    cpus: list[float] = []
     for workload in workloads:
-        entry: dict[str, Any] = {"workload": workload.label}
-        for server in SERVERS:
-            runs = [row for row in rows if row["server"] == server and row["workload"] == workload.label]
-            entry[server] = {
-                metric: median([run[metric] for run in runs])
-                for metric in ("req_per_s", "ttft_p50_ms", "ttft_p99_ms", "cpu_ms_per_request")
-            }
-            entry[server]["failed"] = sum(run["failed"] for run in runs)
-        entry["req_per_s_ratio"] = entry["turnout"]["req_per_s"] / entry["vllm"]["req_per_s"]
-        entry["cpu_ratio"] = entry["turnout"]["cpu_ms_per_request"] / entry["vllm"]["cpu_ms_per_request"]
-        per_workload.append(entry)
-    speed = _geomean([entry["req_per_s_ratio"] for entry in per_workload])
-    cpu = _geomean([entry["cpu_ratio"] for entry in per_workload])
-    failed = sum(entry[server]["failed"] for entry in per_workload for server in SERVERS)
-    return {
-        "per_workload": per_workload,
-        "paired": paired_ratios(rows),
-        "req_per_s_ratio": speed,
-        "cpu_ratio": cpu,
-        "failed": failed,
-        "goals": {
+        vllm, turnout = (
+            _medians([row for row in rows if row.server == server and row.workload == workload.label])
+            for server in SERVERS
+        )
+        # Medians of live rows are floats (NaN for none); None appears only in a decoded file.
+        speed = _divide(turnout.req_per_s, vllm.req_per_s)
+        cpu = _divide(turnout.cpu_ms_per_request, vllm.cpu_ms_per_request)
+        speeds.append(speed)
+        cpus.append(cpu)
+        per_workload.append(
+            WorkloadSummary(workload=workload.label, vllm=vllm, turnout=turnout, req_per_s_ratio=speed, cpu_ratio=cpu)
+        )
+    speed, cpu = _geomean(speeds), _geomean(cpus)
+    failed = sum(entry.vllm.failed + entry.turnout.failed for entry in per_workload)
+    return SteadySummary(
+        per_workload=per_workload,
+        paired=paired_ratios(rows),
+        req_per_s_ratio=speed,
+        cpu_ratio=cpu,
+        failed=failed,
+        goals={
             "req_per_s >= 1.0x vLLM": speed >= GOAL,
             "cpu/request <= 1.0x vLLM": cpu <= GOAL,
             "req_per_s >= 1.10x vLLM (target)": speed >= TARGET,
             "cpu/request <= 1/1.10 of vLLM (target)": cpu <= 1 / TARGET,
             "no failed requests": failed == 0,
         },
-    }
+    )
+
+
+def _divide(numerator: float | None, denominator: float | None) -> float:
+    """A ratio of two medians; NaN where either is missing (as dividing NaNs gives)."""
+    if numerator is None or denominator is None:
+        return math.nan
+    return numerator / denominator

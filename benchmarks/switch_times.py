@@ -19,30 +19,22 @@ import json
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import psutil
 
+from benchmarks.result_types import StrategySummary, Switch, SwitchTimes, SwitchTimesOptions
 from benchmarks.servers import DEMO_PROFILE, ServerProcess, first_token_seconds, start_turnout
 
 STRATEGIES = ("stop", "reconfigure", "keep")
 PHASES = ("drain_ms", "unload_ms", "load_ms", "kv_cache_ms", "frontend_ms")
 TOKEN = "switch-times-benchmark"
 GOAL = 0.08
-
-
-@dataclass
-class Switch:
-    """One measured switch."""
-
-    target: str
-    switch_ms: float
-    ttft_ms: float
-    engine_rss_mb: float
-    report: dict[str, Any]
 
 
 @dataclass
@@ -59,22 +51,27 @@ class StrategyRun:
             self.switches[1:] if self.strategy in ("keep", "reconfigure") and len(self.switches) > 1 else self.switches
         )
 
-    def median(self, read: Any, switches: list[Switch] | None = None) -> float | None:
+    def median(self, read: Callable[[Switch], Any], switches: list[Switch] | None = None) -> float | None:
         values = [v for v in (read(s) for s in (switches if switches is not None else self.warm())) if v is not None]
         return round(statistics.median(values), 1) if values else None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StrategySummary:
         warm = self.warm()
-        return {
-            "engine_start_s": round(self.start_s, 1),
-            "cold_switch_ms": self.switches[0].switch_ms if self.switches and warm is not self.switches else None,
-            "switch_ms": self.median(lambda s: s.switch_ms),
-            "server_duration_ms": self.median(lambda s: s.report.get("duration_ms")),
-            "ttft_ms": self.median(lambda s: s.ttft_ms),
-            "engine_rss_mb": self.median(lambda s: s.engine_rss_mb),
-            "methods": sorted({str(s.report.get("method")) for s in warm}),
-            **{phase: self.median(lambda s, p=phase: s.report.get(p)) for phase in PHASES},
-        }
+        return StrategySummary(
+            engine_start_s=round(self.start_s, 1),
+            cold_switch_ms=self.switches[0].switch_ms if self.switches and warm is not self.switches else None,
+            switch_ms=self.median(lambda s: s.switch_ms),
+            server_duration_ms=self.median(lambda s: s.report.get("duration_ms")),
+            ttft_ms=self.median(lambda s: s.ttft_ms),
+            engine_rss_mb=self.median(lambda s: s.engine_rss_mb),
+            methods=sorted({str(s.report.get("method")) for s in warm}),
+            **{phase: self.median(_reported(phase)) for phase in PHASES},
+        )
+
+
+def _reported(key: str) -> Callable[[Switch], Any]:
+    """Reads ``key`` of a switch's server report (one reader per phase, so each lambda keeps its own key)."""
+    return lambda switch: switch.report.get(key)
 
 
 def demo_profile(strategy: str, folder: Path) -> Path:
@@ -140,7 +137,11 @@ def measure(strategy: str, rounds: int, folder: Path) -> StrategyRun:
                 switch_ms, switch_report = post_switch(client, target, TOKEN)
                 ttft = first_token_seconds(client, target) * 1000.0
                 switch = Switch(
-                    target, round(switch_ms, 1), round(ttft, 1), round(engine_rss_mb(server), 1), switch_report
+                    target=target,
+                    switch_ms=round(switch_ms, 1),
+                    ttft_ms=round(ttft, 1),
+                    engine_rss_mb=round(engine_rss_mb(server), 1),
+                    report=switch_report,
                 )
                 run.switches.append(switch)
                 print(
@@ -157,18 +158,19 @@ def _cell(value: Any, width: int) -> str:
     return f"{'-' if value is None else value:>{width}}"
 
 
-def report(runs: dict[str, StrategyRun]) -> dict[str, Any]:
-    """Print the side-by-side table and the ratios; return everything as JSON-ready data."""
+def report(runs: dict[str, StrategyRun]) -> SwitchTimes:
+    """Print the side-by-side table and the ratios; return the result."""
     summaries = {name: run.summary() for name, run in runs.items()}
+    cells = {name: msgspec.structs.asdict(summary) for name, summary in summaries.items()}
     columns = ("switch_ms", "ttft_ms", *PHASES, "engine_rss_mb", "engine_start_s", "cold_switch_ms")
     print()
     print(f"{'strategy':<12}" + "".join(_cell(c, 15) for c in columns) + "  method")
-    for name, summary in summaries.items():
+    for name, summary in cells.items():
         print(f"{name:<12}" + "".join(_cell(summary[c], 15) for c in columns) + f"  {','.join(summary['methods'])}")
     ratios: dict[str, float | None] = {}
-    stop = summaries.get("stop", {}).get("switch_ms")
+    stop = cells.get("stop", {}).get("switch_ms")
     for name in ("reconfigure", "keep"):
-        value = summaries.get(name, {}).get("switch_ms")
+        value = cells.get(name, {}).get("switch_ms")
         ratios[f"{name}/stop"] = round(value / stop, 4) if value is not None and stop else None
     print()
     for label, ratio in ratios.items():
@@ -178,18 +180,23 @@ def report(runs: dict[str, StrategyRun]) -> dict[str, Any]:
             else ""
         )
         print(f"ratio {label}: {ratio}x{goal}")
-    return {
-        "summary": summaries,
-        "ratios": ratios,
-        "goal_reconfigure_over_stop": GOAL,
-        "switches": {name: [asdict(s) for s in run.switches] for name, run in runs.items()},
-    }
+    return SwitchTimes(
+        summary=summaries,
+        ratios=ratios,
+        goal_reconfigure_over_stop=GOAL,
+        switches={name: run.switches for name, run in runs.items()},
+    )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> SwitchTimes:
     """Run the benchmark; returns (and optionally writes) the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3, help="round trips (tools -> plain -> tools) per strategy")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=SwitchTimesOptions().rounds,
+        help="round trips (tools -> plain -> tools) per strategy",
+    )
     parser.add_argument(
         "--strategies", default=",".join(STRATEGIES), help="comma-separated, from stop,reconfigure,keep"
     )
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs[strategy] = measure(strategy, args.rounds, Path(tmp))
     results = report(runs)
     if args.json_out is not None:
-        args.json_out.write_text(json.dumps(results, indent=2))
+        args.json_out.write_bytes(msgspec.json.format(msgspec.json.encode(results), indent=2))
         print(f"\nwrote {args.json_out}")
     return results
 

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from benchmarks.result_types import Base, Result
 from benchmarks.results import write_result
 from benchmarks.servers import first_token_seconds, start_turnout
 from benchmarks.switch_times import PHASES, engine_rss_mb, post_switch
@@ -40,7 +41,7 @@ from benchmarks.weight_models import (
     measure_floors,
 )
 
-__all__ = ["main", "page_section"]
+__all__ = ["Row", "RowSummary", "Sample", "SwitchWeights", "SwitchWeightsConfig", "main", "page_section"]
 
 STRATEGIES = ("stop", "reconfigure", "keep")
 MODELS = (
@@ -67,7 +68,7 @@ TOKEN = "switch-weights-benchmark"
 RESULT = "switch_weights"
 
 
-class Sample(msgspec.Struct, kw_only=True):
+class Sample(Base, frozen=True, kw_only=True):
     """One measured switch."""
 
     target: str
@@ -78,13 +79,31 @@ class Sample(msgspec.Struct, kw_only=True):
     phases: dict[str, float | None]
 
 
-class Row(msgspec.Struct, kw_only=True):
+class RowSummary(Base, frozen=True, kw_only=True):
+    """A row's warm medians in milliseconds (None: not measured) and its ratios to the floors."""
+
+    label: str
+    first_switch_ms: float | None
+    switch_ms: float | None
+    ttft_ms: float | None
+    drain_ms: float | None
+    unload_ms: float | None
+    load_ms: float | None
+    kv_cache_ms: float | None
+    frontend_ms: float | None
+    methods: list[str]
+    engine_rss_mb: float | None
+    over_safetensors: float | None
+    over_memcpy: float | None
+
+
+class Row(Base, frozen=True, kw_only=True):
     """One row of the table: a strategy on one kind of swap, every switch in order (the first is the cold one)."""
 
     label: str
     samples: list[Sample] = msgspec.field(default_factory=list)
 
-    def summary(self, floors: Floors) -> dict[str, Any]:
+    def summary(self, floors: Floors) -> RowSummary:
         warm = self.samples[1:] or self.samples
 
         def median(values: list[float | None]) -> float | None:
@@ -92,17 +111,47 @@ class Row(msgspec.Struct, kw_only=True):
             return round(statistics.median(present), 1) if present else None
 
         switch_ms = median([s.switch_ms for s in warm])
-        return {
-            "label": self.label,
-            "first_switch_ms": self.samples[0].switch_ms if self.samples else None,
-            "switch_ms": switch_ms,
-            "ttft_ms": median([s.ttft_ms for s in warm]),
+        return RowSummary(
+            label=self.label,
+            first_switch_ms=self.samples[0].switch_ms if self.samples else None,
+            switch_ms=switch_ms,
+            ttft_ms=median([s.ttft_ms for s in warm]),
             **{phase: median([s.phases.get(phase) for s in warm]) for phase in PHASES},
-            "methods": sorted({str(s.method) for s in warm}),
-            "engine_rss_mb": median([s.engine_rss_mb for s in warm]),
-            "over_safetensors": round(switch_ms / floors.safetensors_copy_ms, 2) if switch_ms else None,
-            "over_memcpy": round(switch_ms / floors.memcpy_ms, 2) if switch_ms else None,
-        }
+            methods=sorted({str(s.method) for s in warm}),
+            engine_rss_mb=median([s.engine_rss_mb for s in warm]),
+            over_safetensors=round(switch_ms / floors.safetensors_copy_ms, 2) if switch_ms else None,
+            over_memcpy=round(switch_ms / floors.memcpy_ms, 2) if switch_ms else None,
+        )
+
+
+class SwitchWeightsOptions(Base, frozen=True, kw_only=True):
+    """The benchmark's options (its command-line defaults)."""
+
+    rounds: int = 2
+    rss_switches: int = 20
+
+
+class SwitchWeightsConfig(SwitchWeightsOptions, frozen=True, kw_only=True):
+    """The options and the engine arguments every model ran with."""
+
+    engine_args: dict[str, Any]
+
+
+class SwitchWeights(Result, frozen=True, kw_only=True):
+    """``switch_weights*.json``: the floors, each row's summary and samples, and issue 20's goals.
+
+    Attributes:
+        measured: Each goal's measured ratio (None: not measured, which misses the goal).
+        goal_limits: Each goal's bound (at most).
+    """
+
+    floors: Floors
+    summary: dict[str, RowSummary]
+    measured: dict[str, float | None]
+    goal_limits: dict[str, float]
+    goals: dict[str, bool]
+    rows: list[Row]
+    config: SwitchWeightsConfig
 
 
 def _profile(strategy: str, paths: dict[str, Path], folder: Path) -> Path:
@@ -172,8 +221,8 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return round(value / base, 2) if value is not None and base else None
 
 
-def report(rows: list[Row], floors: Floors) -> dict[str, Any]:
-    """Print the table, the floors and the goals; return everything as JSON-ready data."""
+def report(rows: list[Row], floors: Floors, config: SwitchWeightsConfig) -> SwitchWeights:
+    """Print the table, the floors and the goals; return the result."""
     summaries = {row.label: row.summary(floors) for row in rows if not row.label.endswith("RSS drift")}
     columns = ("switch_ms", "first_switch_ms", "over_safetensors", "ttft_ms", *PHASES, "engine_rss_mb")
     print(
@@ -182,39 +231,40 @@ def report(rows: list[Row], floors: Floors) -> dict[str, Any]:
     )
     print(f"{'row':<26}" + "".join(f"{c:>17}" for c in columns) + "  method")
     for label, s in summaries.items():
-        cells = "".join(f"{'-' if s[c] is None else s[c]:>17}" for c in columns)
-        print(f"{label:<26}{cells}  {','.join(s['methods'])}")
-    same, other = summaries.get("reconfigure, same arch", {}), summaries.get("reconfigure, other arch", {})
+        figures = msgspec.structs.asdict(s)
+        cells = "".join(f"{'-' if figures[c] is None else figures[c]:>17}" for c in columns)
+        print(f"{label:<26}{cells}  {','.join(s.methods)}")
+    same, other = summaries.get("reconfigure, same arch"), summaries.get("reconfigure, other arch")
     drift_row = next((row for row in rows if row.label.endswith("RSS drift")), None)
     drift = None
     if drift_row is not None and drift_row.samples:
         first = drift_row.samples[0].engine_rss_mb
         drift = round(max(abs(s.engine_rss_mb - first) / first for s in drift_row.samples), 4)
     measured = {
-        "reconfigure, same arch / safetensors floor": same.get("over_safetensors"),
-        "reconfigure, other arch / safetensors floor": other.get("over_safetensors"),
-        "reconfigure first switch / warm": _ratio(same.get("first_switch_ms"), same.get("switch_ms")),
+        "reconfigure, same arch / safetensors floor": same.over_safetensors if same else None,
+        "reconfigure, other arch / safetensors floor": other.over_safetensors if other else None,
+        "reconfigure first switch / warm": _ratio(same.first_switch_ms, same.switch_ms) if same else None,
         "engine RSS drift over the alternating swaps": drift,
     }
     goals = {name: value is not None and value <= GOALS[name] for name, value in measured.items()}
     print()
     for name, value in measured.items():
         print(f"{name}: {value} (goal <= {GOALS[name]}: {'met' if goals[name] else 'NOT met'})")
-    return {
-        "floors": msgspec.to_builtins(floors),
-        "summary": summaries,
-        "measured": measured,
-        "goal_limits": GOALS,
-        "goals": goals,
-        "rows": msgspec.to_builtins(rows),
-    }
+    return SwitchWeights(
+        floors=floors, summary=summaries, measured=measured, goal_limits=GOALS, goals=goals, rows=rows, config=config
+    )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> SwitchWeights:
     """Build the models (once), measure the floors and the strategies, print and write the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=2, help="round trips per row (base-a -> base-b -> base-a)")
-    parser.add_argument("--rss-switches", type=int, default=20, help="alternating swaps for the RSS drift (0: none)")
+    defaults = SwitchWeightsOptions()
+    parser.add_argument(
+        "--rounds", type=int, default=defaults.rounds, help="round trips per row (base-a -> base-b -> base-a)"
+    )
+    parser.add_argument(
+        "--rss-switches", type=int, default=defaults.rss_switches, help="alternating swaps for the RSS drift (0: none)"
+    )
     parser.add_argument(
         "--strategies", default=",".join(STRATEGIES), help="comma-separated, from " + ",".join(STRATEGIES)
     )
@@ -233,29 +283,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for strategy in strategies:
             print(f"{strategy}:", flush=True)
             rows += measure(strategy, args.rounds, args.rss_switches, paths, Path(tmp))
-    results = report(rows, floors)
-    results["config"] = {"rounds": args.rounds, "rss_switches": args.rss_switches, "engine_args": ENGINE_ARGS}
+    config = SwitchWeightsConfig(rounds=args.rounds, rss_switches=args.rss_switches, engine_args=ENGINE_ARGS)
+    results = report(rows, floors, config)
     print(f"\nwrote {write_result(RESULT, results)}")
     return results
 
 
-def _table_rows(data: dict[str, Any]) -> list[list[str]]:
-    def fmt(value: Any) -> str:
-        return "n/a" if value is None else f"{value:,.0f}" if isinstance(value, float) else str(value)
+def _table_rows(data: SwitchWeights) -> list[list[str]]:
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:,.0f}"
 
     return [
         [
             label,
-            fmt(s["switch_ms"]),
-            fmt(s["first_switch_ms"]),
-            f"**{s['over_safetensors']}x**" if s["over_safetensors"] is not None else "n/a",
-            fmt(s["load_ms"]),
-            fmt(s["kv_cache_ms"]),
-            fmt(s["unload_ms"]),
-            ", ".join(s["methods"]),
-            fmt(s["engine_rss_mb"]),
+            fmt(s.switch_ms),
+            fmt(s.first_switch_ms),
+            f"**{s.over_safetensors}x**" if s.over_safetensors is not None else "n/a",
+            fmt(s.load_ms),
+            fmt(s.kv_cache_ms),
+            fmt(s.unload_ms),
+            ", ".join(s.methods),
+            fmt(s.engine_rss_mb),
         ]
-        for label, s in data["summary"].items()
+        for label, s in data.summary.items()
     ]
 
 
@@ -272,7 +322,7 @@ _HEADER = (
 )
 
 
-def page_section(data: dict[str, Any] | None, before: dict[str, Any] | None = None) -> list[str]:
+def page_section(data: SwitchWeights | None, before: SwitchWeights | None = None) -> list[str]:
     """The docs page's section (``benchmarks/docs_page.py``): the table with the floors, then the goals."""
     lines = ["## Switches at realistic weight sizes (1 GiB float32 Llamas)", ""]
     if data is None:
@@ -280,11 +330,11 @@ def page_section(data: dict[str, Any] | None, before: dict[str, Any] | None = No
     for title, result in (("Before", before), ("Now", data)):
         if result is None:
             continue
-        f = result["floors"]
+        f = result.floors
         lines += [
-            f"{title} ({result['machine']['date']}, commit `{result['machine']['turnout_commit']}`): floors for "
-            f"{f['weight_bytes'] / 2**30:.2f} GiB, measured in the same run: memcpy {f['memcpy_ms']} ms, page-cache "
-            f"read {f['page_cache_read_ms']} ms, safetensors get_tensor + copy **{f['safetensors_copy_ms']} ms**.",
+            f"{title} ({result.machine.date}, commit `{result.machine.turnout_commit}`): floors for "
+            f"{f.weight_bytes / 2**30:.2f} GiB, measured in the same run: memcpy {f.memcpy_ms} ms, page-cache "
+            f"read {f.page_cache_read_ms} ms, safetensors get_tensor + copy **{f.safetensors_copy_ms} ms**.",
             "",
             "| " + " | ".join(_HEADER) + " |",
             "|" + "---|" * len(_HEADER),
@@ -292,8 +342,8 @@ def page_section(data: dict[str, Any] | None, before: dict[str, Any] | None = No
             "",
         ]
     lines += [
-        f"- **{'Met' if met else 'MISSED'}**: {name} <= {data['goal_limits'][name]} (measured {data['measured'][name]})"
-        for name, met in data["goals"].items()
+        f"- **{'Met' if met else 'MISSED'}**: {name} <= {data.goal_limits[name]} (measured {data.measured[name]})"
+        for name, met in data.goals.items()
     ]
     return [*lines, ""]
 

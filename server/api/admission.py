@@ -171,7 +171,8 @@ async def leased_stream(
                 yield admitted.as_asked(chunk)
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
-            yield api.error_event(lease.aborted_by or EngineError("The stream failed; see the server log."))
+            failure = admitted.manager.failure_of(lease)
+            yield api.error_event(failure or EngineError("The stream failed; see the server log."))
             if api.done is not None:
                 yield api.done
             return

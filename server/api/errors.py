@@ -63,6 +63,7 @@ def error_response(
 def sse_error_event(error: EngineError) -> str:
     """The SSE event that ends a stream with a typed error (as vLLM ends streams that fail mid-way)."""
     payload = error_body(error.status_code, error.message, code=error.code)
+    payload["error"].update(error.details())
     return f"data: {msgspec.json.encode(payload).decode()}\n\n"
 
 
@@ -129,7 +130,9 @@ def anthropic_error_payload(status: int, openai_payload: dict[str, Any]) -> dict
 
 
 def _engine_error(_: Request[Any, Any, Any], exc: EngineError) -> Response[dict[str, Any]]:
-    return error_response(exc.status_code, exc.message, code=exc.code, retry_after=exc.retry_after)
+    response = error_response(exc.status_code, exc.message, code=exc.code, retry_after=exc.retry_after)
+    response.content["error"].update(exc.details())
+    return response
 
 
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:

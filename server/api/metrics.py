@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from server.engine import EngineManager, SlotState
+from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
 from server.engine.report import SwitchAttempt
 
 __all__ = ["ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
@@ -96,6 +97,18 @@ class ManagerMetrics:
             buckets=WAIT_BUCKETS,
             registry=registry,
         )
+        self.engine_deaths = Counter(
+            "turnout_engine_deaths",
+            "Engines that died or hung while serving or parked, by model and cause (died, hung)",
+            ["model", "cause"],
+            registry=registry,
+        )
+        self.engine_restarts = Counter(
+            "turnout_engine_restarts",
+            "Switches that brought a model back after its engine died, by model and outcome (ok, failed)",
+            ["model", "outcome"],
+            registry=registry,
+        )
 
         self.idle_unloads = Counter(
             "turnout_idle_unloads",
@@ -118,15 +131,30 @@ class ManagerMetrics:
     def model_idle_unloaded(self, model: str) -> None:
         self.idle_unloads.labels(model).inc()
 
+    def engine_died(self, model: str, cause: str) -> None:
+        # One word keeps the label's values few: the full cause is in the slot's reason and the log.
+        self.engine_deaths.labels(model, "hung" if cause.startswith("engine hung") else "died").inc()
+
+    def engine_restarted(self, model: str, *, ok: bool) -> None:
+        self.engine_restarts.labels(model, "ok" if ok else "failed").inc()
+
 
 class ProcessRegistryCollector(Collector):
-    """Forwards prometheus_client's process-wide registry, where vLLM's engines register ``vllm:*`` metrics."""
+    """Forwards prometheus_client's process-wide registry, where vLLM's engines register ``vllm:*`` metrics.
 
-    def __init__(self, source: CollectorRegistry = REGISTRY) -> None:
+    The ``vllm:*`` families come from :data:`ENGINE_METRICS` instead, which holds every resident engine's (vLLM
+    leaves only the last-loaded engine's in the registry).
+    """
+
+    def __init__(self, source: CollectorRegistry = REGISTRY, engines: EngineMetrics = ENGINE_METRICS) -> None:
         self._source = source
+        self._engines = engines
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._source.collect()
+        for family in self._source.collect():
+            if not family.name.startswith(VLLM_PREFIX):
+                yield family
+        yield from self._engines.collect()
 
 
 def metrics_registry(manager: EngineManager[Any]) -> CollectorRegistry:

@@ -27,8 +27,12 @@ def respond(
             media_type="text/event-stream",
             headers=_SSE_HEADERS,
         )
-    # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer.
+    # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer;
+    # one whose engine died gets 503 engine_died rather than vLLM's 500.
     admitted.lease.raise_if_aborted()
+    failure = admitted.manager.failure_of(admitted.lease) if result.status_code >= 500 else None
+    if failure is not None:
+        raise failure
     if result.status_code >= 400 and api.translate_error is not None:
         return Response(api.translate_error(result.status_code, result.payload), status_code=result.status_code)
     body = result.body if admitted.asked_as is None else admitted.as_asked(result.body.decode()).encode()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -232,6 +233,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         f"Turnout serving {', '.join(profile.models)} on {scheme}://{options.host}:{options.port} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
+    drain_timeout = profile.switching.drain_timeout
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
     config = uvicorn.Config(
         served,
@@ -241,8 +243,42 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         http="httptools",
         timeout_keep_alive=options.timeout_keep_alive,
         **uvicorn_options,
+        # A backstop only: the manager's drain ends every request by then (plus the time a stream needs to
+        # send its error event).
+        timeout_graceful_shutdown=int(drain_timeout + _DRAIN_SLACK_S),
     )
-    uvicorn.Server(config).run()
+    _draining_server_class()(config, manager.drain, drain_timeout).run()
+
+
+#: Seconds past the drain timeout that uvicorn waits for the ended requests to leave before it cancels them.
+_DRAIN_SLACK_S = 15.0
+
+
+def _draining_server_class() -> type:
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server, whose graceful shutdown (SIGTERM, SIGINT) drains the manager's requests.
+
+        uvicorn stops accepting connections and waits for the open ones; meanwhile the manager refuses new
+        requests on them (503 ``server_shutting_down``), gives the ones in flight the drain timeout, and ends
+        the rest with an error (a stream's error event and ``[DONE]``). Then the lifespan stops the engines.
+        """
+
+        def __init__(self, config: Any, drain: Callable[[float], Coroutine[Any, Any, int]], timeout: float) -> None:
+            super().__init__(config)
+            self._drain, self._timeout = drain, timeout
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            draining = asyncio.create_task(self._drain(self._timeout))
+            try:
+                await super().shutdown(sockets)
+            finally:
+                ended = await draining
+                if ended:
+                    logger.warning("shutdown: %d request(s) outlived the drain timeout and were ended", ended)
+
+    return DrainingServer
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from server.engine.errors import (
     AdmissionTimeout,
+    EngineDied,
     EngineError,
     ManagerClosed,
     ModelLoadFailed,
@@ -39,6 +40,7 @@ from server.engine.states import Slot, SlotState
 __all__ = [
     "AdmissionTimeout",
     "BundleBuilder",
+    "EngineDied",
     "EngineError",
     "EngineManager",
     "Lease",

@@ -19,6 +19,7 @@ from server.engine.device import Device
 from server.engine.errors import (
     AdmissionTimeout,
     ConcurrencyLimit,
+    EngineDied,
     EngineError,
     ManagerClosed,
     ModelLoadFailed,
@@ -110,9 +111,9 @@ class Admission(Generic[B]):
         self.scheduler.switch_ended(ended, time.monotonic(), ok=ok)
         self._rearm()
 
-    def device_freed(self) -> None:
-        """A reload let go of the device."""
-        self.scheduler.device_freed(time.monotonic())
+    def device_changed(self) -> None:
+        """The device changed outside a switch (a reload let go of it, an engine died)."""
+        self.scheduler.device_changed(time.monotonic())
         self._rearm()
 
     def retry_in(self, model: str) -> float | None:
@@ -161,6 +162,10 @@ class Admission(Generic[B]):
                 refusal = Refusal.NO_ACTIVE if device.active_model is None else Refusal.NOT_ACTIVE
             else:
                 refusal = Refusal.LOAD_FAILED
+        if model in device.dead and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
+            # Its engine died and its restart has not begun, or gave up: say so, not "not active".
+            slot = device.slots.get(model)
+            return EngineDied(model, (slot.reason if slot is not None else None) or "engine died")
         if refusal is Refusal.LOAD_FAILED:
             slot = device.slots.get(model)
             reason = (slot.reason if slot is not None else None) or "unknown error"

@@ -35,13 +35,16 @@ from server.engine.states import PARKED, IllegalTransition, Slot, SlotState
 from server.engine.strategies.base import Parked, SwitchStrategy
 from server.profiles.schema import ModelProfile
 
-__all__ = ["Device", "SwitchUnderWay", "describe_error"]
+__all__ = ["SUPERVISED", "Device", "SwitchUnderWay", "describe_error"]
 
 logger = logging.getLogger("turnout.engine")
 
 B = TypeVar("B")
 
 _ANY = frozenset(SlotState)
+#: States whose engine's death the device handles. In ``loading`` and ``draining`` a switch owns the slot: the
+#: death fails the switch's own step, and the switch rolls back as it does for any failure.
+SUPERVISED = frozenset({SlotState.ACTIVE, SlotState.RESIDENT, SlotState.SLEEPING})
 
 
 def describe_error(exc: BaseException) -> str:
@@ -80,6 +83,7 @@ class Device(Generic[B]):
         self._switch: SwitchUnderWay | None = None
         self._reload_holds = False
         self._stale: set[str] = set()
+        self._dead: set[str] = set()
         self._changes = ChangeSignal()
         self._closed = False
 
@@ -130,6 +134,11 @@ class Device(Generic[B]):
         """Models whose engine runs with settings a reload has since changed (applied at their next load)."""
         return sorted(self._stale & set(self._slots))
 
+    @property
+    def dead(self) -> frozenset[str]:
+        """Models whose engine died and that have not served since (their next activation is a restart)."""
+        return frozenset(self._dead)
+
     def in_flight(self, model: str) -> int:
         """Requests admitted to ``model`` and not finished."""
         return len(self._leases.get(model, ()))
@@ -142,6 +151,12 @@ class Device(Generic[B]):
         """The most requests ``model`` serves at once (its ``max_concurrent_requests``; None: no limit)."""
         slot = self._slots.get(model)
         return slot.profile.max_concurrent_requests if slot is not None else None
+
+    def holder_of(self, engine: Any) -> str | None:
+        """The model whose slot holds ``engine`` now (by identity: an in-place swap moves one engine between slots)."""
+        return next(
+            (slot.name for slot in self._slots.values() if slot.engine is not None and slot.engine is engine), None
+        )
 
     def is_warm(self, model: str) -> bool:
         """Whether ``model`` is parked with its engine (comes back without an engine start)."""
@@ -283,6 +298,7 @@ class Device(Generic[B]):
     def activated(self, name: str) -> None:
         """The loading ``name`` is up and will be published when the switch closes."""
         self._move(name, frozenset({SlotState.LOADING}), SlotState.ACTIVE)
+        self._dead.discard(name)
 
     def loaded_resident(self, name: str) -> None:
         """The loading ``name`` is up and stays resident without being published (a load or a preload)."""
@@ -327,6 +343,17 @@ class Device(Generic[B]):
         """Bringing ``name`` up failed: it is marked failed; returns the engine it held, for the caller to free."""
         engine = self._slots[name]._detach()
         self._move(name, frozenset({SlotState.LOADING, SlotState.FAILED}), SlotState.FAILED, reason)
+        return engine
+
+    def engine_died(self, name: str, cause: str) -> Any:
+        """``name``'s engine died while it served or was parked: it fails with ``cause`` and, when it was active,
+        is published no more (no switch runs then: a switch holds its slots in ``draining`` or ``loading``).
+        Returns the dead engine, for the caller to free."""
+        if self.active_model == name:
+            self._published = None
+        engine = self._slots[name]._detach()
+        self._move(name, SUPERVISED, SlotState.FAILED, cause)
+        self._dead.add(name)
         return engine
 
     def stopped(self, name: str, expected: frozenset[SlotState] = _ANY) -> Any:
@@ -415,6 +442,7 @@ class Device(Generic[B]):
         if active is not None and active in new_engine:
             self._stale.add(active)
         self._stale &= set(models)
+        self._dead &= set(models)
         self._memory_plan = memory_plan
         self._strategy.models_changed(models)
         self._changed()

@@ -7,10 +7,12 @@ without knowing every case. The manager itself never imports Litestar.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "AdmissionTimeout",
     "ConcurrencyLimit",
+    "EngineDied",
     "EngineError",
     "LoadFailed",
     "ManagerClosed",
@@ -46,6 +48,10 @@ class EngineError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def details(self) -> dict[str, Any]:
+        """Fields the error object carries besides OpenAI's four (none by default)."""
+        return {}
 
 
 class ModelNotFound(EngineError):
@@ -174,9 +180,13 @@ class SwitchConflict(EngineError):
 
 
 class SwitchFailed(EngineError):
-    """The target failed to activate; the previous model was restored when possible."""
+    """The target failed to activate; the previous model was restored when possible.
 
-    status_code = 500
+    A rollback that restored the previous model leaves a server that serves: that answers 503 with
+    ``rolled_back: true`` and ``Retry-After``, so monitoring sees a refused request, not a broken server. Without a
+    restored model it is a 500: nothing serves until an admin acts.
+    """
+
     code = "switch_failed"
 
     def __init__(self, target: str, reason: str, restored: str | None) -> None:
@@ -185,6 +195,31 @@ class SwitchFailed(EngineError):
         self.target = target
         self.reason = reason
         self.restored = restored
+        self.status_code = 503 if restored else 500
+        self.retry_after = 5 if restored else None
+
+    def details(self) -> dict[str, Any]:
+        return {"rolled_back": self.restored is not None, "restored_model": self.restored}
+
+
+class EngineDied(EngineError):
+    """The engine a request was leased to died or hung (noticed by its watch); the request was ended.
+
+    Clients get a generic message; the cause (``engine died: killed by signal 9 (SIGKILL)``) goes to the log and
+    ``/admin/status``.
+    """
+
+    status_code = 503
+    code = "engine_died"
+    retry_after = 5
+
+    def __init__(self, model: str, cause: str) -> None:
+        super().__init__(
+            f"The engine of the model '{model}' stopped working and the request was ended. Retry the request; "
+            "administrators find the cause in the server log and GET /admin/status."
+        )
+        self.model = model
+        self.cause = cause
 
 
 class RequestAbortedBySwitch(EngineError):

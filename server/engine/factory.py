@@ -32,6 +32,7 @@ from server.engine.strategies import (
     select_strategy,
 )
 from server.engine.strategies.reconfigure import InPlaceSwapper
+from server.engine.supervision import EngineWatches, Supervision
 from server.engine.vllm_configs import build_engine_configs, model_shape, read_device_memory
 from server.engine.vllm_loader import (
     VllmEngineLoader,
@@ -108,7 +109,7 @@ def with_engine_defaults(profile: Profile, defaults: Mapping[str, Any]) -> Profi
 
 
 def _in_place_loader(
-    build_renderer: RendererFactory, *, required: bool
+    build_renderer: RendererFactory, *, required: bool, watches: EngineWatches, load_timeout_s: float
 ) -> tuple[EngineLoader | None, InPlaceSwapper | None]:
     """A loader whose engines carry the reconfigure worker extension, and the in-place swap over them.
 
@@ -118,9 +119,10 @@ def _in_place_loader(
     from server.engine.in_place.swap import InPlaceSwap, PluginMissing
     from server.profiles.vllm_version import UnsupportedVllmError
 
-    vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION)
+    vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION, watches=watches, load_timeout_s=load_timeout_s)
     try:
-        return vllm_loader, InPlaceSwap(vllm_loader.vllm_config, build_renderer)
+        swap = InPlaceSwap(vllm_loader.vllm_config, build_renderer, watches=watches, load_timeout_s=load_timeout_s)
+        return vllm_loader, swap
     except (PluginMissing, UnsupportedVllmError) as exc:
         if required:
             raise StrategyUnavailable(str(exc)) from exc
@@ -146,19 +148,24 @@ def build_manager(
     device = device or detect_device()
     stash_factory = stash_host_factory()
     in_place = None
+    # Every engine the real loader starts is watched; the manager is told of deaths once it exists.
+    watches = EngineWatches(Supervision.from_switching(profile.switching)) if loader is None else None
+    load_timeout_s = profile.switching.load_timeout_s
     choice = choose_strategy(profile.switching.strategy, device=device, stash_available=stash_factory is not None)
-    if choice.in_place != "no" and loader is None:
-        loader, in_place = _in_place_loader(build_renderer, required=choice.in_place == "required")
+    if choice.in_place != "no" and watches is not None:
+        loader, in_place = _in_place_loader(
+            build_renderer, required=choice.in_place == "required", watches=watches, load_timeout_s=load_timeout_s
+        )
     strategy = select_strategy(
         profile.switching,
-        loader or VllmEngineLoader(),
+        loader or VllmEngineLoader(watches=watches, load_timeout_s=load_timeout_s),
         device=device,
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
         models=profile.models,
     )
-    return EngineManager(
+    manager: EngineManager[B] = EngineManager(
         profile.models,
         strategy,
         build_bundle,
@@ -166,3 +173,6 @@ def build_manager(
         admission_timeout=admission_timeout,
         memory_plan=memory_plan,
     )
+    if watches is not None:
+        watches.supervise(manager.engine_died)
+    return manager

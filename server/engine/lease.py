@@ -3,7 +3,7 @@
 A lease pins a :class:`Published` snapshot, so a request never sees a later model's bundle even when a switch
 publishes a new one while it streams. The API layer gives every lease an abort hook when it admits the request
 (the bundle knows the engine request ids its serving classes start); a switch whose drain timeout runs out calls
-that hook. It is the only way a switch aborts a request.
+that hook. It is the only way a switch aborts a request; a dead engine's requests end through it too.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ class Lease(Generic[B]):
         published: What the request was admitted to.
         request_id: Turnout's id for the request (the frontend derives vLLM request ids from it).
         abort_hook: Aborts this request's engine work; installed by the API layer at admission.
-        aborted_by: Set when a switch (or a forced unload) aborted the request; the API turns it into the
-            client's error.
+        aborted_by: Set when a switch (or a forced unload) aborted the request or its engine died; the API
+            turns it into the client's error.
     """
 
     published: Published[B]
@@ -58,7 +58,7 @@ class Lease(Generic[B]):
         return self.published.bundle
 
     async def abort(self, error: EngineError) -> None:
-        """Mark the request aborted by a switch, then abort its engine work through its hook.
+        """Mark the request aborted (by a switch, a forced unload, or its engine's death), then abort its engine work.
 
         The flag comes first: by the time the engine ends the request, the API knows why it ended.
         """
@@ -67,6 +67,6 @@ class Lease(Generic[B]):
             await self.abort_hook()
 
     def raise_if_aborted(self) -> None:
-        """Raise the switch error if a switch aborted this request."""
+        """Raise the error that aborted this request, if any."""
         if self.aborted_by is not None:
             raise self.aborted_by

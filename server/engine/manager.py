@@ -22,8 +22,18 @@ from contextlib import suppress
 from typing import Any, Generic, TypeVar
 
 from server.engine.admission import Admission
-from server.engine.device import Device, SwitchUnderWay, describe_error
-from server.engine.errors import ManagerClosed, ModelNotFound, ReloadFailed, ReloadRefused, SwitchConflict, SwitchFailed
+from server.engine.device import SUPERVISED, Device, SwitchUnderWay, describe_error
+from server.engine.engine_death import end_leases
+from server.engine.errors import (
+    EngineDied,
+    EngineError,
+    ManagerClosed,
+    ModelNotFound,
+    ReloadFailed,
+    ReloadRefused,
+    SwitchConflict,
+    SwitchFailed,
+)
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
@@ -92,6 +102,7 @@ class EngineManager(Generic[B]):
         self._memory_probe = memory_probe
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
+        self._healing: asyncio.Task[None] | None = None
         self._admission: Admission[B] = Admission(
             self._device,
             SchedulerPolicy.from_switching(self._switching),
@@ -194,6 +205,8 @@ class EngineManager(Generic[B]):
         device.close()
         self._admission.close()
         await self._residency.close()
+        if self._healing is not None:
+            self._healing.cancel()
         switch = device.switch
         if switch is not None:
             switch.task.cancel()
@@ -202,6 +215,28 @@ class EngineManager(Generic[B]):
         for slot in device:
             await device.unload(slot.name)
         await self._strategy.close()
+
+    async def drain(self, timeout: float) -> int:
+        """The first step of a graceful shutdown (SIGTERM): admit nothing more, and give the requests in flight
+        ``timeout`` seconds; then end the rest with :class:`ManagerClosed` (a stream ends with its error event).
+
+        Returns how many requests were ended. :meth:`shutdown` still has to release the engines.
+        """
+        device = self._device
+        device.close()  # nothing new is admitted; requests in flight keep the model their lease pins
+        self._admission.close()  # queued requests get 503 server_shutting_down at once
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(device.in_flight(name) for name in device.models):
+            if not await device.wait_change(deadline - asyncio.get_running_loop().time()):
+                break
+        ended = 0
+        for model in device.models:
+            leases = device.leases(model)
+            if leases:
+                logger.warning("shutdown: ending %d request(s) on %s after the drain timeout", len(leases), model)
+                ended += len(leases)
+                await end_leases(leases, ManagerClosed(), model)
+        return ended
 
     # -- admission ------------------------------------------------------------------------------------------
 
@@ -293,6 +328,7 @@ class EngineManager(Generic[B]):
 
     async def _run_switch(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
         started_at, started = time.time(), time.perf_counter()
+        restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
         error: str | None = "cancelled (the server is shutting down)"
         published = run.previous
         try:
@@ -323,6 +359,8 @@ class EngineManager(Generic[B]):
                     duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
                 )
             )
+            if restart:
+                self._observers.engine_restarted(ended.target, ok=error is None)
             if not self._device.closed:
                 # May start the next switch at once (the scheduler decides), so it comes after the switch closed.
                 self._admission.switch_ended(ended, ok=error is None)
@@ -351,6 +389,73 @@ class EngineManager(Generic[B]):
             ModelNotFound, ResidencyRefused, ManagerClosed: see :meth:`Residency.unload`.
         """
         return await self._residency.unload(name, force=force, drain_timeout=drain_timeout)
+
+    # -- supervision ------------------------------------------------------------------------------------------
+
+    async def engine_died(self, engine: Any, cause: str) -> None:
+        """An engine watch's report: ``engine`` died or hung (its processes are gone by now).
+
+        Its slot fails with ``cause`` (``/admin/status`` shows it) and is unpublished when it was the active
+        model; the requests leased to it end at once with :class:`EngineDied` (503, ``Retry-After``); the
+        strategy frees what is left of the engine. Then it heals: in manual mode the active model restarts at
+        once, then with the failure backoff, at most ``switching.max_restarts`` times; in auto mode the scheduler
+        brings it back for its waiters or its next request (with its own backoff). Other resident engines are
+        untouched. A slot that a switch is moving is the switch's to fail.
+        """
+        device = self._device
+        name = device.holder_of(engine)
+        if name is None or device.closed or device.slots[name].state not in SUPERVISED:
+            logger.warning("engine died (%s), but no serving or parked slot holds it: left to its owner", cause)
+            return
+        was_active = device.active_model == name
+        leases = device.leases(name)
+        freed = device.engine_died(name, cause)
+        self._observers.engine_died(name, cause)
+        await end_leases(leases, EngineDied(name, cause), name)
+        await device.free_engine(name, freed)
+        self._admission.device_changed()  # auto mode: the device is free for the next waiter's model
+        if was_active and self._switching.mode == "manual" and self._healing is None:
+            self._healing = asyncio.get_running_loop().create_task(self._heal(name))
+            self._healing.add_done_callback(self._healed)
+
+    async def _heal(self, name: str) -> None:
+        """Manual mode: restart ``name`` (the model that was active) until it serves, with the failure backoff."""
+        policy = self._switching
+        attempts = policy.max_restarts
+        for attempt in range(attempts):
+            if attempt:
+                delay = min(policy.failure_backoff_s * 2 ** (attempt - 1), policy.max_failure_backoff_s)
+                logger.warning(
+                    "restarting %s in %.0f s (attempt %d of %d)", name, delay, attempt + 1, policy.max_restarts
+                )
+                await asyncio.sleep(delay)
+            device = self._device
+            if device.closed or device.active_model is not None or device.switch is not None:
+                return  # an admin switch or a reload took over
+            try:
+                await self._switch_to(name, None, "restart")
+                return
+            except (SwitchFailed, SwitchConflict, ManagerClosed) as exc:
+                logger.error("restarting %s failed: %s", name, exc)
+        logger.error(
+            "%s failed %d restarts; it stays failed until an admin switch or reload", name, policy.max_restarts
+        )
+
+    def _healed(self, task: asyncio.Task[None]) -> None:
+        self._healing = None
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("healing ended with %r", task.exception())
+
+    def failure_of(self, lease: Lease[B]) -> EngineError | None:
+        """Why ``lease``'s request failed, when the manager knows: the error that ended it, or :class:`EngineDied`
+        when its engine is dead (vLLM fails the requests a moment before the engine's watch reports)."""
+        if lease.aborted_by is not None:
+            return lease.aborted_by
+        slot = self._device.slots.get(lease.model)
+        engine = slot.engine if slot is not None else None
+        if engine is not None and getattr(engine, "errored", False) is True:
+            return EngineDied(lease.model, "engine died (its watch has not reported the cause yet)")
+        return None
 
     # -- reload -------------------------------------------------------------------------------------------------
 
@@ -408,7 +513,7 @@ class EngineManager(Generic[B]):
             self._admission.set_models(device.models)
             for name, engine in released:
                 await device.free_engine(name, engine)
-        self._admission.device_freed()
+        self._admission.device_changed()
         self._residency.models_changed()
         return ModelsReplaced(
             republished=bundle is not None,

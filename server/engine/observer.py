@@ -31,6 +31,12 @@ class ManagerObserver(Protocol):
     def model_idle_unloaded(self, model: str) -> None:
         """The idle timer unloaded ``model`` (it served nothing for its ``idle_unload_s``)."""
 
+    def engine_died(self, model: str, cause: str) -> None:
+        """``model``'s engine died or hung while it served or was parked."""
+
+    def engine_restarted(self, model: str, *, ok: bool) -> None:
+        """A switch brought ``model`` back after its engine died (``ok``), or failed to."""
+
 
 class Observers:
     """Every registered observer behind one :class:`ManagerObserver`; a failing one never reaches a request."""
@@ -53,6 +59,12 @@ class Observers:
 
     def model_idle_unloaded(self, model: str) -> None:
         self._call(lambda observer: observer.model_idle_unloaded(model))
+
+    def engine_died(self, model: str, cause: str) -> None:
+        self._call(lambda observer: observer.engine_died(model, cause))
+
+    def engine_restarted(self, model: str, *, ok: bool) -> None:
+        self._call(lambda observer: observer.engine_restarted(model, ok=ok))
 
     def _call(self, event: Callable[[ManagerObserver], None]) -> None:
         for observer in self._observers:

@@ -31,7 +31,9 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         duration_ms: Wall time of the whole switch, drain included.
         reconfigure_ms: Time spent deactivating the old model and activating the new one.
         memory_before_mb: Device memory (on CPU: RSS of the engine processes) before the switch.
-        memory_after_unload_mb: The same after the old model was parked or unloaded.
+        memory_after_unload_mb: The same after the old model was parked or unloaded (for an in-place swap
+            the workers keep the model until the load knows whether it can reuse it: nearly nothing is freed
+            yet).
         freed_memory_mb: ``memory_before_mb - memory_after_unload_mb``.
         stash_memory_after_mb: Memory held by stashed models after the switch (stash strategy only).
         drain_ms: Time spent waiting for in-flight requests.

@@ -129,7 +129,7 @@ class Residency(Generic[B]):
             async with self._device.held_for_residency(self._hold_timeout):
                 changed = await self._load_held(name, preload=preload)
         finally:
-            self._admission.device_freed()
+            self._admission.device_changed()
         return self._report(name, "load", changed, started)
 
     async def unload(self, name: str, *, force: bool = False, drain_timeout: float | None = None) -> ResidencyReport:
@@ -150,7 +150,7 @@ class Residency(Generic[B]):
             async with self._device.held_for_residency(self._hold_timeout):
                 changed = await self._unload_held(name, force=force, drain_timeout=timeout)
         finally:
-            self._admission.device_freed()
+            self._admission.device_changed()
         return self._report(name, "unload", changed, started)
 
     def unloads_in(self, name: str, now: float) -> float | None:
@@ -260,7 +260,7 @@ class Residency(Generic[B]):
             self._retry_at[name] = time.monotonic() + _IDLE_CHECK_S
             return
         finally:
-            self._admission.device_freed()
+            self._admission.device_changed()
         if changed:
             self._observer.model_idle_unloaded(name)
 

@@ -379,8 +379,8 @@ class Scheduler(Generic[T]):
                     self._refuse(other.queue.popleft(), Refusal.NOT_ACTIVE, 1)
         self._decide(now)
 
-    def device_freed(self, now: float) -> None:
-        """A reload let go of the device: a switch may start again."""
+    def device_changed(self, now: float) -> None:
+        """The device changed outside a switch (a reload let go of it, an engine died): decide again."""
         self._decide(now)
 
     @property

@@ -42,11 +42,12 @@ TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     # (``turnout load``, a preload) ends resident.
     SlotState.STOPPED: frozenset({SlotState.LOADING}),
     SlotState.LOADING: frozenset({SlotState.ACTIVE, SlotState.RESIDENT, SlotState.FAILED, SlotState.STOPPED}),
-    SlotState.ACTIVE: frozenset({SlotState.DRAINING, SlotState.STOPPED}),
+    # Failed from a serving or parked state: its engine died (``engine_death.py``).
+    SlotState.ACTIVE: frozenset({SlotState.DRAINING, SlotState.STOPPED, SlotState.FAILED}),
     # A drained model is parked by the strategy, or goes back to active when the switch fails before it parks.
     SlotState.DRAINING: frozenset({SlotState.ACTIVE, SlotState.STOPPED, SlotState.FAILED, *PARKED}),
-    SlotState.RESIDENT: frozenset({SlotState.LOADING, SlotState.STOPPED}),
-    SlotState.SLEEPING: frozenset({SlotState.LOADING, SlotState.STOPPED}),
+    SlotState.RESIDENT: frozenset({SlotState.LOADING, SlotState.STOPPED, SlotState.FAILED}),
+    SlotState.SLEEPING: frozenset({SlotState.LOADING, SlotState.STOPPED, SlotState.FAILED}),
     SlotState.STASHED: frozenset({SlotState.LOADING, SlotState.STOPPED}),
     SlotState.FAILED: frozenset({SlotState.LOADING, SlotState.STOPPED}),
 }

@@ -18,9 +18,11 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.strategies.stash import StashHost, StashHostFactory
+from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
 
 __all__ = [
@@ -100,17 +102,29 @@ def build_engine_args(
 
 
 class VllmEngineLoader:
-    """Starts and stops vLLM ``AsyncLLM`` engines.
+    """Starts and stops vLLM ``AsyncLLM`` engines, and has each one watched while it runs.
 
     Start-up and shutdown block for seconds (process spawn, weight loading, warm-up), so both run in a worker
-    thread: the event loop keeps answering ``/health`` and streaming other requests meanwhile.
+    thread: the event loop keeps answering ``/health`` and streaming other requests meanwhile. A start that
+    outlives ``load_timeout_s`` is ended by killing the processes it spawned (a load that hangs on a weight
+    file, a device that never answers): vLLM's start-up then fails, and the load raises :class:`LoadTimedOut`.
 
     Args:
         worker_extension: ``worker_extension_cls`` for every engine it starts (the reconfigure strategy's).
+        watches: Watches every engine it starts from the end of the load to its unload (None: unwatched).
+        load_timeout_s: The longest an engine start may take.
     """
 
-    def __init__(self, *, worker_extension: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        worker_extension: str | None = None,
+        watches: EngineWatches | None = None,
+        load_timeout_s: float = 600.0,
+    ) -> None:
         self.worker_extension = worker_extension
+        self.watches = watches
+        self.load_timeout_s = load_timeout_s
 
     def vllm_config(self, name: str, model: ModelProfile) -> Any:
         """The ``VllmConfig`` an engine for ``model`` would start with (reads the model's config from disk)."""
@@ -125,14 +139,64 @@ class VllmEngineLoader:
 
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
-        async with _env_lock:
+        async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             with quant_config_env(model.quant_config):
-                return await asyncio.to_thread(
-                    AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER
+                before = _spawned_pids()
+                start = asyncio.ensure_future(
+                    asyncio.to_thread(AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER)
                 )
+                try:
+                    engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
+                except (TimeoutError, asyncio.CancelledError) as exc:
+                    await _end_start(start, _spawned_pids() - before, name)
+                    if isinstance(exc, TimeoutError):
+                        raise LoadTimedOut(name, "loading", self.load_timeout_s) from None
+                    raise
+                # Still under the lock, so no other engine's start has replaced its collectors yet.
+                ENGINE_METRICS.capture(engine)
+        if self.watches is not None:
+            self.watches.watch(name, engine)
+        return engine
 
     async def unload(self, engine: Any) -> None:
+        if self.watches is not None:
+            await self.watches.forget(engine)  # first: a shutdown on purpose is no death
+        ENGINE_METRICS.forget(engine)
         await asyncio.to_thread(engine.shutdown)
+
+
+#: How long a killed start may take to fail before its thread is left behind (it holds no engine by then).
+_KILLED_START_GRACE_S = 30.0
+
+
+def _spawned_pids() -> set[int]:
+    """Pids of this process's engine processes and their workers (not multiprocessing's shared helpers)."""
+    import psutil
+
+    pids: set[int] = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                pids.add(child.pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+async def _end_start(start: asyncio.Future[Any], spawned: set[int], name: str) -> None:
+    """Kill what a start that timed out (or was cancelled) spawned, then let vLLM's start-up fail and reap it."""
+    logger.error("loading %s: stopping the start, killing its processes %s", name, sorted(spawned))
+    await asyncio.to_thread(kill_process_trees, sorted(spawned))
+    try:
+        engine = await asyncio.wait_for(asyncio.shield(start), _KILLED_START_GRACE_S)
+    except TimeoutError:
+        logger.error("loading %s: the start hangs in this process after its kill; its thread is left behind", name)
+        return
+    except Exception as exc:  # the expected end: vLLM saw its engine core die
+        logger.info("loading %s: the start ended with %s", name, type(exc).__name__)
+        return
+    # The start finished while it was being stopped: an engine nobody holds must not stay.
+    await asyncio.to_thread(engine.shutdown)
 
 
 def detect_device() -> str:

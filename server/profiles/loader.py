@@ -279,6 +279,8 @@ def _check_default(ctx: Context, tree: CommentedMap, names: list[str]) -> str | 
     if names and chosen not in names:
         hint = did_you_mean(chosen, names) or "."
         text = f"default model {chosen!r} (from {source}) is not one of the models{hint}"
-        report.error(pos, f"{text} The models are: {', '.join(names)}")
+        # A name with a line break (YAML's \N is one) must not split the one-line message: such names are quoted.
+        listed = (name if name.isprintable() else repr(name) for name in names)
+        report.error(pos, f"{text} The models are: {', '.join(listed)}")
         return None
     return chosen if names else None

@@ -172,6 +172,18 @@ class Switching(Base, frozen=True, kw_only=True):
             healthy model keeps serving. An admin switch retries at once.
         max_failure_backoff_s: The cap of that doubling backoff.
         idle_unload_s: The default of every model's ``idle_unload_s`` (unset: models stay loaded).
+        health_check_interval_s: Seconds between two health checks of each running engine: a round trip to
+            its engine core, which a hung engine core (a wedged device, a stopped process) never answers. A
+            dead engine process is noticed at once, whatever this says.
+        health_check_timeout_s: Seconds a health check may wait for its answer. An engine that does not
+            answer in time counts as hung: its processes are killed and it is handled as a dead engine, so a
+            hang is noticed within ``health_check_interval_s + health_check_timeout_s``.
+        load_timeout_s: The longest a model load (an engine start, or an in-place swap of the model) may
+            take. On expiry the engine's processes are killed and the load fails; the switch then rolls back
+            as any failed switch does.
+        max_restarts: Manual mode: how often the active model is restarted after its engine died, at once and
+            then after the failure backoff, before it stays ``failed`` until an admin switch or reload. Auto
+            mode brings a dead model back when it is next wanted, with the failure backoff.
     """
 
     mode: SwitchMode = "manual"
@@ -186,6 +198,10 @@ class Switching(Base, frozen=True, kw_only=True):
     failure_backoff_s: NonNegativeFloat = 5.0
     max_failure_backoff_s: NonNegativeFloat = 300.0
     idle_unload_s: PositiveFloat | None = None
+    health_check_interval_s: PositiveFloat = 10.0
+    health_check_timeout_s: PositiveFloat = 10.0
+    load_timeout_s: PositiveFloat = 600.0
+    max_restarts: Annotated[int, Meta(ge=0)] = 3
 
 
 class ServerSection(Base, frozen=True, kw_only=True):

@@ -2,7 +2,8 @@
 
 It must be cheap and change nothing for an engine that never swaps models in place: vLLM's own API server in
 the same environment loads it too (the benchmark baseline). So it only adds three utility methods to
-``EngineCore`` in the engine-core process, where vLLM has imported that class already; elsewhere it does nothing.
+``EngineCore`` in the engine-core process, where vLLM has imported that class already, and has every process
+vLLM spawned end with its parent (``parent_watch.py``: no engine outlives the server that started it).
 On a vLLM version the utilities were not written for it installs nothing and logs why; Turnout's reconfigure
 strategy then refuses to start with the version error (see ``server/profiles/vllm_version.py``).
 """
@@ -18,7 +19,11 @@ logger = logging.getLogger("turnout.engine.reconfigure")
 
 
 def register() -> None:
-    """Install the reconfigure utilities on vLLM's ``EngineCore`` when this process has one."""
+    """End this process with its parent (any process vLLM spawned), and install the reconfigure utilities on
+    vLLM's ``EngineCore`` when this process has one."""
+    from server.vllm_plugin.parent_watch import watch_parent
+
+    watch_parent()
     core_module = sys.modules.get("vllm.v1.engine.core")
     if core_module is None:
         return  # not an engine-core process (API server, worker): nothing to install

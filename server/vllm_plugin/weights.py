@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["incompatibility", "load_weights", "prefetch"]
+__all__ = ["forget_reload_state", "incompatibility", "load_weights", "prefetch"]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
 
@@ -194,6 +194,22 @@ def _reload(model: Any, vllm_config: Any) -> None:
         # vLLM processes a tied parameter for its first owner only, and on CPU the embedding method packs its
         # own copy of the weight for the GEMM: a tied LM head would keep computing logits from the old one.
         module.quant_method.process_weights_after_loading(module)
+
+
+def forget_reload_state(model: Any) -> None:
+    """Drop vLLM's reload bookkeeping for ``model``'s layers, so the model can be freed.
+
+    vLLM keeps it in a ``WeakKeyDictionary`` keyed by layer, but after a reload its values (the meta tensors the
+    reload registered, their weight loaders bound to the layer) refer to their own keys: the dictionary would
+    keep every layer of a reloaded model, and so its weights, alive after the model is dropped.
+    """
+    import sys
+
+    layerwise = sys.modules.get("vllm.model_executor.model_loader.reload.layerwise")
+    if layerwise is None or model is None:
+        return
+    for module in model.modules():
+        layerwise.LAYERWISE_INFO.pop(module, None)
 
 
 def _put_back_storage(model: Any) -> None:

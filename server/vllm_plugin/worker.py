@@ -80,6 +80,9 @@ class ReconfigureWorkerExtension:
         worker: Any = self
         runner = getattr(worker, "model_runner", None)
         if runner is not None:
+            from server.vllm_plugin.weights import forget_reload_state
+
+            forget_reload_state(getattr(runner, "model", None))
             compiled = _uses_compilation(worker.vllm_config)
             # The attention layers registered for the forward context hold the KV cache tensors.
             worker.vllm_config.compilation_config.static_forward_context.clear()

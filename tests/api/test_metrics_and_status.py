@@ -31,7 +31,8 @@ async def test_switch_attempts_feed_the_histogram_the_counter_and_the_admin_stat
     client, _ = await make_client(loader=loader)
     loader.fail_load.add("plain")
     failed = await client.post("/v1/models/switch", json={"model": "plain"}, headers=admin())
-    assert failed.status_code == 500 and "injected load failure" in failed.json()["error"]["message"]
+    assert failed.status_code == 503 and failed.json()["error"]["rolled_back"] is True
+    assert "injected load failure" in failed.json()["error"]["message"]
     status = (await client.get("/admin/status", headers=admin())).json()
     attempt = status["last_attempt"]
     assert (attempt["source"], attempt["target"], attempt["outcome"], attempt["trigger"]) == (

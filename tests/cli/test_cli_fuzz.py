@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
@@ -141,6 +141,8 @@ def mutated_profiles(draw: st.DrawFn) -> tuple[bytes, str]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(case=mutated_profiles())
+# Found by this test: a model named with YAML's \N (U+0085, a line break to str.splitlines) split a message.
+@example(case=(b'default_model: tiny\nmodels: {? " \\N" : null}\n', ".yaml"))
 def test_mutated_profiles_never_crash(case: tuple[bytes, str], workspace: Path, env: dict[str, str]) -> None:
     raw, suffix = case
     path = workspace / f"fuzz{suffix}"

@@ -38,6 +38,12 @@ class RecordingObserver:
     def model_idle_unloaded(self, model: str) -> None:
         self.idle_unloaded.append(model)
 
+    def engine_died(self, model: str, cause: str) -> None:
+        pass
+
+    def engine_restarted(self, model: str, *, ok: bool) -> None:
+        pass
+
 
 def _auto(make_manager: MakeManager, **policy: Any) -> tuple[EngineManager[Any], RecordingObserver]:
     policy.setdefault("min_residency_s", 0.05)

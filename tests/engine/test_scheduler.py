@@ -346,5 +346,5 @@ def test_no_switch_starts_while_a_reload_holds_the_device() -> None:
     rig.advance(5.0)
     assert rig.effects.switches == []
     rig.device.held_for_reload = False
-    rig.scheduler.device_freed(rig.now)
+    rig.scheduler.device_changed(rig.now)
     assert rig.effects.switches == [("a", "b")]

@@ -50,3 +50,50 @@ async def test_each_load_sees_only_its_own_quant_config(monkeypatch: pytest.Monk
     await loader.load("qwen", ModelProfile(model="/m/qwen"))
     assert seen == ["/q/llama.json", None]
     assert QUANT_CONFIG_ENV not in os.environ
+
+
+async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from server.engine import vllm_loader
+    from server.engine.supervision import LoadTimedOut
+
+    killed = threading.Event()
+    spawned = iter([{10}, {10, 11, 12}])  # before the start, then with the start's engine core and worker
+    kills: list[list[int]] = []
+
+    def hanging_start(args: Any, **kwargs: Any) -> str:
+        killed.wait(30)  # a start ends only when its processes die
+        raise RuntimeError("Engine core initialization failed")
+
+    def kill(pids: list[int]) -> None:
+        kills.append(list(pids))
+        killed.set()
+
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(hanging_start))
+    monkeypatch.setattr(vllm_loader, "_spawned_pids", lambda: next(spawned))
+    monkeypatch.setattr(vllm_loader, "kill_process_trees", kill)
+    loader = VllmEngineLoader(load_timeout_s=0.2)
+    with pytest.raises(LoadTimedOut, match=r"within load_timeout_s \(0.2 s\)"):
+        await loader.load("slow", ModelProfile(model="/m/slow"))
+    assert kills == [[11, 12]]  # only what this start spawned
+
+
+async def test_a_loaded_engine_is_watched_until_its_unload(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from server.engine.supervision import EngineWatches
+    from tests.fakes.supervised import FakeSupervisedEngine
+
+    engine = FakeSupervisedEngine()
+    engine.shutdown = lambda: None  # type: ignore[attr-defined]
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(lambda args, **kwargs: engine))
+    watches = EngineWatches()
+    loader = VllmEngineLoader(watches=watches)
+    assert await loader.load("a", ModelProfile(model="/m/a")) is engine
+    watch = watches.of(engine)
+    assert watch is not None and watch.running
+    await loader.unload(engine)
+    assert watches.of(engine) is None and not watch.running

@@ -96,12 +96,14 @@ class FakeLoader:
 
     Attributes:
         fail_load: Model names whose next load fails (consumed).
+        always_fail: Model names every load of which fails.
         load_failure_rate, unload_failure_rate: Random failure rates (with ``rng``).
         delay_s: Simulated load time.
     """
 
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     fail_load: set[str] = field(default_factory=set)
+    always_fail: set[str] = field(default_factory=set)
     load_failure_rate: float = 0.0
     unload_failure_rate: float = 0.0
     delay_s: float = 0.0
@@ -111,7 +113,7 @@ class FakeLoader:
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
         await asyncio.sleep(self.delay_s)
-        if name in self.fail_load or self.rng.random() < self.load_failure_rate:
+        if name in self.fail_load or name in self.always_fail or self.rng.random() < self.load_failure_rate:
             self.fail_load.discard(name)
             raise InjectedFailure(f"injected load failure for {name}")
         engine = FakeEngine(name, sleep_mode=sleep_mode)

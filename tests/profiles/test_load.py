@@ -98,6 +98,27 @@ def test_auto_mode_scheduler_settings_load(check: Check) -> None:
     assert (switching.max_queue, switching.failure_backoff_s, switching.max_failure_backoff_s) == (8, 2.0, 20.0)
 
 
+def test_supervision_settings_load_and_must_be_positive(check: Check) -> None:
+    text = (
+        "models: {a: {model: models/tiny}}\n"
+        "switching: {health_check_interval_s: 2.5, health_check_timeout_s: 4, load_timeout_s: 90}\n"
+    )
+    profile = check(text).profile
+
+    assert profile is not None
+    switching = profile.switching
+    assert (switching.health_check_interval_s, switching.health_check_timeout_s, switching.load_timeout_s) == (
+        2.5,
+        4.0,
+        90.0,
+    )
+    broken = check("models: {a: {model: models/tiny}}\nswitching: {health_check_timeout_s: 0, load_timeout_s: -1}\n")
+    assert broken.profile is None
+    messages = [issue.message for issue in broken.errors]
+    assert any("switching.health_check_timeout_s" in m for m in messages), messages
+    assert any("switching.load_timeout_s" in m for m in messages), messages
+
+
 def test_default_model_comes_from_the_file_first(check: Check, env: dict[str, str]) -> None:
     text = "default_model: b\nmodels: {a: {model: models/tiny}, b: {model: models/tiny}}"
 

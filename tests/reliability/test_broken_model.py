@@ -46,7 +46,8 @@ async def test_a_switch_to_a_broken_model_under_load_keeps_the_previous_one_serv
     summary = report.summary()
     save_summary(f"broken-{profile}", {**summary, "switch": switch.json()})
     error = switch.json()["error"]
-    assert switch.status_code == 500 and error["code"] == "switch_failed", switch.text
+    assert switch.status_code == 503 and error["code"] == "switch_failed", switch.text
+    assert error["rolled_back"] is True and switch.headers["retry-after"], switch.text
     assert "'tools' was restored and keeps serving" in error["message"]
     assert status["active_model"] == "tools" and status["switching_to"] is None
     assert {slot["name"]: slot["state"] for slot in status["slots"]}["broken"] == "failed"

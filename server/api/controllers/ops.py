@@ -24,12 +24,11 @@ class OpsController(Controller):
 
     @get("/health")
     async def health(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
-        """Liveness: 200 while a model serves or a switch is under way."""
-        if manager.active_model is not None or manager.switching_to is not None:
-            return Response(
-                {"status": "ok", "active_model": manager.active_model, "switching_to": manager.switching_to}
-            )
-        return error_response(503, "No model is active and no switch is under way.", code="no_active_model")
+        """Liveness: 200 while the server runs, even with no model serving (it heals itself, or an admin switch
+        brings one back): a supervisor must not restart every model for one dead engine. ``/ready`` tells whether
+        a model serves."""
+        status = "ok" if manager.active_model is not None or manager.switching_to is not None else "degraded"
+        return Response({"status": status, "active_model": manager.active_model, "switching_to": manager.switching_to})
 
     @get("/ready")
     async def ready(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:

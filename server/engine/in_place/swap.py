@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
+from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
 from server.profiles.vllm_version import check_vllm_version
 from server.vllm_plugin.protocol import (
@@ -104,16 +105,31 @@ ConfigBuilder = Callable[[str, ModelProfile], Any]
 class InPlaceSwap:
     """Unloads and loads models inside one running vLLM engine (``AsyncLLM``) started with the worker extension.
 
+    An unload or a load that outlives ``load_timeout_s`` kills the engine's processes and raises
+    :class:`LoadTimedOut`: a swap holds the engine core's busy loop, so nothing else could end it. The engine's
+    health checks pause meanwhile (the busy loop cannot answer them), and its watch then reports the death.
+
     Args:
         build_config: Builds a model's ``VllmConfig`` (vllm_loader's engine args with the worker extension).
         build_renderer: Rebuilds ``AsyncLLM``'s renderer for the loaded model (from the frontend adapter).
+        watches: The loader's engine watches (None: engines are not watched).
+        load_timeout_s: The longest one unload or load inside the engine core may take.
     """
 
-    def __init__(self, build_config: ConfigBuilder, build_renderer: RendererFactory) -> None:
+    def __init__(
+        self,
+        build_config: ConfigBuilder,
+        build_renderer: RendererFactory,
+        *,
+        watches: EngineWatches | None = None,
+        load_timeout_s: float = 600.0,
+    ) -> None:
         check_vllm_version(adapter=_ADAPTER)
         check_plugin()
         self._build_config = build_config
         self._build_renderer = build_renderer
+        self._watches = watches or EngineWatches()
+        self._load_timeout_s = load_timeout_s
         self._targets: dict[str, TargetConfig] = {}
         self._preparing: asyncio.Task[None] | None = None
 
@@ -154,7 +170,7 @@ class InPlaceSwap:
 
     async def unload(self, engine: Any) -> UnloadResult:
         """Release the engine's model and KV cache; the engine processes stay."""
-        answer = await engine.engine_core.call_utility_async(UNLOAD_UTILITY)
+        answer = await self._bounded(engine, "unloading", str(engine.model_config.model), UNLOAD_UTILITY)
         result: UnloadResult = decode_result(answer, UnloadResult)
         return result
 
@@ -167,7 +183,7 @@ class InPlaceSwap:
                 ``Exception("Call to turnout_load_model method failed: ...")``).
         """
         target = await self.target(name, profile)
-        answer = await engine.engine_core.call_utility_async(LOAD_UTILITY, target.payload)
+        answer = await self._bounded(engine, "loading in place", name, LOAD_UTILITY, target.payload)
         result: LoadResult = decode_result(answer, LoadResult)
         _expect(target, result.loaded)
         started = time.perf_counter()
@@ -177,6 +193,16 @@ class InPlaceSwap:
         if str(engine.model_config.model) != target.model:
             raise LoadedModelMismatch(f"the frontend state names {engine.model_config.model}, not {target.model}")
         return LoadOutcome(result, frontend_ms)
+
+    async def _bounded(self, engine: Any, what: str, name: str, utility: str, *args: Any) -> Any:
+        """Call ``utility`` within the load timeout, with the engine's health checks paused."""
+        async with self._watches.suspended(engine):
+            try:
+                async with asyncio.timeout(self._load_timeout_s):
+                    return await engine.engine_core.call_utility_async(utility, *args)
+            except TimeoutError:
+                await asyncio.to_thread(kill_process_trees, engine_pids(engine))
+                raise LoadTimedOut(name, what, self._load_timeout_s) from None
 
     async def loaded_model(self, engine: Any) -> LoadedModel:
         """What the engine core reports it holds now."""

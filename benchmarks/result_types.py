@@ -1,0 +1,432 @@
+"""The result files' types: one msgspec Struct per kind of ``benchmarks/results/<name>.json``.
+
+A benchmark builds one of these, ``write_result`` encodes it, and ``docs_page`` decodes it back with
+``read_result(name, Type)``, so the page works on typed values and a file that drifts from its type fails with
+the path of the field. The options a benchmark takes on its command line are Structs too, and their defaults are
+the argparse defaults: each default is stated once, here.
+
+Figures that can be NaN or infinite (a median of no values, the upper end of an interval from one pair) are typed
+``float | None``: JSON has no NaN, so msgspec writes ``null`` and reads it back as None.
+
+The machine facts (``Machine``) and the encoding live in ``benchmarks/results.py``; the switch-at-realistic-size
+result (``SwitchWeights``) lives beside its benchmark, ``benchmarks/switch_weights.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from benchmarks.results import Machine, machine
+
+__all__ = [
+    "AutoMode",
+    "AutoModeConfig",
+    "AutoModeOptions",
+    "AutoRow",
+    "Base",
+    "Captured",
+    "ColdStart",
+    "ColdStartConfig",
+    "ColdStartOptions",
+    "ColdStartRound",
+    "EngineLimit",
+    "EngineLimitOptions",
+    "Interval",
+    "LimitFigures",
+    "LimitRound",
+    "LoadResult",
+    "Paired",
+    "ReliabilityLong",
+    "ReliabilityRun",
+    "Replaced",
+    "Result",
+    "RunAll",
+    "ServerMedians",
+    "SteadyConfig",
+    "SteadyRound",
+    "SteadyState",
+    "SteadySummary",
+    "StepRecord",
+    "StrategyFigures",
+    "StrategySummary",
+    "Switch",
+    "SwitchLatency",
+    "SwitchTimes",
+    "SwitchTimesOptions",
+    "WorkloadSummary",
+]
+
+
+class Base(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every result type: immutable, keyword-only, and strict (a field the type does not know is an error)."""
+
+
+class Result(Base, frozen=True, kw_only=True):
+    """One result file: the machine it was measured on, then the benchmark's own fields.
+
+    Attributes:
+        machine: Read when the result is built, unless given (a decoded file keeps its own).
+    """
+
+    machine: Machine = msgspec.field(default_factory=machine)
+
+
+class Captured(Result, frozen=True, kw_only=True):
+    """A step that writes no JSON of its own (``run_all``'s ``capture``): its command and what it printed."""
+
+    command: str
+    output: str
+
+
+# --- run_all ---------------------------------------------------------------------------------------------------
+
+
+class Replaced(Base, frozen=True, kw_only=True):
+    """An earlier outcome of a step that a rerun replaced: kept so the page says a failure was rerun."""
+
+    status: str
+    finished: str
+
+
+class StepRecord(Base, frozen=True, kw_only=True):
+    """One step of ``run_all``: what ran, in which mode, when it finished and how it ended."""
+
+    name: str
+    command: str
+    status: str
+    seconds: float
+    mode: str
+    finished: str
+    replaces: list[Replaced] = msgspec.field(default_factory=list)
+
+
+class RunAll(Result, frozen=True, kw_only=True):
+    """``run_all.json``: the last invocation and every step's latest record."""
+
+    mode: str
+    command: str
+    steps: list[StepRecord]
+
+
+# --- steady_state ----------------------------------------------------------------------------------------------
+
+
+class LoadResult(Base, frozen=True, kw_only=True):
+    """One client run against one server (``benchmarks/load.py``).
+
+    Attributes:
+        completed: Requests that succeeded.
+        failed: Requests that failed (an error or no token).
+        req_per_s: Completed requests per second of the run.
+        ttft_p50_ms: Median time to first token (non-streaming: to the whole response); None: no request answered.
+        ttft_p99_ms: 99th percentile of the same.
+        cpu_ms_per_request: The server process's CPU milliseconds per request sent during the run.
+        first_error: One failure's message, for the log.
+    """
+
+    completed: int
+    failed: int
+    req_per_s: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    cpu_ms_per_request: float
+    first_error: str | None
+
+
+class SteadyRound(LoadResult, frozen=True, kw_only=True):
+    """One client run in the steady-state comparison: which round, server and workload it measured."""
+
+    round: int
+    server: str
+    workload: str
+
+
+class ServerMedians(Base, frozen=True, kw_only=True):
+    """One server's medians over the rounds of one workload, and its failed requests summed."""
+
+    req_per_s: float | None
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    cpu_ms_per_request: float | None
+    failed: int
+
+
+class WorkloadSummary(Base, frozen=True, kw_only=True):
+    """Both servers' medians on one workload and Turnout/vLLM's ratios."""
+
+    workload: str
+    vllm: ServerMedians
+    turnout: ServerMedians
+    req_per_s_ratio: float | None
+    cpu_ratio: float | None
+
+
+class Interval(Base, frozen=True, kw_only=True):
+    """A geometric mean of paired ratios and its 95% interval; ``high`` is None when unbounded (one pair)."""
+
+    ratio: float
+    low: float
+    high: float | None
+
+
+class Paired(Base, frozen=True, kw_only=True):
+    """Turnout/vLLM pooled over the (workload, round) pairs; a metric is absent when no pair measured it."""
+
+    pairs: int
+    req_per_s: Interval | None = None
+    cpu_ms_per_request: Interval | None = None
+
+
+class SteadySummary(Base, frozen=True, kw_only=True):
+    """The comparison's outcome: per workload, pooled, and the goals met or missed.
+
+    Attributes:
+        paired: Absent from files written before it was kept; the page then computes it from the rounds.
+    """
+
+    per_workload: list[WorkloadSummary]
+    paired: Paired | None = None
+    req_per_s_ratio: float | None
+    cpu_ratio: float | None
+    failed: int
+    goals: dict[str, bool]
+
+
+class SteadyConfig(Base, frozen=True, kw_only=True):
+    """The run's shape (a mode of ``steady_state.MODES``, with any override) and the model it served.
+
+    Attributes:
+        c1_prompts: Requests per client run at concurrency 1; absent from the oldest files (then ``prompts``).
+    """
+
+    rounds: int
+    prompts: int
+    c1_prompts: int | None = None
+    concurrency: tuple[int, ...]
+    kinds: tuple[str, ...]
+    model: str
+    engine_args: dict[str, Any]
+
+
+class SteadyState(Result, frozen=True, kw_only=True):
+    """``steady_state*.json``: Turnout against vLLM's own server, every round and the summary."""
+
+    mode: str
+    config: SteadyConfig
+    commands: dict[str, str]
+    seconds: float
+    rounds: list[SteadyRound]
+    summary: SteadySummary
+
+
+# --- engine_limit ----------------------------------------------------------------------------------------------
+
+
+class EngineLimitOptions(Base, frozen=True, kw_only=True):
+    """``benchmarks.engine_limit``'s options (its command-line defaults), kept in the result as its config."""
+
+    prompts: int = 200
+    concurrency: tuple[int, ...] = (1, 16, 64)
+    rounds: int = 3
+
+
+class LimitFigures(Base, frozen=True, kw_only=True):
+    """AsyncLLM in-process at one concurrency: throughput, TTFT and this process's CPU per request."""
+
+    req_per_s: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    cpu_ms_per_request: float
+
+
+class LimitRound(LimitFigures, frozen=True, kw_only=True):
+    """One measured run of the in-process limit."""
+
+    round: int
+    concurrency: int
+    requests: int
+
+
+class EngineLimit(Result, frozen=True, kw_only=True):
+    """``engine_limit.json``: every run, and the medians per concurrency (keyed ``c<N>``)."""
+
+    config: EngineLimitOptions
+    rounds: list[LimitRound]
+    medians: dict[str, LimitFigures]
+
+
+# --- cold_start ------------------------------------------------------------------------------------------------
+
+
+class ColdStartOptions(Base, frozen=True, kw_only=True):
+    """``benchmarks.cold_start``'s options (its command-line defaults)."""
+
+    rounds: int = 3
+    model: str = "plain"
+
+
+class ColdStartConfig(ColdStartOptions, frozen=True, kw_only=True):
+    """The options and the vLLM command line that was started."""
+
+    command: str
+
+
+class ColdStartRound(Base, frozen=True, kw_only=True):
+    """One cold start of vLLM's own server (or the medians of them), in seconds."""
+
+    ready_s: float
+    first_token_s: float
+    total_s: float
+    shutdown_s: float
+
+
+class ColdStart(Result, frozen=True, kw_only=True):
+    """``cold_start.json``."""
+
+    config: ColdStartConfig
+    rounds: list[ColdStartRound]
+    medians: ColdStartRound
+
+
+# --- switch_times and switch_latency ---------------------------------------------------------------------------
+
+
+class Switch(Base, frozen=True, kw_only=True):
+    """One switch measured by ``benchmarks/switch_times.py``; ``report`` is the server's switch report as sent."""
+
+    target: str
+    switch_ms: float
+    ttft_ms: float
+    engine_rss_mb: float
+    report: dict[str, Any]
+
+
+class StrategySummary(Base, frozen=True, kw_only=True):
+    """One strategy's warm medians in milliseconds (None: not measured), its start and its cold first switch."""
+
+    engine_start_s: float
+    cold_switch_ms: float | None
+    switch_ms: float | None
+    server_duration_ms: float | None
+    ttft_ms: float | None
+    engine_rss_mb: float | None
+    methods: list[str]
+    drain_ms: float | None
+    unload_ms: float | None
+    load_ms: float | None
+    kv_cache_ms: float | None
+    frontend_ms: float | None
+
+
+class SwitchTimes(Base, frozen=True, kw_only=True):
+    """What ``switch_times.main`` returns (and writes with ``--json-out``)."""
+
+    summary: dict[str, StrategySummary]
+    ratios: dict[str, float | None]
+    goal_reconfigure_over_stop: float
+    switches: dict[str, list[Switch]]
+
+
+class SwitchTimesOptions(Base, frozen=True, kw_only=True):
+    """The options of ``benchmarks.switch_times`` and ``benchmarks.switch_latency`` (their command-line defaults).
+
+    Attributes:
+        rounds: Round trips (tools -> plain -> tools) per strategy.
+    """
+
+    rounds: int = 3
+
+
+class StrategyFigures(Base, frozen=True, kw_only=True):
+    """The page's figures for one strategy, in seconds (None: not measured)."""
+
+    post_to_200_s: float | None
+    first_token_s: float | None
+    cold_switch_s: float | None
+    engine_start_s: float | None
+
+
+class SwitchLatency(Result, frozen=True, kw_only=True):
+    """``switch_latency.json``.
+
+    Attributes:
+        note: Said on the page instead of the table when ``switch_times`` gave no figures.
+        output: Everything ``switch_times`` printed.
+    """
+
+    strategies: dict[str, StrategyFigures]
+    config: SwitchTimesOptions
+    switch_times: SwitchTimes | None = None
+    note: str | None = None
+    output: str
+
+
+# --- auto_mode -------------------------------------------------------------------------------------------------
+
+
+class AutoModeOptions(Base, frozen=True, kw_only=True):
+    """``benchmarks.auto_mode``'s options (its command-line defaults)."""
+
+    requests: int = 120
+    concurrency: int = 8
+    blocks: tuple[int, ...] = (1, 10, 40)
+
+
+class AutoModeConfig(AutoModeOptions, frozen=True, kw_only=True):
+    """The options and the strategy the auto-mode profile runs."""
+
+    strategy: str
+
+
+class AutoRow(Base, frozen=True, kw_only=True):
+    """One block size's traffic: throughput, latency of the answered requests (None: none) and outcomes."""
+
+    block: int
+    requests: int
+    concurrency: int
+    req_per_s: float
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    switches_seen: int
+    ok: int
+    refused: int
+    lost: int
+    wrong: int
+
+
+class AutoMode(Result, frozen=True, kw_only=True):
+    """``auto_mode.json``."""
+
+    config: AutoModeConfig
+    rows: list[AutoRow]
+    goals: dict[str, bool]
+
+
+# --- reliability_long ------------------------------------------------------------------------------------------
+
+
+class ReliabilityRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One traffic run's summary, as ``tests/reliability`` writes it.
+
+    Lenient on purpose (unknown fields are kept out, not refused): the suite owns this shape, and a field it adds
+    must not lose a long run's result.
+    """
+
+    requests: int
+    seconds: float
+    counts: dict[str, int]
+    reasons: dict[str, dict[str, int]]
+    switches: list[str]
+    switch: dict[str, Any] | None = None
+
+
+class ReliabilityLong(Result, frozen=True, kw_only=True):
+    """``reliability_long.json``: the suite's verdict, its summary lines and each run's figures."""
+
+    command: str
+    status: str
+    seconds: float
+    summary: str
+    runs: dict[str, ReliabilityRun]

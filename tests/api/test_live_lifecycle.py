@@ -1,0 +1,118 @@
+"""The server's own end, on a real ``turnout serve``: SIGTERM drains, ``kill -9`` leaves no engine behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.api.live_server import LiveServer, start_server, wait_ready
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
+DRAIN_S = 2.0
+# 64 choices of 900 tokens (8 at a time): far longer than the drain timeout, and more than the socket buffers hold.
+LONG = {"model": "tools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 900, "ignore_eos": True}
+
+
+def _profile(folder: Path) -> Path:
+    """The demo profile, with absolute paths and a short drain timeout."""
+    text = DEMO.read_text().replace("../", f"{REPO}/").replace("drain_timeout: 30", f"drain_timeout: {DRAIN_S}")
+    assert f"drain_timeout: {DRAIN_S}" in text
+    profile = folder / "lifecycle.yaml"
+    profile.write_text(text)
+    return profile
+
+
+@pytest.fixture
+def live(tiny_models: dict[str, Path], tmp_path: Path) -> Iterator[LiveServer]:
+    server = start_server(_profile(tmp_path), tmp_path / "serve.log", {"TURNOUT_ADMIN_TOKEN": "t"})
+    try:
+        wait_ready(server)
+        yield server
+    finally:
+        server.stop()
+
+
+def _engine_processes(server: LiveServer) -> list[psutil.Process]:
+    procs = psutil.Process(server.process.pid).children(recursive=True)
+    engines = [p for p in procs if "VLLM::" in " ".join(p.cmdline())]
+    assert engines, f"no engine process under the server: {[p.cmdline() for p in procs]}"
+    return engines
+
+
+def _gone_within(procs: list[psutil.Process], timeout: float) -> float | None:
+    """Seconds until every process ended (a zombie counts: a container's init may not reap), or None."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        alive = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return time.perf_counter() - started
+        time.sleep(0.1)
+    return None
+
+
+def test_kill_9_of_the_server_leaves_no_engine_process(live: LiveServer) -> None:
+    engines = _engine_processes(live)
+    live.process.send_signal(signal.SIGKILL)
+    live.process.wait(10)
+    took = _gone_within(engines, 10.0)
+    assert took is not None, [p.cmdline() for p in engines if p.is_running()]
+    print(f"\nkill -9 of turnout serve: {len(engines)} engine process(es) gone after {took:.2f} s")
+    assert took < 5.0
+
+
+def test_sigterm_drains_then_ends_the_rest_with_an_error_event_and_stops_the_engines(live: LiveServer) -> None:
+    engines = _engine_processes(live)
+    events: list[str] = []
+    started, resume = threading.Event(), threading.Event()
+
+    def stream() -> None:
+        # The client reads one event, then stops reading until the drain is over: the server's send blocks once
+        # the socket buffers fill, so the request stays in flight however fast the tiny model generates.
+        body = {**LONG, "stream": True, "n": 64, "temperature": 1.0, "seed": 1}
+        with httpx.stream("POST", f"{live.url}/v1/chat/completions", json=body, timeout=120) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    if not started.is_set():
+                        started.set()
+                        resume.wait(60)
+
+    streaming = threading.Thread(target=stream)
+    streaming.start()
+    assert started.wait(60), "the stream never started"
+    short = {"model": "tools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    with httpx.Client(base_url=live.url, timeout=60) as client:
+        assert client.post("/v1/chat/completions", json=short).status_code == 200  # opens a keep-alive connection
+        live.process.send_signal(signal.SIGTERM)
+        sent = time.perf_counter()
+        time.sleep(0.3)
+        try:
+            refused = client.post("/v1/chat/completions", json=short)
+            assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
+            assert refused.json()["error"]["code"] == "server_shutting_down"
+        except httpx.TransportError:
+            pass  # uvicorn closed the idle connection first: refused either way
+    time.sleep(DRAIN_S + 1.0)
+    assert live.process.poll() is None, "the server left before its drain ended the stream"
+    resume.set()
+    streaming.join(60)
+    assert not streaming.is_alive()
+    assert events[-1] == "[DONE]", events[-3:]
+    assert json.loads(events[-2])["error"]["code"] == "server_shutting_down", events[-2]
+    assert live.process.wait(60) is not None
+    exited = time.perf_counter() - sent
+    assert _gone_within(engines, 10.0) is not None
+    assert "Traceback" not in live.log()
+    assert "1 request(s) outlived the drain timeout" in live.log() or "ending 1 request(s)" in live.log()
+    print(f"\nSIGTERM: the stream in flight ended with its error event; server and engines gone {exited:.1f} s later")

@@ -1,0 +1,156 @@
+"""The engine watch against a fake engine: each way of dying is reported once, with its cause, and in time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit
+from tests.fakes.supervised import FakeSupervisedEngine, KillRecorder
+
+FAST = Supervision(health_interval_s=0.05, health_timeout_s=0.1, poll_interval_s=0.01)
+
+
+class Deaths:
+    """Records every ``on_death`` call."""
+
+    def __init__(self) -> None:
+        self.causes: list[str] = []
+        self.event = asyncio.Event()
+
+    async def __call__(self, cause: str) -> None:
+        self.causes.append(cause)
+        self.event.set()
+
+    async def first(self, timeout: float = 2.0) -> str:
+        await asyncio.wait_for(self.event.wait(), timeout)
+        return self.causes[0]
+
+
+def test_exit_codes_name_the_signal() -> None:
+    assert describe_exit(-9) == "killed by signal 9 (SIGKILL)"
+    assert describe_exit(-11) == "killed by signal 11 (SIGSEGV)"
+    assert describe_exit(1) == "exited with code 1"
+    assert describe_exit(-200) == "killed by signal 200"
+
+
+async def test_a_killed_engine_core_is_reported_once_with_its_signal() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    kill = KillRecorder()
+    watch = EngineWatch(engine, deaths, name="a", settings=FAST, kill=kill).start()
+    await asyncio.sleep(0.05)
+    assert deaths.causes == []
+    engine.exit(-9)
+    engine.errored = True  # vLLM's monitor thread flags it too: the exit code still names the cause
+    assert await deaths.first() == "engine died: killed by signal 9 (SIGKILL)"
+    await asyncio.sleep(0.1)
+    assert deaths.causes == ["engine died: killed by signal 9 (SIGKILL)"]
+    assert kill.killed == []  # a dead engine's processes are vLLM's to clean up; only a hung one is killed
+    assert not watch.running
+
+
+async def test_vllms_dead_flag_alone_is_a_death() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    loop = asyncio.get_running_loop()
+    handler: asyncio.Future[None] = loop.create_future()
+    handler.set_exception(RuntimeError("socket closed"))
+    engine.output_handler = handler
+    EngineWatch(engine, deaths, name="a", settings=FAST).start()
+    engine.errored = True
+    cause = await deaths.first()
+    assert cause == "engine died: vLLM's output handler failed (RuntimeError: socket closed)"
+
+
+async def test_a_frozen_engine_core_is_noticed_within_interval_plus_timeout_and_killed() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    kill = KillRecorder(engine)
+    EngineWatch(engine, deaths, name="a", settings=FAST, kill=kill).start()
+    await asyncio.sleep(0.12)
+    assert engine.calls and deaths.causes == []  # health checks answered
+    engine.frozen = True
+    frozen_at = time.perf_counter()
+    cause = await deaths.first()
+    noticed_s = time.perf_counter() - frozen_at
+    assert cause == "engine hung: no answer to a health check within 0.1 s"
+    assert noticed_s <= FAST.health_interval_s + FAST.health_timeout_s + 0.1
+    assert kill.killed == [[engine.process.pid]]
+    await asyncio.sleep(0.05)
+    assert len(deaths.causes) == 1  # the kill's exit code is not reported a second time
+
+
+async def test_a_suspended_watch_sends_no_health_checks_but_still_notices_death() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    watch = EngineWatch(engine, deaths, name="a", settings=FAST).start()
+    async with watch.suspended():
+        engine.frozen = True  # an in-place swap holds the busy loop
+        calls = len(engine.calls)
+        await asyncio.sleep(0.3)
+        assert deaths.causes == [] and len(engine.calls) == calls
+        engine.exit(1)
+        assert await deaths.first() == "engine died: exited with code 1"
+
+
+async def test_stop_ends_the_watch_without_a_death_and_leaves_no_task() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    watch = EngineWatch(engine, deaths, name="a", settings=FAST).start()
+    await asyncio.sleep(0.05)
+    await watch.stop()
+    engine.exit(-9)
+    await asyncio.sleep(0.1)
+    assert deaths.causes == [] and not watch.running
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "watch a"]
+
+
+async def test_a_death_handler_may_stop_its_own_watch() -> None:
+    engine = FakeSupervisedEngine()
+    done = asyncio.Event()
+    watch: EngineWatch
+
+    async def unload(cause: str) -> None:
+        await watch.stop()  # the manager unloads the dead engine, which stops its watch
+        done.set()
+
+    watch = EngineWatch(engine, unload, name="a", settings=FAST).start()
+    engine.exit(-9)
+    await asyncio.wait_for(done.wait(), 2.0)
+
+
+async def test_a_failing_handler_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    engine = FakeSupervisedEngine()
+
+    async def broken(cause: str) -> None:
+        raise RuntimeError("handler bug")
+
+    watch = EngineWatch(engine, broken, name="a", settings=FAST).start()
+    engine.exit(-9)
+    for _ in range(100):
+        if not watch.running:
+            break
+        await asyncio.sleep(0.01)
+    assert not watch.running
+    assert "handling the death of a's engine failed" in caplog.text
+
+
+async def test_watches_tell_the_owner_which_engine_died_and_forget_unloaded_ones() -> None:
+    watches = EngineWatches(FAST, kill=KillRecorder())
+    told: list[tuple[object, str]] = []
+    event = asyncio.Event()
+
+    async def on_death(engine: object, cause: str) -> None:
+        told.append((engine, cause))
+        event.set()
+
+    watches.supervise(on_death)
+    a, b = FakeSupervisedEngine(1), FakeSupervisedEngine(2)
+    watches.watch("a", a)
+    watches.watch("b", b)
+    await watches.forget(a)
+    a.exit(-9)
+    b.exit(-15)
+    await asyncio.wait_for(event.wait(), 2.0)
+    await asyncio.sleep(0.05)
+    assert told == [(b, "engine died: killed by signal 15 (SIGTERM)")]
+    assert watches.of(a) is None and watches.of(b) is None
+    await watches.stop_all()
