@@ -1,6 +1,6 @@
 """Residency controls on a live ``turnout serve`` with real tiny engines: preload, idle unload, load and unload.
 
-One server on a copy of the demo profile (which preloads ``plain``), with a short ``idle_unload_s`` on ``tools``.
+One server on a copy of the demo profile with ``plain`` preloaded and a short ``idle_unload_s`` on ``tools``.
 Engines run in processes of their own, so the server's process tree shows whether an unload freed one.
 """
 
@@ -36,6 +36,9 @@ def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
     text = (REPO / "profiles" / "demo.yaml").read_text()
     for name in ("tiny-tools", "tiny-plain"):
         text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
+    bracket = "    chat_template: ../templates/tiny-bracket.jinja\n"
+    assert bracket in text, "the demo's plain model names its template"
+    text = text.replace(bracket, f"{bracket}    preload: true\n")
     parser = "    tool_call_parser: hermes\n"
     text = text.replace(parser, f"{parser}    idle_unload_s: {IDLE_S}\n")
     profile = root / "profiles" / "demo.yaml"
