@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -17,32 +16,7 @@ from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 from tests.fakes.manager_views import admitted
-
-
-@dataclass
-class RecordingObserver:
-    attempts: list[SwitchAttempt] = field(default_factory=list)
-    waits: list[tuple[str, float, bool]] = field(default_factory=list)
-    aborted: list[str] = field(default_factory=list)
-    idle_unloaded: list[str] = field(default_factory=list)
-
-    def switch_attempted(self, attempt: SwitchAttempt) -> None:
-        self.attempts.append(attempt)
-
-    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
-        self.waits.append((model, seconds, admitted))
-
-    def request_aborted(self, model: str) -> None:
-        self.aborted.append(model)
-
-    def model_idle_unloaded(self, model: str) -> None:
-        self.idle_unloaded.append(model)
-
-    def engine_died(self, model: str, cause: str) -> None:
-        pass
-
-    def engine_restarted(self, model: str, *, ok: bool) -> None:
-        pass
+from tests.fakes.observers import RecordingObserver
 
 
 def _auto(make_manager: MakeManager, **policy: Any) -> tuple[EngineManager[Any], RecordingObserver]:

@@ -14,31 +14,9 @@ from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
 from tests.fakes.manager_views import admitted, served_engine, state_of
+from tests.fakes.observers import RecordingObserver
 
 CAUSE = "engine died: killed by signal 9 (SIGKILL)"
-
-
-class DeathCounter:
-    """Records the manager's engine events (the metrics observer's view)."""
-
-    def __init__(self) -> None:
-        self.deaths: list[str] = []
-        self.restarts: list[tuple[str, bool]] = []
-
-    def switch_attempted(self, attempt: Any) -> None:
-        pass
-
-    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
-        pass
-
-    def request_aborted(self, model: str) -> None:
-        pass
-
-    def engine_died(self, model: str, cause: str) -> None:
-        self.deaths.append(model)
-
-    def engine_restarted(self, model: str, *, ok: bool) -> None:
-        self.restarts.append((model, ok))
 
 
 async def _generate(manager: EngineManager[Any], model: str | None, steps: int) -> list[str]:
@@ -60,7 +38,7 @@ async def test_a_dead_active_engine_ends_its_requests_and_restarts_by_itself(
     make_manager: MakeManager, loader: FakeLoader
 ) -> None:
     manager = make_manager("stop")
-    counter = DeathCounter()
+    counter = RecordingObserver()
     manager.add_observer(counter)
     await manager.initialize("a")
     engine = await served_engine(manager)
@@ -75,7 +53,7 @@ async def test_a_dead_active_engine_ends_its_requests_and_restarts_by_itself(
     # Manual mode heals: the model that was active restarts on a new engine, and a request waits for it.
     assert await _generate(manager, "a", 2) == ["a", "a"]
     assert await served_engine(manager) is not engine and loader.loads == ["a", "a"]
-    assert counter.deaths == ["a"] and counter.restarts == [("a", True)]
+    assert [death[0] for death in counter.deaths] == ["a"] and counter.restarts == [("a", True)]
     history = manager.snapshot().recent_switches
     assert history[-1].trigger == "restart" and history[-1].outcome == "ok"
 
@@ -84,7 +62,7 @@ async def test_a_model_whose_engine_fails_every_restart_backs_off_then_stays_fai
     make_manager: MakeManager, loader: FakeLoader
 ) -> None:
     manager = make_manager("stop", switching=Switching(failure_backoff_s=0.1, max_failure_backoff_s=10, max_restarts=3))
-    counter = DeathCounter()
+    counter = RecordingObserver()
     manager.add_observer(counter)
     await manager.initialize("a")
     loader.always_fail.add("a")

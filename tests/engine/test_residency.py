@@ -15,6 +15,7 @@ from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 from tests.fakes.manager_views import admitted, served_engine, state_of
+from tests.fakes.observers import RecordingObserver
 
 Make = Callable[..., EngineManager[Any]]
 
@@ -199,15 +200,15 @@ async def test_a_failed_preload_shows_like_a_failed_load(make: Make, loader: Fak
 
 async def test_an_idle_resident_model_is_unloaded_and_counted(make: Make, loader: FakeLoader) -> None:
     manager = make(b={"idle_unload_s": 0.3})
-    unloaded: list[str] = []
-    manager.add_observer(_IdleRecorder(unloaded))
+    observer = RecordingObserver()
+    manager.add_observer(observer)
     await manager.initialize("a")
     await manager.load("b")
     countdown = _slot(manager, "b").unloads_in_s
     assert countdown is not None and 0 < countdown <= 0.3
     assert _slot(manager, "a").unloads_in_s is None  # manual mode: the active model never times out
     await _until(lambda: state_of(manager, "b") is SlotState.STOPPED)
-    assert unloaded == ["b"] and loader.unloads == ["b"] and manager.active_model == "a"
+    assert observer.idle_unloaded == ["b"] and loader.unloads == ["b"] and manager.active_model == "a"
 
 
 async def test_pinned_and_manual_active_models_survive_idle_time(make: Make, loader: FakeLoader) -> None:
@@ -235,23 +236,6 @@ async def test_auto_mode_unloads_an_idle_active_model_and_a_request_brings_it_ba
     async with admitted(manager, "a", wait_timeout=5) as lease:
         assert lease.bundle.engine.name == "a"
     assert loader.loads == ["a", "a"]
-
-
-class _IdleRecorder:
-    def __init__(self, into: list[str]) -> None:
-        self.into = into
-
-    def switch_attempted(self, attempt: Any) -> None:
-        pass
-
-    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
-        pass
-
-    def request_aborted(self, model: str) -> None:
-        pass
-
-    def model_idle_unloaded(self, model: str) -> None:
-        self.into.append(model)
 
 
 # -- per-model concurrency ----------------------------------------------------------------------------------------

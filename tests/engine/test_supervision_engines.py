@@ -31,6 +31,7 @@ from server.profiles.schema import ModelProfile
 from tests.engine.test_real_engines import _engine_bundle
 from tests.fakes.engines import FakeBundle
 from tests.fakes.manager_views import admitted, served_engine, state_of
+from tests.fakes.observers import RecordingObserver
 
 pytestmark = pytest.mark.engine
 
@@ -81,29 +82,7 @@ async def watched(
     await watches.stop_all()
 
 
-class Deaths:
-    """When each engine death reached the manager, and its cause (an observer, as the metrics are)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, float]] = []
-
-    def switch_attempted(self, attempt: Any) -> None:
-        pass
-
-    def request_waited(self, model: str, seconds: float, *, admitted: bool) -> None:
-        pass
-
-    def request_aborted(self, model: str) -> None:
-        pass
-
-    def engine_died(self, model: str, cause: str) -> None:
-        self.seen.append((model, cause, time.perf_counter()))
-
-    def engine_restarted(self, model: str, *, ok: bool) -> None:
-        pass
-
-
-DEATHS = Deaths()
+DEATHS = RecordingObserver()
 
 
 async def _stream(manager: EngineManager[FakeBundle], tokens: int) -> Any:
@@ -144,11 +123,11 @@ def _gone(procs: list[psutil.Process], timeout: float) -> bool:
 
 async def _wait_death(model: str, timeout: float) -> tuple[str, float]:
     """The cause and the time of the next death of ``model`` that reaches the manager."""
-    started, seen = time.perf_counter(), len(DEATHS.seen)
-    while not [death for death in DEATHS.seen[seen:] if death[0] == model]:
+    started, seen = time.perf_counter(), len(DEATHS.deaths)
+    while not [death for death in DEATHS.deaths[seen:] if death[0] == model]:
         assert time.perf_counter() - started < timeout, f"{model} did not die within {timeout} s"
         await asyncio.sleep(0.02)
-    _, cause, when = next(death for death in DEATHS.seen[seen:] if death[0] == model)
+    _, cause, when = next(death for death in DEATHS.deaths[seen:] if death[0] == model)
     return cause, when
 
 
