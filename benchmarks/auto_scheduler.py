@@ -156,6 +156,9 @@ class Simulation:
     def is_warm(self, model: str) -> bool:
         return True  # one cost per strategy: warm and cold switches are not told apart here
 
+    def concurrency_limit(self, model: str) -> int | None:
+        return None  # the simulated device's ``capacity`` bounds what runs at once, for every model together
+
     # -- the event loop -------------------------------------------------------------------------------------
 
     def at(self, when: float, action: Callable[[], None]) -> None:
