@@ -99,8 +99,9 @@ class AdmittedRequest:
             return text
         # vLLM writes compact JSON, and a quote inside generated text is escaped, so the unescaped key-value
         # pair is only ever the `model` field itself (top-level, or in Anthropic's message_start).
-        own = '"model":' + msgspec.json.encode(self.lease.model).decode()
-        return text.replace(own, '"model":' + msgspec.json.encode(self.asked_as).decode())
+        # str(): a name read from a YAML profile may be a ruamel string subclass, which msgspec does not encode.
+        own = '"model":' + msgspec.json.encode(str(self.lease.model)).decode()
+        return text.replace(own, '"model":' + msgspec.json.encode(str(self.asked_as)).decode())
 
 
 async def read_json_object(request: Request[Any, Any, Any]) -> dict[str, Any]:

@@ -85,12 +85,12 @@ async def watched(
 DEATHS = RecordingObserver()
 
 
-async def _stream(manager: EngineManager[FakeBundle], tokens: int) -> Any:
+async def _stream(manager: EngineManager[FakeBundle], tokens: int, model: str | None = None) -> Any:
     """Generate ``tokens`` tokens on the active model; returns the last output (raises what ended the lease)."""
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
-    async with admitted(manager, "plain", wait_timeout=600) as lease:
+    async with admitted(manager, model, wait_timeout=600) as lease:
         install_abort_hook(lease)
         final = None
         try:
@@ -136,7 +136,7 @@ async def _served_again(manager: EngineManager[FakeBundle], timeout: float) -> N
     deadline = time.perf_counter() + timeout
     while True:
         try:
-            assert (await _stream(manager, 4)).outputs[0].token_ids
+            assert (await _stream(manager, 4, "plain")).outputs[0].token_ids
             return
         except EngineDied:
             assert time.perf_counter() < deadline, "the model did not come back by itself"
