@@ -7,7 +7,7 @@ vLLM (``server/frontend/vllm_operations.py``). Nothing here imports vLLM.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 __all__ = ["OPERATIONS", "Operation"]
 
@@ -29,19 +29,5 @@ Operation = Literal[
 """A serving operation. ``responses.retrieve`` and ``responses.cancel`` take ``{"response_id", ...}`` bodies
 built from the path and query; the others take the request's JSON body."""
 
-#: Every operation, in the order the API documents them.
-OPERATIONS: Final[tuple[Operation, ...]] = (
-    "responses.create",
-    "responses.retrieve",
-    "responses.cancel",
-    "messages.create",
-    "messages.count_tokens",
-    "chat.batch",
-    "generative_scoring",
-    "structured_decision",
-    "pooling",
-    "classify",
-    "score",
-    "rerank",
-    "embed.cohere",
-)
+#: Every operation, in the order the API documents them (the Literal's own order: one list, not two).
+OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
