@@ -47,7 +47,7 @@ from server.engine.report import (
     SwitchReport,
 )
 from server.engine.residency import Residency
-from server.engine.scheduler import SchedulerPolicy
+from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
 from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
