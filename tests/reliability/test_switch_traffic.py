@@ -24,7 +24,7 @@ pytestmark = pytest.mark.engine
 
 #: Template reloads during the auto-mode run, and the seconds between them (spread over the traffic).
 RELOADS = 4
-RELOAD_GAP_S = 1.5
+RELOAD_GAP_S = 0.5
 
 
 def _targets(count: int, first: str) -> list[str]:
