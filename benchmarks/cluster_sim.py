@@ -7,7 +7,7 @@ Poisson traffic with Zipf popularity. A replica holds up to ``--capacities`` mod
 ``max_num_models_per_replica``), serves one of them at a time, up to ``--batch`` requests at once, and switches as
 Turnout's auto mode does: it drains its active model once that has nothing queued (or once another model's request
 has waited ``--max-residency-s``), then activates the model of its oldest waiting request, in ``--activate-s`` if it
-holds it, else in ``--load-s`` (evicting its least recently used model). Policies:
+holds it, else in ``--load-s`` (each value a grid layer; evicting its least recently used model). Policies:
 
 * ``affinity``: Ray's multiplexing rule: a replica holding the model (or with requests for it queued) and under
   ``--max-ongoing`` requests, the least loaded of them; else the replica with the fewest models.
@@ -126,6 +126,7 @@ class Cluster:
     """The replicas, the clock and the events, driving one routing policy over one stream."""
 
     options: ClusterSimOptions
+    load_s: float
     replicas: list[Replica]
     route: Callable[[Request], Replica]
     now: float = 0.0
@@ -170,7 +171,7 @@ class Cluster:
             replica.draining = True
         if replica.draining and replica.running == 0:
             target = others[0].model
-            cost = replica.begin_switch(target, self.options.load_s, self.options.activate_s)
+            cost = replica.begin_switch(target, self.load_s, self.options.activate_s)
             self.at(self.now + cost, lambda: self._switched(replica))
 
     def _switched(self, replica: Replica) -> None:
@@ -208,15 +209,16 @@ def run_cell(
     n_replicas: int,
     n_models: int,
     capacity: int,
+    load_s: float,
     options: ClusterSimOptions,
     stream: Sequence[Request] | None = None,
 ) -> ClusterCell:
-    """One policy on one (replicas, models, capacity) cell; ``stream`` defaults to the cell's seeded traffic."""
+    """One policy on one (replicas, models, capacity, load cost) cell; ``stream`` defaults to the cell's traffic."""
     if policy == "dedicated" and n_replicas < n_models:
         raise ValueError("one replica per model needs at least as many replicas as models")
     stream = traffic(options, n_replicas, n_models) if stream is None else stream
     replicas = [Replica(index, capacity) for index in range(n_replicas)]
-    cluster = Cluster(options, replicas, _router(policy, replicas, n_models, options))
+    cluster = Cluster(options, load_s, replicas, _router(policy, replicas, n_models, options))
     makespan = cluster.run(stream)
     device_s = max(makespan, 1e-9) * n_replicas
     per_1000 = 1000 / max(len(stream), 1)
@@ -224,6 +226,7 @@ def run_cell(
         replicas=n_replicas,
         models=n_models,
         capacity=capacity,
+        load_s=load_s,
         policy=policy,
         requests=len(cluster.latencies),
         switches_per_1000=round(sum(r.switches for r in replicas) * per_1000, 2),
@@ -239,38 +242,58 @@ def simulate(options: ClusterSimOptions) -> ClusterSimulation:
     """Every cell of the grid under every policy that applies to it."""
     cells: list[ClusterCell] = []
     wins: list[str] = []
-    for capacity, n_replicas, n_models in itertools.product(options.capacities, options.replicas, options.models):
+    grid = itertools.product(options.load_s, options.capacities, options.replicas, options.models)
+    for load_s, capacity, n_replicas, n_models in grid:
         stream = traffic(options, n_replicas, n_models)
         by_policy = {
-            policy: run_cell(policy, n_replicas, n_models, capacity, options, stream)
+            policy: run_cell(policy, n_replicas, n_models, capacity, load_s, options, stream)
             for policy in POLICIES
             if policy != "dedicated" or n_replicas >= n_models
         }
         cells += by_policy.values()
         dedicated = by_policy.get("dedicated")
         if dedicated is not None and dedicated.latency_p99_s < by_policy["affinity"].latency_p99_s:
-            wins.append(f"C={capacity} R={n_replicas} M={n_models}")
+            wins.append(f"load {load_s:g} s C={capacity} R={n_replicas} M={n_models}")
     return ClusterSimulation(options=options, cells=cells, dedicated_wins=wins, conclusion=_conclusion(cells, wins))
 
 
 def _conclusion(cells: Sequence[ClusterCell], wins: Sequence[str]) -> str:
-    eligible = sum(1 for c in cells if c.policy == "dedicated")
-    loads = {(c.capacity, c.replicas, c.models, c.policy): c.loads_per_1000 for c in cells}
-    pairs = [(a, loads[(*key[:3], "random")]) for key, a in loads.items() if key[3] == "affinity"]
+    loads = {(c.load_s, c.capacity, c.replicas, c.models, c.policy): c.loads_per_1000 for c in cells}
+    pairs = [(a, loads[(*key[:4], "random")]) for key, a in loads.items() if key[4] == "affinity"]
     fewer = sum(r for _, r in pairs) / max(sum(a for a, _ in pairs), 1e-9)
+    parts = []
+    for load_s in sorted({c.load_s for c in cells}, reverse=True):
+        eligible = sum(1 for c in cells if c.policy == "dedicated" and c.load_s == load_s)
+        won = [w.removeprefix(f"load {load_s:g} s ") for w in wins if w.startswith(f"load {load_s:g} s ")]
+        parts.append(
+            f"with {load_s:g} s loads, one replica per model has the lower p99 in {len(won)} of the {eligible} "
+            f"cells where it is possible (R >= M){': ' + ', '.join(won) if won else ''}"
+        )
+    said = "; ".join(parts)
+    lost = len(wins) < sum(1 for c in cells if c.policy == "dedicated")
+    why = (
+        " Where it loses, the hottest model outgrows its one replica while swapping replicas share it." if lost else ""
+    )
     return (
-        f"One replica per model beats affinity swapping (lower p99) in {len(wins)} of the {eligible} cells where "
-        f"it is possible (R >= M): {', '.join(wins) or 'none'}. Where R < M every replica must swap; over the "
-        f"grid, random routing loads {fewer:.2f}x as many models as affinity routing."
+        f"{said[:1].upper()}{said[1:]}.{why} Where R < M every replica must swap; over the grid, random routing "
+        f"loads {fewer:.2f}x as many models as affinity routing."
     )
 
 
 def table(result: ClusterSimulation) -> list[str]:
     """The grid as a Markdown table (printed and on the docs page)."""
-    header = ["C", "R", "M", "policy", "switches/1k", "loads/1k", "p50 s", "p99 s", "serving", "switching"]
+    header = ["load s", "C", "R", "M", "policy", "switches/1k", "loads/1k", "p50 s", "p99 s", "serving", "switching"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in result.cells:
-        row = [c.capacity, c.replicas, c.models, c.policy, f"{c.switches_per_1000:.1f}", f"{c.loads_per_1000:.1f}"]
+        row = [
+            f"{c.load_s:g}",
+            c.capacity,
+            c.replicas,
+            c.models,
+            c.policy,
+            f"{c.switches_per_1000:.1f}",
+            f"{c.loads_per_1000:.1f}",
+        ]
         row += [f"{c.latency_p50_s:.1f}", f"{c.latency_p99_s:.1f}", f"{c.busy_share:.0%}", f"{c.switching_share:.0%}"]
         lines.append("| " + " | ".join(map(str, row)) + " |")
     return lines
@@ -282,11 +305,11 @@ def page_section(result: ClusterSimulation | None) -> list[str]:
     if result is None:
         return [*lines, "**Not measured** in this run (`python -m benchmarks.cluster_sim`).", ""]
     o = result.options
-    held = "/".join(map(str, o.capacities))
+    held, costs = "/".join(map(str, o.capacities)), "/".join(f"{cost:g}" for cost in o.load_s)
     lines += [
         f"Simulated (`benchmarks/cluster_sim.py`): {o.requests} Poisson requests per cell at {o.utilization:.0%} "
         f"offered load per replica, Zipf({o.zipf:g}) model popularity, {o.service_s:g} s mean service, batch "
-        f"{o.batch}, C = {held} models held per replica (LRU), a load {o.load_s:g} s, an activation "
+        f"{o.batch}, C = {held} models held per replica (LRU), a load {costs} s, an activation "
         f"{o.activate_s:g} s, spill past {o.max_ongoing} ongoing requests.",
         "",
         *table(result),
@@ -301,6 +324,10 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(","))
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(part) for part in text.split(","))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid, print the table, write ``benchmarks/results/cluster_simulation.json``."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replicas", type=_ints, default=given.replicas, help="comma-separated replica counts")
     parser.add_argument("--models", type=_ints, default=given.models, help="comma-separated model counts")
     parser.add_argument("--capacities", type=_ints, default=given.capacities, help="models held per replica")
-    for name in ("requests", "utilization", "service_s", "batch", "load_s", "activate_s", "zipf"):
+    parser.add_argument("--load-s", type=_floats, default=given.load_s, help="comma-separated load seconds")
+    for name in ("requests", "utilization", "service_s", "batch", "activate_s", "zipf"):
         default = getattr(given, name)
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     parser.add_argument("--max-ongoing", type=int, default=given.max_ongoing)

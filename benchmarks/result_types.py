@@ -421,7 +421,8 @@ class ClusterSimOptions(Base, frozen=True, kw_only=True):
         batch: Requests one replica runs at once (vLLM's batch).
         capacities: Models one replica holds at once (Ray's ``max_num_models_per_replica``; its LRU), each a grid
             layer: 1 for ``stop``/``reconfigure``, Ray's default 3 for ``keep``.
-        load_s: Seconds to load a model the replica does not hold (an engine start: ``stop`` on the CPU machine).
+        load_s: Seconds to load a model the replica does not hold, each a grid layer: an engine start (``stop``,
+            17 s on the CPU machine) and an in-place swap (``reconfigure``, 0.9 s), auto_scheduler's ``COSTS``.
         activate_s: Seconds to make a held model the active one (``keep``).
         zipf: Model popularity: model ``i`` is asked with weight ``1 / (i + 1) ** zipf`` (0: uniform).
         max_ongoing: Ray's ``max_ongoing_requests``: past it a replica holding the model is passed over (spill).
@@ -435,7 +436,7 @@ class ClusterSimOptions(Base, frozen=True, kw_only=True):
     service_s: float = 2.0
     batch: int = 8
     capacities: tuple[int, ...] = (1, 3)
-    load_s: float = 17.0
+    load_s: tuple[float, ...] = (17.0, 0.9)
     activate_s: float = 0.003
     zipf: float = 1.0
     max_ongoing: int = 16
@@ -456,6 +457,7 @@ class ClusterCell(Base, frozen=True, kw_only=True):
     replicas: int
     models: int
     capacity: int
+    load_s: float
     policy: str
     requests: int
     switches_per_1000: float
