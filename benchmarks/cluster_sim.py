@@ -7,7 +7,10 @@ Poisson traffic with Zipf popularity. A replica holds up to ``--capacities`` mod
 ``max_num_models_per_replica``), serves one of them at a time, up to ``--batch`` requests at once, and switches as
 Turnout's auto mode does: it drains its active model once that has nothing queued (or once another model's request
 has waited ``--max-residency-s``), then activates the model of its oldest waiting request, in ``--activate-s`` if it
-holds it, else in ``--load-s`` (each value a grid layer; evicting its least recently used model). Policies:
+holds it, else in ``--load-s`` (each value a grid layer; evicting its least recently used model). That replica
+policy is auto mode's in outline only (``benchmarks/auto_scheduler.py`` runs the real Scheduler against one device,
+with its cost-scaled residency): the question here is routing, and a rule this small keeps the default grid's
+200 runs under a minute. Policies:
 
 * ``affinity``: Ray's multiplexing rule: a replica holding the model (or with requests for it queued) and under
   ``--max-ongoing`` requests, the least loaded of them; else the replica with the fewest models.
