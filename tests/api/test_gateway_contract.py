@@ -123,10 +123,11 @@ async def test_two_resident_models_and_a_queue(make_client: MakeClient, two_engi
     body = {"model": "extra", "messages": [], "max_tokens": 1}
     waiting = [asyncio.create_task(client.post("/v1/chat/completions", json=body)) for _ in range(2)]
     try:
-        for _ in range(200):
+        for _ in range(500):
             if manager.snapshot().slots[2].queued == 2:
                 break
             await asyncio.sleep(0.01)
+        assert manager.snapshot().slots[2].queued == 2, "both requests for extra wait behind the active model"
         # The two engines' own view: one of the three in-flight requests waits for a batch slot in tools'.
         for name, values in (
             ("vllm:num_requests_waiting", (1, 0)),
