@@ -149,6 +149,11 @@ class EngineManager(Generic[B]):
         return self._strategy.name
 
     @property
+    def switching(self) -> Switching:
+        """The profile's switching section the manager runs under (its mode, strategy and residency bounds)."""
+        return self._switching
+
+    @property
     def memory_plan(self) -> MemoryPlan | None:
         """The KV-cache budget the configured models run under (None where Turnout does not budget)."""
         return self._device.memory_plan
