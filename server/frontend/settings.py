@@ -59,3 +59,4 @@ class FrontendSettings:
     exclude_tools_when_tool_choice_none: bool = False
     enable_prompt_tokens_details: bool = False
     enable_force_include_usage: bool = False
+    lora_modules: dict[str, str] = field(default_factory=dict, hash=False)
