@@ -48,6 +48,7 @@ from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
+from vllm.utils.counter import AtomicCounter
 
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
@@ -71,6 +72,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: The LoRA ids of every bundle in this process. vLLM numbers adapters per `OpenAIServingModels` from 1, and an
+#: engine's worker takes an id it already holds for the same adapter: a bundle rebuilt over a running engine (a
+#: reload) would get the old bundle's adapter weights under its own adapter names.
+_LORA_IDS = AtomicCounter(0)
 
 # The embeddings request is a union of models, so it needs an adapter to validate.
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
@@ -169,6 +175,7 @@ class VllmFrontend:
             base_model_paths=[BaseModelPath(name=model_name, model_path=self._model_config.model)],
             lora_modules=lora_modules or None,
         )
+        models.lora_id_counter = _LORA_IDS
         self._models = models
         self._renderer = OnlineRenderer(
             model_config=self._model_config,
