@@ -138,14 +138,15 @@ async def provide_admitted(
 
 
 def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:
-    """The model a request names: a model's own name, or one of its ``served_model_name`` aliases.
+    """The model a request names: a model's own name, one of its ``served_model_name`` aliases, or one of its
+    LoRA adapters (``lora_modules``: the base model's bundle serves it, vLLM applies the adapter).
 
     An unknown name comes back as it is, for the manager's 404 to name it.
     """
     if requested is None or requested in manager.models:
         return requested
     for name, profile in manager.models.items():
-        if requested in profile.aliases:
+        if requested in profile.aliases or requested in (profile.lora_modules or {}):
             return name
     return requested
 

@@ -78,7 +78,7 @@ MODEL_FLAGS: Final = {
 _NOT_YET = "not implemented by Turnout yet"
 #: Flags ``turnout serve`` refuses, with why.
 REFUSED: Final = {
-    "lora_modules": f"LoRA adapters belong to one model: {_NOT_YET}",
+    "lora_modules": "LoRA adapters belong to one model: set lora_modules in its profile",
     "tool_server": f"tool servers (MCP, demo) for the Responses API: {_NOT_YET}",
     "trust_request_mm_kwargs": _NOT_YET,
     "tool_strict_level": _NOT_YET,

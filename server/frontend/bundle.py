@@ -56,6 +56,11 @@ class FrontendBundle:
         self._operations = frontend.operations
         self._inflight = InflightRegistry(engine.abort)
 
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The model's LoRA adapters loaded into its engine (a request naming one gets it applied)."""
+        return self._frontend.adapters
+
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """Handle a /v1/chat/completions body.
 

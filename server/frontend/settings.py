@@ -43,6 +43,8 @@ class FrontendSettings:
         exclude_tools_when_tool_choice_none: Leave the tools out of the prompt when ``tool_choice`` is ``none``.
         enable_prompt_tokens_details: Report ``prompt_tokens_details`` (cached tokens) in usage.
         enable_force_include_usage: Include usage in every response, streamed ones too.
+        lora_modules: LoRA adapter name to its folder (the profile's ``lora_modules``): vLLM's static LoRA
+            modules of this model, loaded into its engine when the bundle is built.
     """
 
     enable_auto_tool_choice: bool = False
@@ -59,3 +61,4 @@ class FrontendSettings:
     exclude_tools_when_tool_choice_none: bool = False
     enable_prompt_tokens_details: bool = False
     enable_force_include_usage: bool = False
+    lora_modules: dict[str, str] = field(default_factory=dict, hash=False)

@@ -29,7 +29,7 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
 from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
-from vllm.entrypoints.openai.models.protocol import BaseModelPath
+from vllm.entrypoints.openai.models.protocol import BaseModelPath, LoRAModulePath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
@@ -48,6 +48,7 @@ from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
+from vllm.utils.counter import AtomicCounter
 
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
@@ -71,6 +72,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: The LoRA ids of every bundle in this process. vLLM numbers adapters per `OpenAIServingModels` from 1, and an
+#: engine's worker takes an id it already holds for the same adapter: a bundle rebuilt over a running engine (a
+#: reload) would get the old bundle's adapter weights under its own adapter names.
+_LORA_IDS = AtomicCounter(0)
 
 # The embeddings request is a union of models, so it needs an adapter to validate.
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
@@ -158,10 +164,19 @@ class VllmFrontend:
         chat_template = _load_template(settings.chat_template)
         content_format = settings.chat_template_content_format
         logger = RequestLogger(max_log_len=settings.max_log_len) if settings.log_requests else None
+        # The model's LoRA adapters are vLLM's static LoRA modules, as `vllm serve --lora-modules` makes them;
+        # `open` loads them into the engine before the first request.
+        lora_modules = [
+            LoRAModulePath(name=name, path=path, base_model_name=model_name)
+            for name, path in settings.lora_modules.items()
+        ]
         models = OpenAIServingModels(
             engine_client=model_engine,
             base_model_paths=[BaseModelPath(name=model_name, model_path=self._model_config.model)],
+            lora_modules=lora_modules or None,
         )
+        models.lora_id_counter = _LORA_IDS
+        self._models = models
         self._renderer = OnlineRenderer(
             model_config=self._model_config,
             renderer=model_engine.renderer,
@@ -252,7 +267,7 @@ class VllmFrontend:
             init_parser_metrics(model_name=model_name)
         tasks = await model_engine.get_supported_tasks()
         try:
-            return cls(
+            frontend = cls(
                 model_name=model_name,
                 engine=engine,
                 model_engine=model_engine,
@@ -262,6 +277,22 @@ class VllmFrontend:
         except TypeError as exc:
             # ParserManager reports a parser that cannot work with this tokenizer as a TypeError.
             raise FrontendConfigError(f"model {model_name!r}: {exc}") from exc
+        await frontend._load_adapters()
+        return frontend
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The names of the LoRA adapters loaded into this model's engine."""
+        return tuple(self._models.lora_requests)
+
+    async def _load_adapters(self) -> None:
+        """Load the model's LoRA adapters into its engine (vLLM's `init_static_loras`, as `vllm serve` does)."""
+        if self._models.static_lora_modules is None:
+            return
+        try:
+            await self._models.init_static_loras()  # type: ignore[no-untyped-call]
+        except Exception as exc:  # vLLM raises ValueError with its error body's message, or the engine's error
+            raise FrontendConfigError(f"model {self.model_name!r}: a LoRA adapter cannot be loaded: {exc}") from exc
 
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/chat/completions."""
@@ -311,7 +342,9 @@ class VllmFrontend:
 
     def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
         """`parse_request` for this model: the request model, or the 400 for `body`."""
-        return parse_request(validate, body, model_name=self.model_name, request_id=request_id)
+        return parse_request(
+            validate, body, model_name=self.model_name, request_id=request_id, adapters=self._models.lora_requests
+        )
 
 
 def _check_parsers(settings: FrontendSettings) -> None:

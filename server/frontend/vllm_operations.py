@@ -139,6 +139,8 @@ class ServingOperations:
 
     def __init__(self, context: ServingContext) -> None:
         self.model_name = context.model_name
+        # vLLM's live registry of this model's LoRA adapters (filled once the bundle loaded them).
+        self._adapters = context.models.lora_requests
         tasks = context.supported_tasks
         settings = context.settings
         model_config = context.models.model_config
@@ -216,7 +218,9 @@ class ServingOperations:
                 return bad_request("The request body must be a JSON object.")
             request: Any = body
         else:
-            request = parse_request(route.validate, body, model_name=self.model_name, request_id=request_id)
+            request = parse_request(
+                route.validate, body, model_name=self.model_name, request_id=request_id, adapters=self._adapters
+            )
             if isinstance(request, JsonResult):
                 return request
         result = await call_serving(route.call(request), dump=route.dump)

@@ -59,6 +59,7 @@ FRONTEND_SETTING_KEYS = (
     "tool_call_parser",
     "chat_template",
     "reasoning_parser",
+    "lora_modules",
     *CHAT_FRONTEND_KEYS,
 )
 #: Per-model keys that say how long a model stays loaded and how much it serves at once (the engine layer reads them).
@@ -112,6 +113,14 @@ class ModelProfile(Base, frozen=True, kw_only=True):
             request loads it again.
         max_concurrent_requests: Most requests the model serves at once; past it requests wait in the model's
             queue (up to ``switching.max_queue``, then 429 with ``Retry-After``). Unset: no limit of Turnout's.
+        lora_modules: LoRA adapters of this model: adapter name to a PEFT adapter folder (``adapter_config.json``
+            and ``adapter_model.safetensors``), as vLLM's ``--lora-modules name=path``; a relative folder resolves
+            against the profile's folder. A request whose ``model`` is an adapter's name is served by this
+            model's engine with the adapter applied (in auto mode it switches to this model), and
+            ``/v1/models`` lists each adapter with ``parent`` set to this model. Needs the engine argument
+            ``enable_lora: true``; vLLM's other LoRA engine arguments (``max_loras``, ``max_lora_rank``,
+            ``max_cpu_loras``, ``lora_dtype``, ...) are engine arguments like any other. An adapter name must
+            differ from every model name, alias and other adapter.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -134,6 +143,7 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     preload: bool = False
     idle_unload_s: PositiveFloat | None = None
     max_concurrent_requests: PositiveInt | None = None
+    lora_modules: dict[str, str] | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property

@@ -81,7 +81,9 @@ def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> No
 
 
 def test_a_refused_flag_says_why() -> None:
-    with pytest.raises(FrontendFlagError, match="--lora-modules: LoRA adapters belong to one model"):
+    with pytest.raises(
+        FrontendFlagError, match="--lora-modules: LoRA adapters belong to one model: set lora_modules in its profile"
+    ):
         split_frontend_flags({"lora_modules": ["a=b"], "response_role": "bot"})
 
 

@@ -53,15 +53,18 @@ class OpenAIController(Controller):
         for name, profile in manager.models.items():
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
-            # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose.
-            for card_id in (name, *(alias for alias in profile.aliases if alias != name)):
+            # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose. So is a
+            # LoRA adapter, whose `root` is its folder (as vLLM lists adapters).
+            names = [(card, profile.model) for card in (name, *(alias for alias in profile.aliases if alias != name))]
+            names += list((profile.lora_modules or {}).items())
+            for card_id, root in names:
                 cards.append(
                     {
                         "id": card_id,
                         "object": "model",
                         "created": created,
                         "owned_by": "turnout",
-                        "root": profile.model,
+                        "root": root,
                         "parent": None if card_id == name else name,
                         "max_model_len": max_len,
                         "permission": [],
