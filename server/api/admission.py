@@ -64,6 +64,8 @@ class ServingBundle(AbortsRequests, Protocol):
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
 
+    async def tokenizer_info(self) -> Any: ...
+
 
 @dataclass(eq=False)
 class AdmittedRequest:

@@ -115,6 +115,10 @@ class FrontendBundle:
         del request_id
         return await self._frontend.detokenize(body)
 
+    async def tokenizer_info(self) -> BundleResult:
+        """Handle GET /tokenizer_info: the tokenizer's configuration (``init_kwargs``, class) and chat template."""
+        return await self._frontend.tokenizer_info()
+
     async def abort(self, request_id: str) -> tuple[str, ...]:
         """Abort `request_id`'s engine requests, including those it has not submitted yet.
 

@@ -25,6 +25,7 @@ from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScori
 from vllm.entrypoints.generate.structured_decisions.protocol import StructuredDecisionRequest
 from vllm.entrypoints.generate.structured_decisions.serving import ServingStructuredDecisions
 from vllm.entrypoints.generate.structured_decisions.strategies import ReadContext, select_read_strategy
+from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
 from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
@@ -81,6 +82,7 @@ class ServingContext:
         chat_template: The resolved chat template text, or None for the tokenizer's own.
         settings: The model's frontend settings.
         supported_tasks: What the engine says its model supports.
+        tool_server: vLLM's tool server for the Responses API (shared by every model), or None.
     """
 
     model_name: str
@@ -91,6 +93,7 @@ class ServingContext:
     chat_template: str | None
     settings: FrontendSettings
     supported_tasks: tuple[SupportedTask, ...]
+    tool_server: ToolServer | None = None
 
 
 def _by_alias(response: pydantic.BaseModel) -> bytes:
@@ -156,15 +159,35 @@ class ServingOperations:
             "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
             "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
             "enable_force_include_usage": settings.enable_force_include_usage,
+            "tool_strict_level": settings.tool_strict_level,
+            "enable_log_outputs": settings.enable_log_outputs,
         }
+        # Which settings each class takes, as vLLM's init_generate_state passes them.
+        deltas: dict[str, Any] = {"enable_log_deltas": settings.enable_log_deltas}
+        metrics: dict[str, Any] = {"enable_per_request_metrics": settings.enable_per_request_metrics}
         engine, models = context.engine, context.models
-        self._responses = OpenAIServingResponses(engine, models, **common) if generating else None
+        self._responses = (
+            OpenAIServingResponses(engine, models, tool_server=context.tool_server, **common, **metrics)
+            if generating
+            else None
+        )
         self._messages = (
-            AnthropicServingMessages(engine, models, settings.response_role, **common) if generating else None
+            AnthropicServingMessages(
+                engine,
+                models,
+                settings.response_role,
+                disabled_thinking_effort=settings.anthropic_disabled_thinking_effort,
+                **common,
+                **deltas,
+            )
+            if generating
+            else None
         )
         chat_only: dict[str, Any] = {
             "trust_request_chat_template": settings.trust_request_chat_template,
             "exclude_tools_when_tool_choice_none": settings.exclude_tools_when_tool_choice_none,
+            **deltas,
+            **metrics,
         }
         self._chat_batch = (
             OpenAIServingChatBatch(engine, models, settings.response_role, **common, **chat_only)
@@ -176,7 +199,12 @@ class ServingOperations:
         )
         self._decisions = _structured_decisions(context)
         pooling_task = model_config.get_pooling_task(tasks)
-        template = ChatTemplateConfig(chat_template=context.chat_template, chat_template_content_format=content_format)
+        template = ChatTemplateConfig(
+            chat_template=context.chat_template,
+            chat_template_content_format=content_format,
+            trust_request_chat_template=settings.trust_request_chat_template,
+            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
+        )
         pooled: dict[str, Any] = {"request_logger": context.logger, "chat_template_config": template}
         self._pooling = (
             ServingPooling(engine, models, supported_tasks=tasks, **pooled)
@@ -190,7 +218,13 @@ class ServingOperations:
             else None
         )
         self._scores = (
-            ServingScores(engine, models, supported_tasks=tasks, **pooled)
+            ServingScores(
+                engine,
+                models,
+                supported_tasks=tasks,
+                enable_flash_late_interaction=settings.enable_flash_late_interaction,
+                **pooled,
+            )
             if enable_scoring_api(tasks, model_config)
             else None
         )

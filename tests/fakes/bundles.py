@@ -74,6 +74,9 @@ class FakeServingBundle:
     async def detokenize(self, body: dict[str, Any]) -> JsonResult:
         return JsonResult(200, {"prompt": self.name})
 
+    async def tokenizer_info(self) -> JsonResult:
+        return JsonResult(200, {"tokenizer_class": "FakeTokenizer", "model": self.name})
+
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
         if operation == "responses.retrieve":
