@@ -14,7 +14,7 @@ text and `finish_reason: "abort"` in each choice.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from vllm.engine.protocol import EngineClient
@@ -95,6 +95,14 @@ class FrontendBundle:
             request_id: As in `chat`; a created response's id is this id.
         """
         return await self._tracked(lambda body, rid: self._operations.call(operation, body, rid), body, request_id)
+
+    async def background_finished(self, response_id: str) -> None:
+        """Return once the background Response ``response_id`` (``background: true``) has finished."""
+        await self._operations.background_finished(response_id)
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        """End a queued or running background Response as ``failed`` with ``error``; whether there was one."""
+        return await self._operations.fail_background(response_id, error)
 
     def supports(self, operation: Operation) -> bool:
         """Whether this model serves `operation` (its tasks have the route)."""

@@ -12,6 +12,7 @@ Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module afte
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -235,6 +236,38 @@ class ServingOperations:
         """Serve Cohere's ``/v2/embed`` with the model's embedding object (built by `VllmFrontend`)."""
         self._embedding = embedding
         self._routes = self._route_table()
+
+    async def background_finished(self, response_id: str) -> None:
+        """Return once the background response ``response_id`` has finished (at once when there is none)."""
+        task = self._responses.background_tasks.get(response_id) if self._responses is not None else None
+        if task is not None:
+            await asyncio.wait([task])  # its own failure is recorded by vLLM in the stored response
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        """End the background response ``response_id`` as ``failed`` with ``error`` (OpenAI's ``{code, message}``).
+
+        Retrieving it then shows why (a switch, an unload, the engine's death). vLLM's response object has no
+        ``error`` field yet but takes extra fields, which it sends. Cancelling the task closes its generator,
+        which aborts the engine request, as vLLM's own cancel does.
+
+        Returns:
+            Whether a queued or running background response was ended.
+        """
+        responses = self._responses
+        if responses is None:
+            return False
+        async with responses.response_store_lock:
+            response = responses.response_store.get(response_id)
+            if response is None or response.status not in ("queued", "in_progress"):
+                return False
+            response.status = "failed"
+            # An extra field (vLLM's model has extra="allow"), kept and dumped with the rest.
+            setattr(response, "error", dict(error))  # noqa: B010 - not a declared field, so mypy would refuse it
+        task = responses.background_tasks.get(response_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        return True
 
     def supports(self, operation: Operation) -> bool:
         """Whether this model's tasks have `operation` (vLLM registers its route only then)."""
