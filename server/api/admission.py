@@ -11,7 +11,7 @@ streamed body.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -63,6 +63,12 @@ class ServingBundle(AbortsRequests, Protocol):
     async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> Any: ...
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
+
+    async def tokenizer_info(self) -> Any: ...
+
+    async def background_finished(self, response_id: str) -> None: ...
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool: ...
 
 
 @dataclass(eq=False)

@@ -22,6 +22,10 @@ class ApiSettings:
         dev_mode: Open the admin routes without a token (``--dev`` or ``VLLM_SERVER_DEV_MODE=1``).
         cors: CORS for every route, as Litestar's ``CORSConfig`` arguments (``allow_origins``, ``allow_methods``,
             ``allow_headers``, ``allow_credentials``); None: no CORS headers, preflights are not answered.
+        enable_tokenizer_info_endpoint: Serve ``GET /tokenizer_info`` (vLLM's ``--enable-tokenizer-info-endpoint``;
+            off by default, as there: it shows the tokenizer's configuration and chat template to any client).
+        enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
+            (vLLM's ``--enable-request-id-headers``).
     """
 
     admin_token: str | None = field(default=None, repr=False)
@@ -29,3 +33,5 @@ class ApiSettings:
     api_key: str | None = field(default=None, repr=False)
     dev_mode: bool = False
     cors: Mapping[str, Any] | None = None
+    enable_tokenizer_info_endpoint: bool = False
+    enable_request_id_headers: bool = False

@@ -13,7 +13,7 @@ returns 200 with the partial text and `finish_reason: "abort"` in each choice.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from vllm.engine.protocol import EngineClient
@@ -100,6 +100,14 @@ class FrontendBundle:
         """
         return await self._tracked(lambda body, rid: self._operations.call(operation, body, rid), body, request_id)
 
+    async def background_finished(self, response_id: str) -> None:
+        """Return once the background Response ``response_id`` (``background: true``) has finished."""
+        await self._operations.background_finished(response_id)
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        """End a queued or running background Response as ``failed`` with ``error``; whether there was one."""
+        return await self._operations.fail_background(response_id, error)
+
     def supports(self, operation: Operation) -> bool:
         """Whether this model serves `operation` (its tasks have the route)."""
         return self._operations.supports(operation)
@@ -118,6 +126,10 @@ class FrontendBundle:
         """Handle a /detokenize body (`{"tokens": [...]}` → `{"prompt": text}`)."""
         del request_id
         return await self._frontend.detokenize(body)
+
+    async def tokenizer_info(self) -> BundleResult:
+        """Handle GET /tokenizer_info: the tokenizer's configuration (``init_kwargs``, class) and chat template."""
+        return await self._frontend.tokenizer_info()
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         """Abort `request_id`'s engine requests, including those it has not submitted yet.

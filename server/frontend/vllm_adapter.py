@@ -25,6 +25,7 @@ from typing import Any
 
 import pydantic
 from vllm.engine.protocol import EngineClient
+from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
 from vllm.entrypoints.openai.completion.protocol import CompletionRequest
@@ -60,6 +61,7 @@ from server.frontend.vllm_calls import (
 )
 from server.frontend.vllm_operations import REQUEST_BODIES as OPERATION_REQUEST_BODIES
 from server.frontend.vllm_operations import ServingContext, ServingOperations
+from server.frontend.vllm_tool_server import open_tool_server
 
 __all__ = [
     "SUPPORTED_VLLM_VERSIONS",
@@ -154,6 +156,7 @@ class VllmFrontend:
         model_engine: EngineClient,
         settings: FrontendSettings,
         supported_tasks: tuple[SupportedTask, ...],
+        tool_server: ToolServer | None = None,
     ) -> None:
         self.model_name = model_name
         self._model_config = model_engine.model_config
@@ -187,7 +190,9 @@ class VllmFrontend:
             tool_parser=settings.tool_call_parser,
             reasoning_parser=settings.reasoning_parser,
             trust_request_chat_template=settings.trust_request_chat_template,
+            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
             exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+            tool_strict_level=settings.tool_strict_level,
             default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
         )
         self._renderer.warmup()
@@ -223,15 +228,27 @@ class VllmFrontend:
                 trust_request_chat_template=settings.trust_request_chat_template,
                 exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
                 default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+                tool_strict_level=settings.tool_strict_level,
+                enable_per_request_metrics=settings.enable_per_request_metrics,
+                enable_log_outputs=settings.enable_log_outputs,
+                enable_log_deltas=settings.enable_log_deltas,
                 **usage,
             )
             self._completion = OpenAIServingCompletion(
-                engine, models, online_renderer=self._renderer, request_logger=logger, **usage
+                engine,
+                models,
+                online_renderer=self._renderer,
+                request_logger=logger,
+                enable_per_request_metrics=settings.enable_per_request_metrics,
+                **usage,
             )
         self._embedding: ServingEmbedding | None = None
         if self.supports_embeddings:
             template_config = ChatTemplateConfig(
-                chat_template=chat_template, chat_template_content_format=content_format
+                chat_template=chat_template,
+                chat_template_content_format=content_format,
+                trust_request_chat_template=settings.trust_request_chat_template,
+                trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
             )
             # Its __init__ takes *args, **kwargs (passed on to PoolingBaseServing), hence untyped.
             self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
@@ -247,6 +264,7 @@ class VllmFrontend:
                 chat_template=chat_template,
                 settings=settings,
                 supported_tasks=supported_tasks,
+                tool_server=tool_server,
             )
         )
         self.operations.attach_embedding(self._embedding)
@@ -266,6 +284,8 @@ class VllmFrontend:
             # vllm serve does the same; the counter's model label is process-wide, like our one active model.
             init_parser_metrics(model_name=model_name)
         tasks = await model_engine.get_supported_tasks()
+        # As vllm serve: only a generate model's Responses API has tools.
+        tool_server = await open_tool_server(settings.tool_server) if "generate" in tasks else None
         try:
             frontend = cls(
                 model_name=model_name,
@@ -273,6 +293,7 @@ class VllmFrontend:
                 model_engine=model_engine,
                 settings=settings,
                 supported_tasks=tasks,
+                tool_server=tool_server,
             )
         except TypeError as exc:
             # ParserManager reports a parser that cannot work with this tokenizer as a TypeError.
@@ -332,6 +353,10 @@ class VllmFrontend:
         if isinstance(request, JsonResult):
             return request
         return await call_serving(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
+
+    async def tokenizer_info(self) -> BundleResult:
+        """GET /tokenizer_info: the tokenizer's configuration and chat template."""
+        return await call_serving(self._tokenization.get_tokenizer_info())
 
     async def detokenize(self, body: Any) -> BundleResult:
         """POST /detokenize."""

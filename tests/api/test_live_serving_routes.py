@@ -200,3 +200,25 @@ def test_a_switch_while_responses_and_messages_streams_run(
         assert result.model == "tools" and result.content[0].text == "Hello from tiny-tools."
     else:
         assert result.body["error"]["type"] == "overloaded_error" and "switched from 'tools'" in str(result.body)
+
+
+def test_a_switch_ends_a_background_response_as_failed_and_retrieve_says_why(
+    server: LiveServer, client: openai.OpenAI
+) -> None:
+    _activate(server, "tools")
+    # ignore_eos keeps it generating until the switch drains it out.
+    created = client.responses.create(
+        model="tools",
+        input="Hello!",
+        max_output_tokens=900,
+        background=True,
+        store=True,
+        extra_body={"ignore_eos": True},
+    )
+    assert created.status in ("queued", "in_progress")
+    _activate(server, "plain", drain_timeout=0.2)
+    _activate(server, "tools")  # the keep strategy kept tools' engine and its store
+    retrieved = client.responses.retrieve(created.id)
+    assert retrieved.status == "failed", retrieved
+    assert retrieved.error is not None and retrieved.error.code == "model_switched"
+    assert "tools" in retrieved.error.message

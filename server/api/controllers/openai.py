@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from litestar import Controller, get
+from litestar import Controller, Response, get
 from litestar.di import NamedDependency
 
-from server.api.admission import ServingBundle
+from server.api.admission import AdmittedRequest, ServingBundle
 from server.api.controllers.bundle_routes import bundle_route
+from server.api.responses import respond
 from server.engine import EngineManager
 
-__all__ = ["OpenAIController", "TokenizeController"]
+__all__ = ["OpenAIController", "TokenizeController", "tokenizer_info"]
 
 
 class OpenAIController(Controller):
@@ -95,3 +96,18 @@ class TokenizeController(Controller):
         lambda admitted: admitted.bundle.detokenize(admitted.body),
         "Turn token ids back into text.",
     )
+
+
+@get("/tokenizer_info", tags=["Tokenization"])
+async def tokenizer_info(manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
+    """The active model's tokenizer configuration and chat template (``--enable-tokenizer-info-endpoint``)."""
+    # A GET names no model: it is the active one's (in auto mode, the default's when none is active), as for the
+    # Responses retrieve route. Nothing reaches the engine, so no abort hook is needed.
+    lease = await manager.acquire(None)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body={})
+    try:
+        response = respond(admitted, await lease.bundle.tokenizer_info())
+        assert isinstance(response, Response)  # a JSON answer, never a stream
+        return response
+    finally:
+        admitted.release()

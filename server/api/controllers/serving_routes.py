@@ -17,6 +17,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, ServingBundle, install_abort_hook
+from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.openapi import request_body
@@ -42,10 +43,14 @@ class ResponsesController(Controller):
     async def create_response(
         self, admitted: NamedDependency[AdmittedRequest], stored_responses: NamedDependency[StoredResponses]
     ) -> Response[Any] | Stream:
-        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again."""
+        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
+
+        A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
+        """
         lease = admitted.lease
         stored_responses.record(lease.request_id, lease.model, lease.bundle)
         result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
+        hold_background_response(admitted, result)
         return respond(admitted, result, RESPONSES_API)
 
     @get("/{response_id:str}")
