@@ -49,14 +49,10 @@ def build_application(
         {"autoscaling_config": dict(autoscaling)} if autoscaling is not None else {"num_replicas": replicas}
     )
     node = serve.deployment(
-        TurnoutNode,
-        name="TurnoutNode",
-        ray_actor_options=actor_options,
-        max_ongoing_requests=max_ongoing_requests,
-        **scale,
-    ).bind(builder, dict(node_options or {}))
-    ingress = serve.deployment(
-        TurnoutIngressDeployment, name="TurnoutIngress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000
+        name="TurnoutNode", ray_actor_options=actor_options, max_ongoing_requests=max_ongoing_requests, **scale
+    )(TurnoutNode).bind(builder, dict(node_options or {}))
+    ingress = serve.deployment(name="TurnoutIngress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)(
+        TurnoutIngressDeployment
     )
     return ingress.bind(node, dict(ingress_options or {}))
 
@@ -64,14 +60,19 @@ def build_application(
 def app_builder(args: Mapping[str, Any]) -> Application:
     """A Ray Serve config file's application: ``args`` are ``profile``, ``replicas``, ``num_gpus`` (per
     replica), ``resources``, ``max_ongoing_requests`` and ``dev``."""
-    from server.cluster.build import default_model_of
+    from server.cluster.build import serving_profile
 
     profile = str(args["profile"])
+    loaded = serving_profile(profile)
     dev = bool(args.get("dev", False))
     return build_application(
         replicas=int(args.get("replicas", 1)),
         node_options={"profile": profile, "dev": dev},
-        ingress_options={"default_model": default_model_of(profile), "dev": dev},
+        ingress_options={
+            "default_model": loaded.default_model,
+            "admin_token_env": loaded.server.admin_token_env,
+            "dev": dev,
+        },
         num_gpus=float(args.get("num_gpus", 0.0)),
         resources=args.get("resources"),
         max_ongoing_requests=int(args.get("max_ongoing_requests", 16)),

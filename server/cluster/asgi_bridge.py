@@ -59,7 +59,7 @@ async def call_app(app: ASGIApp, request: ForwardedRequest) -> AsyncIterator[dic
     disconnected = asyncio.Event()
     body_given = False
 
-    async def receive() -> Message:
+    async def receive() -> dict[str, Any]:
         nonlocal body_given
         if not body_given:
             body_given = True
@@ -72,7 +72,7 @@ async def call_app(app: ASGIApp, request: ForwardedRequest) -> AsyncIterator[dic
 
     async def run() -> None:
         try:
-            await app(scope, receive, send)  # type: ignore[arg-type]
+            await app(scope, receive, send)  # type: ignore[arg-type]  # plain dicts, as ASGI's messages are
         finally:
             await sent.put(None)
 

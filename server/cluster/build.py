@@ -14,7 +14,7 @@ from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.frontend.vllm_adapter import build_renderer, parser_registry
 from server.profiles import Profile, validate_profile
 
-__all__ = ["default_model_of", "profile_node", "serving_profile"]
+__all__ = ["ProfileInvalid", "profile_node", "serving_profile"]
 
 
 class ProfileInvalid(RuntimeError):
@@ -27,11 +27,6 @@ def serving_profile(path: str) -> Profile:
     if result.profile is None:
         raise ProfileInvalid("; ".join(str(issue) for issue in result.errors))
     return result.profile
-
-
-def default_model_of(path: str) -> str:
-    """The profile's default model (the ingress sends a request that names none to it)."""
-    return serving_profile(path).default_model
 
 
 async def profile_node(options: Mapping[str, Any]) -> NodeParts:

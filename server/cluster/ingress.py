@@ -21,7 +21,7 @@ from ray import serve
 
 from server.api import ApiSettings
 from server.api.auth import AdminGuard
-from server.api.errors import ANTHROPIC_API, OPENAI_API, RESPONSES_API, EXCEPTION_HANDLERS, ApiShape
+from server.api.errors import ANTHROPIC_API, EXCEPTION_HANDLERS, OPENAI_API, RESPONSES_API, ApiShape
 from server.cluster.asgi_bridge import ForwardedRequest
 from server.cluster.errors import ReplicaLost, ReplicaUnknown
 from server.cluster.registry import registry_handle

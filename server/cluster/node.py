@@ -64,7 +64,8 @@ class TurnoutNode:
         options: Plain data for the builder (the profile path, the fakes' switch delay).
     """
 
-    async def __init__(self, builder: str, options: Mapping[str, Any]) -> None:
+    # Ray Serve awaits an async constructor (the replica is ready once the builder ran); mypy knows no such thing.
+    async def __init__(self, builder: str, options: Mapping[str, Any]) -> None:  # type: ignore[misc]
         parts: NodeParts = await import_builder(builder)(options)
         self._parts = parts
         manager = parts.manager
@@ -93,10 +94,10 @@ class TurnoutNode:
         if not self._started:
             await manager.initialize(name)  # the first model starts the manager (and its residency timers)
             self._started = True
-        elif self._capacity == 1 or manager.active_model is None:
-            await manager.switch(name)
+        elif self._capacity == 1 or manager.active_model is None or manager.strategy_name != "keep":
+            await manager.switch(name)  # sleep parks the model it leaves asleep: it stays held, as Ray counts it
         else:
-            await manager.load(name)  # resident beside the active one: the strategy keeps engines
+            await manager.load(name)  # resident beside the active one: keep holds several engines
         self._loads += 1
         self._held.append(name)
         return _Held(self, name)

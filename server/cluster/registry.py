@@ -83,6 +83,6 @@ def registry_handle(app: str) -> Any:
     Detached, so that it outlives a replica's restart; ``num_cpus=0``: it must not take a CPU from the replicas.
     """
     actor = ray.remote(num_cpus=0, max_restarts=-1)(ClusterRegistry)
-    return actor.options(  # type: ignore[attr-defined]
+    return actor.options(
         name=f"{REGISTRY_NAME}:{app}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True
     ).remote()
