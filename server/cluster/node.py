@@ -179,6 +179,8 @@ class TurnoutNode:
 
     async def __del__(self) -> None:
         """Ray Serve's shutdown hook: stop reporting, leave the view, release the engines."""
+        if not hasattr(self, "_loop"):
+            return  # the constructor failed (a bad profile): nothing was started
         self._loop.cancel()
         with contextlib.suppress(BaseException):
             await self._loop

@@ -2,7 +2,8 @@
 
 One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators) with two
 applications: ``pair`` (two capacity-1 replicas, the ``stop`` strategy, models a, b, c) at ``/`` and ``lru`` (one
-capacity-1 replica) at ``/lru``. The ``pair`` tests run in file order on the same replicas, each stating what it
+capacity-1 replica) at ``/lru``; the engine test adds ``real`` (the demo profile's tiny vLLM models on two
+replicas) at ``/real``. The ``pair`` tests run in file order on the same replicas, each stating what it
 expects to find; the last one kills a replica.
 """
 
@@ -60,7 +61,7 @@ def base_url() -> Iterator[str]:
         address="local",
         num_cpus=2,
         include_dashboard=False,
-        resources={ACCELERATOR: 3},
+        resources={ACCELERATOR: 5},
         runtime_env={"env_vars": env},
         log_to_driver=False,
     )
@@ -222,3 +223,40 @@ async def test_a_replica_killed_mid_stream(client: httpx.AsyncClient) -> None:
     kept = {r["replica"]: r for r in await settled(client)}[survivor]
     assert kept["pid"] == before[survivor]["pid"]
     assert kept["loads"] >= before[survivor]["loads"] and kept["evictions"] >= before[survivor]["evictions"]
+
+
+@pytest.fixture(scope="module")
+def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The README's demo profile (its tiny models where this machine keeps them) on two replicas."""
+    text = (ROOT / "profiles" / "demo.yaml").read_text(encoding="utf-8")
+    for name, folder in tiny_models.items():
+        text = text.replace(f"../.cache/tiny-models/{name}", str(folder))
+    text = text.replace("../templates/", f"{ROOT / 'templates'}/")  # the copy lives elsewhere
+    profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
+    profile.write_text(text, encoding="utf-8")
+    application = build_application(
+        replicas=2,
+        node_options={"profile": str(profile), "dev": True},
+        ingress_options={"default_model": "tools", "dev": True},
+        resources={ACCELERATOR: 1},
+    )
+    serve.run(application, name="real", route_prefix="/real")
+    try:
+        yield "/real"
+    finally:
+        serve.delete("real")
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+async def test_real_tiny_engines_on_two_replicas(client: httpx.AsyncClient, real_prefix: str) -> None:
+    assert await chat(client, "tools", real_prefix, messages=[{"role": "user", "content": "Hi"}], max_tokens=8) == (
+        "Hello from tiny-tools."
+    )
+    assert await chat(client, "plain", real_prefix, messages=[{"role": "user", "content": "Hi"}], max_tokens=8) == (
+        "Hello from tiny-plain."
+    )
+    found = await settled(client, real_prefix)
+    assert sorted(r["held"] for r in found) == [["plain"], ["tools"]]  # one engine each, no swap
+    models = {card["id"]: card for card in (await client.get(f"{real_prefix}/v1/models")).json()["data"]}
+    assert models["tools"]["active"] and models["plain"]["active"]
