@@ -21,7 +21,7 @@ from ray import serve
 
 from server.api import ApiSettings
 from server.api.auth import AdminGuard
-from server.api.errors import ANTHROPIC_API, EXCEPTION_HANDLERS, OPENAI_API, RESPONSES_API, ApiShape
+from server.api.errors import ANTHROPIC_API, EXCEPTION_HANDLERS, OPENAI_API, RESPONSES_API, ApiShape, error_response
 from server.cluster.asgi_bridge import ForwardedRequest
 from server.cluster.errors import ReplicaLost, ReplicaUnknown
 from server.cluster.registry import registry_handle
@@ -91,10 +91,10 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
         }
 
     @post("/v1/models/switch", guards=[AdminGuard(settings)], status_code=200)
-    async def switch(data: dict[str, Any], state: State) -> Response[bytes]:
+    async def switch(data: dict[str, Any], state: State) -> Response[Any]:
         model, replica = data.get("model"), data.get("replica")
         if not isinstance(model, str):
-            return Response(b'{"error": {"message": "model is required", "type": "BadRequestError"}}', status_code=400)
+            return error_response(400, "model is required (a string)", param="model")
         if replica is None:
             answer = await node.options(multiplexed_model_id=model).switch.remote(model)
         elif replica not in await reports(state):

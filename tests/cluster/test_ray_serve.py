@@ -189,6 +189,8 @@ async def test_the_admin_switch_targets_a_replica(client: httpx.AsyncClient) -> 
     missing = await client.post("/v1/models/switch", json={"model": "c", "replica": "nope"}, headers=ADMIN)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "replica_not_found"
+    nameless = await client.post("/v1/models/switch", json={"replica": target}, headers=ADMIN)
+    assert nameless.status_code == 400 and nameless.json()["error"]["param"] == "model"
 
 
 async def test_a_replica_killed_mid_stream(client: httpx.AsyncClient) -> None:
