@@ -40,8 +40,9 @@ from server.engine import EngineManager, SlotState
 from server.engine.engine_metrics import ENGINE_METRICS, EngineMetrics
 from server.engine.report import ManagerSnapshot
 from server.engine.states import PARKED
+from server.engine.strategies.select import models_held_at_once
 
-__all__ = ["GATEWAY_METRIC_NAMES", "GatewayCollector", "models_held_at_once"]
+__all__ = ["GATEWAY_METRIC_NAMES", "GatewayCollector"]
 
 WAITING = "turnout:num_requests_waiting"
 RUNNING = "turnout:num_requests_running"
@@ -49,19 +50,6 @@ KV_CACHE = "turnout:kv_cache_usage_perc"
 LORA_INFO = "turnout:lora_requests_info"
 #: The families of the contract, in the order of the picker's engine configuration.
 GATEWAY_METRIC_NAMES = (WAITING, RUNNING, KV_CACHE, LORA_INFO)
-
-#: Strategies that keep a model they leave loaded (resident, asleep or stashed), so it comes back without a start.
-_HOLDING_STRATEGIES = frozenset({"keep", "sleep", "stash"})
-
-
-def models_held_at_once(strategy: str, max_active: int | None, configured: int) -> int:
-    """How many models a pod holds at once: 1 where a switch unloads the model left (``stop``, ``reconfigure``);
-    else ``max_active`` where it applies (``keep``), or every configured model."""
-    if strategy not in _HOLDING_STRATEGIES:
-        return 1
-    if strategy == "keep" and max_active is not None:
-        return min(max_active, configured)
-    return configured
 
 
 class GatewayCollector(Collector):

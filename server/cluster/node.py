@@ -20,9 +20,10 @@ from ray import serve
 
 from server.api import create_app
 from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
-from server.cluster.parts import NodeParts, import_builder, replica_capacity
+from server.cluster.parts import NodeParts, import_builder
 from server.cluster.registry import registry_handle
 from server.engine import EngineError
+from server.engine.strategies.select import models_held_at_once
 from server.frontend.openai_errors import error_body
 
 __all__ = ["TurnoutNode", "error_items"]
@@ -70,7 +71,7 @@ class TurnoutNode:
         self._parts = parts
         manager = parts.manager
         self._manager = manager
-        self._capacity = replica_capacity(manager.strategy_name, parts.max_active, len(manager.models))
+        self._capacity = models_held_at_once(manager.strategy_name, parts.max_active, len(manager.models))
         self._app = create_app(manager, parts.settings)
         self._started = False
         self._held: list[str] = []

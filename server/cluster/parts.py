@@ -11,10 +11,9 @@ from server.api import ApiSettings
 from server.api.admission import ServingBundle
 from server.engine import EngineManager
 
-__all__ = ["NodeBuilder", "NodeParts", "import_builder", "replica_capacity"]
+__all__ = ["NodeBuilder", "NodeParts", "import_builder"]
 
 #: Strategies that hold one engine at a time: a replica serves one model, and Ray's LRU has room for one.
-_ONE_ENGINE = frozenset({"stop", "reconfigure", "stash"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,11 +44,3 @@ def import_builder(path: str) -> NodeBuilder:
         raise ValueError(f"a node builder is named 'module:function', got {path!r}")
     builder: NodeBuilder = getattr(importlib.import_module(module), attribute)
     return builder
-
-
-def replica_capacity(strategy: str, max_active: int | None, models: int) -> int:
-    """``max_num_models_per_replica``: 1 where the strategy holds one engine, else the residency limit (every
-    model when the profile sets none: then memory is the limit, and Turnout's own budget refuses past it)."""
-    if strategy in _ONE_ENGINE:
-        return 1
-    return max(1, min(max_active, models) if max_active is not None else models)

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import REGISTRY, Gauge
 from ruamel.yaml import YAML
 
-from server.api.gateway_metrics import GATEWAY_METRIC_NAMES, models_held_at_once
+from server.api.gateway_metrics import GATEWAY_METRIC_NAMES
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.profiles.schema import Switching
 from tests.api import gateway_picker
@@ -186,8 +186,3 @@ def test_the_picker_port_takes_the_first_series_and_the_newest_lora_info() -> No
     assert list(got.ActiveModels) == ["x", "y"] and list(got.WaitingModels) == ["z"] and got.MaxActiveModels == 4
     with pytest.raises(ValueError, match="appears again"):
         parse_families("# TYPE q gauge\nq 1\n# TYPE r gauge\nr 1\nq 2\n")
-
-
-def test_models_held_at_once_follows_the_strategy() -> None:
-    assert [models_held_at_once(s, 2, 3) for s in ("stop", "reconfigure", "keep", "sleep", "stash")] == [1, 1, 2, 3, 3]
-    assert models_held_at_once("keep", None, 3) == 3 and models_held_at_once("keep", 5, 3) == 3

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from server.cluster.parts import import_builder, replica_capacity
+from server.cluster.parts import import_builder
 from server.cluster.view import merged_models, replica_summaries
+from server.engine.strategies.select import models_held_at_once
 
 
 @pytest.mark.parametrize(
@@ -15,15 +16,15 @@ from server.cluster.view import merged_models, replica_summaries
     [
         ("stop", 3, 4, 1),
         ("reconfigure", None, 4, 1),
-        ("stash", 2, 4, 1),
+        ("stash", 2, 4, 4),  # a stashed model comes back without a start, as an asleep one does
         ("keep", 2, 4, 2),
-        ("sleep", 3, 4, 3),
+        ("sleep", 3, 4, 4),  # max_active limits keep only
         ("keep", None, 4, 4),  # unset: memory is the limit, every model may be held
         ("keep", 9, 4, 4),  # never more than the profile has
     ],
 )
 def test_capacity_follows_the_strategy(strategy: str, max_active: int | None, models: int, capacity: int) -> None:
-    assert replica_capacity(strategy, max_active, models) == capacity
+    assert models_held_at_once(strategy, max_active, models) == capacity
 
 
 def _report(pid: int, states: dict[str, str], held: list[str]) -> dict[str, Any]:
@@ -63,6 +64,6 @@ def test_the_status_lists_replicas_in_order_with_what_each_holds() -> None:
 
 
 def test_a_builder_is_named_module_colon_function() -> None:
-    assert import_builder("server.cluster.parts:replica_capacity") is replica_capacity
+    assert import_builder("server.engine.strategies.select:models_held_at_once") is models_held_at_once
     with pytest.raises(ValueError, match="module:function"):
         import_builder("server.cluster.parts")
