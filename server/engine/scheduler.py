@@ -121,6 +121,10 @@ class SchedulerPolicy:
         """Whether the scheduler decides the switches."""
         return self.mode == "auto"
 
+    def backoff_s(self, failures: int) -> float:
+        """The wait after ``failures`` failures in a row: ``failure_backoff_s x 2^(failures-1)``, capped."""
+        return min(self.failure_backoff_s * 2.0 ** (failures - 1), self.max_failure_backoff_s)
+
 
 class Refusal(enum.StrEnum):
     """Why a waiter was refused."""
@@ -496,7 +500,7 @@ class Scheduler(Generic[T]):
             return
         backoff = self._models[model].backoff
         backoff.failures += 1
-        delay = min(self._policy.failure_backoff_s * 2 ** (backoff.failures - 1), self._policy.max_failure_backoff_s)
+        delay = self._policy.backoff_s(backoff.failures)
         backoff.retry_at = now + delay
         logger.warning(
             "scheduler: '%s' failed to load (%d in a row); not retried for %.0f s", model, backoff.failures, delay
