@@ -52,7 +52,12 @@ def _chat(client: httpx.Client, model: str) -> httpx.Response:
 def _both_resident(client: httpx.Client) -> str:
     """Auto mode: a request for each model makes both resident (keep); returns the one active now."""
     for model in (*OTHER, *OTHER):
-        assert _chat(client, model).status_code == 200
+        for _ in range(10):  # a load on a busy machine may outlast max_wait_s: the 503 says to retry
+            response = _chat(client, model)
+            if response.status_code != 503:
+                break
+            time.sleep(float(response.headers["retry-after"]))
+        assert response.status_code == 200, response.text
     status = _status(client)
     assert {_slot(status, name)["state"] for name in OTHER} == {"active", "resident"}, status
     active: str = status["active_model"]
@@ -181,7 +186,8 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     assert after["active_model"] == active or profile == "auto", after
     assert _slot(after, active)["state"] in ("active", "resident"), after
     assert any(attempt["trigger"] in ("restart", "auto") for attempt in after["recent_switches"]), after
-    assert f'turnout_engine_deaths_total{{model="{active}",cause="died"}}' in metrics
+    deaths = [line for line in metrics.splitlines() if line.startswith("turnout_engine_deaths_total{")]
+    assert [line for line in deaths if f'model="{active}"' in line and 'cause="died"' in line], deaths
     # vLLM itself logs the EngineDeadError with a traceback (its output handler and each stream it ended): only
     # Turnout's own log lines must have none.
     own = [line for line in live.log()[log_start:].splitlines() if " turnout." in line or "Traceback" in line]
