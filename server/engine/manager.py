@@ -50,7 +50,7 @@ from server.engine.report import (
 from server.engine.residency import Residency
 from server.engine.scheduler import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
-from server.engine.supervision import engine_pids
+from server.engine.supervision import engine_is_dead, engine_pids
 from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
 from server.profiles.schema import ModelProfile, Switching
@@ -437,7 +437,7 @@ class EngineManager(Generic[B]):
             return lease.aborted_by
         slot = self._device.slots.get(lease.model)
         engine = slot.engine if slot is not None else None
-        if engine is not None and getattr(engine, "errored", False) is True:
+        if engine is not None and engine_is_dead(engine):
             return EngineDied(lease.model, "engine died (its watch has not reported the cause yet)")
         return None
 

@@ -37,6 +37,7 @@ __all__ = [
     "LoadTimedOut",
     "Supervision",
     "describe_exit",
+    "engine_is_dead",
     "engine_pids",
     "kill_process_trees",
 ]
@@ -96,6 +97,14 @@ def engine_processes(engine: Any) -> list[Any]:
 def engine_pids(engine: Any) -> list[int]:
     """The pids of the engine's engine-core processes."""
     return [int(proc.pid) for proc in engine_processes(engine) if getattr(proc, "pid", None)]
+
+
+def engine_is_dead(engine: Any) -> bool:
+    """vLLM's dead flag, or an engine-core process that exited: what a request that just failed can check before
+    the watch reports (vLLM fails its requests a moment before it raises the flag)."""
+    if getattr(engine, "errored", False) is True:
+        return True
+    return any(getattr(proc, "exitcode", None) is not None for proc in engine_processes(engine))
 
 
 def describe_exit(exitcode: int) -> str:
