@@ -157,6 +157,11 @@ def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> st
     return requested
 
 
+#: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an
+#: ``ErrorResponse``, in ``create_streaming_error_response``).
+_ERROR_EVENT = 'data: {"error": '
+
+
 def install_abort_hook(lease: Lease[A]) -> None:
     """Let a switch abort the leased request through the bundle it was admitted to (and only that way)."""
     bundle, request_id = lease.bundle, lease.request_id
@@ -176,6 +181,13 @@ async def leased_stream(
             async for chunk in chunks:
                 if lease.aborted_by is not None:
                     break  # the rest (an 'abort' finish) would hide why the stream ended
+                if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
+                    # vLLM's own error event for a dead engine ("EngineCore encountered an issue", a 500) says
+                    # neither why nor that a retry helps: the manager's error (engine_died, 503) replaces it.
+                    yield api.error_event(failure)
+                    if api.done is not None:
+                        yield api.done
+                    return
                 yield admitted.as_asked(chunk)
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)

@@ -112,6 +112,8 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         reason = slot["reason"] or ""
         if slot.get("retry_in_s") is not None:
             reason = f"{reason} (retried in {slot['retry_in_s']:.0f} s)".strip()
+        if slot.get("restart"):
+            reason = f"{reason} ({slot['restart']['note']})".strip()
         if slot.get("unloads_in_s") is not None:
             reason = f"{reason} (unloads in {slot['unloads_in_s']:.0f} s)".strip()
         if slot.get("pinned"):

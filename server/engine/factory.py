@@ -164,6 +164,7 @@ def build_manager(
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
         models=profile.models,
+        watches=watches,
     )
     manager: EngineManager[B] = EngineManager(
         profile.models,

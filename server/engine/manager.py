@@ -34,6 +34,7 @@ from server.engine.errors import (
     SwitchConflict,
     SwitchFailed,
 )
+from server.engine.healing import Healer
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.memory import memory_in_use_mb
@@ -49,6 +50,7 @@ from server.engine.report import (
 from server.engine.residency import Residency
 from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
+from server.engine.supervision import engine_is_dead, engine_pids
 from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
 from server.profiles.schema import ModelProfile, Switching
@@ -102,7 +104,11 @@ class EngineManager(Generic[B]):
         self._memory_probe = memory_probe
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
-        self._healing: asyncio.Task[None] | None = None
+        self._healer = Healer(
+            self._switching,
+            restart=lambda name: self._switch_to(name, None, "restart"),
+            taken_over=lambda: self._device.closed or self.active_model is not None or self._device.switch is not None,
+        )
         self._admission: Admission[B] = Admission(
             self._device,
             SchedulerPolicy.from_switching(self._switching),
@@ -183,6 +189,13 @@ class EngineManager(Generic[B]):
                     retry_in_s=self._admission.retry_in(slot.name) if auto else None,
                     pinned=slot.profile.pinned,
                     unloads_in_s=self._residency.unloads_in(slot.name, now),
+                    restart=self._healer.plan(
+                        slot.name,
+                        dead=slot.name in device.dead,
+                        restarting=self.switching_to == slot.name,
+                        retry_in_s=self._admission.retry_in(slot.name) if auto else None,
+                    ),
+                    pids=engine_pids(slot.engine) if slot.engine is not None else [],
                 )
                 for slot in device
             ],
@@ -210,8 +223,7 @@ class EngineManager(Generic[B]):
         device.close()
         self._admission.close()
         await self._residency.close()
-        if self._healing is not None:
-            self._healing.cancel()
+        self._healer.cancel()
         switch = device.switch
         if switch is not None:
             switch.task.cancel()
@@ -334,6 +346,8 @@ class EngineManager(Generic[B]):
     async def _run_switch(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
         started_at, started = time.time(), time.perf_counter()
         restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
+        if restart:
+            self._healer.restart_began(run.target)
         error: str | None = "cancelled (the server is shutting down)"
         published = run.previous
         try:
@@ -419,37 +433,7 @@ class EngineManager(Generic[B]):
         await end_leases(leases, EngineDied(name, cause), name)
         await device.free_engine(name, freed)
         self._admission.device_changed()  # auto mode: the device is free for the next waiter's model
-        if was_active and self._switching.mode == "manual" and self._healing is None:
-            self._healing = asyncio.get_running_loop().create_task(self._heal(name))
-            self._healing.add_done_callback(self._healed)
-
-    async def _heal(self, name: str) -> None:
-        """Manual mode: restart ``name`` (the model that was active) until it serves, with the failure backoff."""
-        policy = self._switching
-        attempts = policy.max_restarts
-        for attempt in range(attempts):
-            if attempt:
-                delay = min(policy.failure_backoff_s * 2 ** (attempt - 1), policy.max_failure_backoff_s)
-                logger.warning(
-                    "restarting %s in %.0f s (attempt %d of %d)", name, delay, attempt + 1, policy.max_restarts
-                )
-                await asyncio.sleep(delay)
-            device = self._device
-            if device.closed or device.active_model is not None or device.switch is not None:
-                return  # an admin switch or a reload took over
-            try:
-                await self._switch_to(name, None, "restart")
-                return
-            except (SwitchFailed, SwitchConflict, ManagerClosed) as exc:
-                logger.error("restarting %s failed: %s", name, exc)
-        logger.error(
-            "%s failed %d restarts; it stays failed until an admin switch or reload", name, policy.max_restarts
-        )
-
-    def _healed(self, task: asyncio.Task[None]) -> None:
-        self._healing = None
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("healing ended with %r", task.exception())
+        self._healer.died(name, was_active=was_active)  # manual mode restarts it (server/engine/healing.py)
 
     def failure_of(self, lease: Lease[B]) -> EngineError | None:
         """Why ``lease``'s request failed, when the manager knows: the error that ended it, or :class:`EngineDied`
@@ -458,7 +442,7 @@ class EngineManager(Generic[B]):
             return lease.aborted_by
         slot = self._device.slots.get(lease.model)
         engine = slot.engine if slot is not None else None
-        if engine is not None and getattr(engine, "errored", False) is True:
+        if engine is not None and engine_is_dead(engine):
             return EngineDied(lease.model, "engine died (its watch has not reported the cause yet)")
         return None
 

@@ -15,6 +15,7 @@ __all__ = [
     "ManagerSnapshot",
     "ModelsReplaced",
     "ResidencyReport",
+    "RestartPlan",
     "SlotSnapshot",
     "SwitchAttempt",
     "SwitchReport",
@@ -122,6 +123,28 @@ class ModelsReplaced(msgspec.Struct, frozen=True, kw_only=True):
     engine_pending: list[str]
 
 
+class RestartPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What comes next for a model whose engine died and that has not served since (``server/engine/healing.py``).
+
+    Attributes:
+        restarts: Restarts tried since the engine died (by the server, the scheduler or an admin switch).
+        max_restarts: Manual mode: the most the server tries by itself (``switching.max_restarts``); None in
+            auto mode, where the scheduler brings the model back whenever it is wanted.
+        next_restart_in_s: Seconds until the next restart, when one waits out the failure backoff.
+        restarting: A restart is under way.
+        given_up: No restart comes by itself any more: the model stays failed until an admin switch or reload.
+        note: The plan in words, for people: ``restart 2 of 3 in 10 s``, ``stays failed until a switch or
+            reload``, ``restarts at its next request``.
+    """
+
+    restarts: int
+    max_restarts: int | None = None
+    next_restart_in_s: float | None = None
+    restarting: bool = False
+    given_up: bool = False
+    note: str
+
+
 class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """One slot as the status route shows it.
 
@@ -130,6 +153,9 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
         retry_in_s: Auto mode: seconds until a model that failed to load is tried again (None: not backing off).
         pinned: The profile pins the model (never evicted nor unloaded when idle).
         unloads_in_s: Seconds until the idle timer unloads the model (None: it is not counting down).
+        restart: The restart plan, while the model's engine is dead (None otherwise).
+        pids: The engine's engine-core processes (empty without an engine): what an operator sends a signal to,
+            or attaches a profiler to.
     """
 
     name: str
@@ -142,6 +168,8 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     retry_in_s: float | None = None
     pinned: bool = False
     unloads_in_s: float | None = None
+    restart: RestartPlan | None = None
+    pids: list[int] = msgspec.field(default_factory=list)
 
 
 class ResidencyReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -363,7 +363,7 @@ class Scheduler(Generic[T]):
             return
         backoff = self._models[model].backoff
         backoff.failures += 1
-        delay = min(self._policy.failure_backoff_s * 2 ** (backoff.failures - 1), self._policy.max_failure_backoff_s)
+        delay = self._policy.backoff_s(backoff.failures)
         backoff.retry_at = now + delay
         logger.warning(
             "scheduler: '%s' failed to load (%d in a row); not retried for %.0f s", model, backoff.failures, delay

@@ -54,6 +54,10 @@ class SchedulerPolicy:
         """Whether the scheduler decides the switches."""
         return self.mode == "auto"
 
+    def backoff_s(self, failures: int) -> float:
+        """The wait after ``failures`` failures in a row: ``failure_backoff_s x 2^(failures-1)``, capped."""
+        return min(self.failure_backoff_s * 2.0 ** (failures - 1), self.max_failure_backoff_s)
+
 
 class Refusal(enum.StrEnum):
     """Why a waiter was refused."""

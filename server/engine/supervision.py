@@ -37,6 +37,7 @@ __all__ = [
     "LoadTimedOut",
     "Supervision",
     "describe_exit",
+    "engine_is_dead",
     "engine_pids",
     "kill_process_trees",
 ]
@@ -98,6 +99,14 @@ def engine_pids(engine: Any) -> list[int]:
     return [int(proc.pid) for proc in engine_processes(engine) if getattr(proc, "pid", None)]
 
 
+def engine_is_dead(engine: Any) -> bool:
+    """vLLM's dead flag, or an engine-core process that exited: what a request that just failed can check before
+    the watch reports (vLLM fails its requests a moment before it raises the flag)."""
+    if getattr(engine, "errored", False) is True:
+        return True
+    return any(getattr(proc, "exitcode", None) is not None for proc in engine_processes(engine))
+
+
 def describe_exit(exitcode: int) -> str:
     """``killed by signal 9 (SIGKILL)``, ``exited with code 1``: how a process ended, from its exit code."""
     if exitcode < 0:
@@ -157,6 +166,8 @@ class EngineWatch:
         self._kill = kill
         self._task: asyncio.Task[None] | None = None
         self._suspended = 0
+        self._slow: list[float] = []  # the bounds of the slow operations under way
+        self._windows = 0  # suspensions and slow operations begun so far
         self.cause: str | None = None
 
     @property
@@ -186,10 +197,30 @@ class EngineWatch:
         Death is still noticed; whatever runs inside must bound its own time (``load_timeout_s``).
         """
         self._suspended += 1
+        self._windows += 1
         try:
             yield
         finally:
             self._suspended -= 1
+
+    @contextlib.asynccontextmanager
+    async def slow(self, timeout_s: float) -> AsyncIterator[None]:
+        """Widen the health round trip to ``timeout_s`` meanwhile: a slow operation holds the busy loop (a sleep,
+        a wake from sleep level 2 that reloads the weights), and the check waits behind it.
+
+        Unlike :meth:`suspended` the check still runs, so an operation that hangs is noticed after ``timeout_s``
+        (the engine is then killed, and the operation fails with the engine).
+        """
+        self._slow.append(timeout_s)
+        self._windows += 1
+        try:
+            yield
+        finally:
+            self._slow.remove(timeout_s)
+
+    def _check_timeout(self) -> float:
+        """How long the next health round trip may take: the widest of the slow operations under way."""
+        return max([self._settings.health_timeout_s, *self._slow])
 
     # -- the watch ------------------------------------------------------------------------------------------
 
@@ -255,15 +286,16 @@ class EngineWatch:
             await asyncio.sleep(settings.health_interval_s)
             if self._suspended:
                 continue
+            timeout, windows = self._check_timeout(), self._windows
             try:
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (stop()) that races
                 # with the answer, and the watch would then outlive its stop.
-                async with asyncio.timeout(settings.health_timeout_s):
+                async with asyncio.timeout(timeout):
                     await self._engine.engine_core.call_utility_async(HEALTH_UTILITY)
             except TimeoutError:
-                if self._suspended:
-                    continue  # a swap began while the round trip waited behind it
-                return f"engine hung: no answer to a health check within {settings.health_timeout_s:g} s"
+                if self._suspended or self._windows != windows:
+                    continue  # a swap or a slow operation began while the round trip waited behind it
+                return f"engine hung: no answer to a health check within {timeout:g} s"
             except Exception as exc:
                 # A dead engine fails its calls; the death check names the cause. Anything else (an engine core
                 # that answers with an error) is alive and stepping, so it is no hang.
@@ -320,6 +352,16 @@ class EngineWatches:
             yield
             return
         async with watch.suspended():
+            yield
+
+    @contextlib.asynccontextmanager
+    async def slow(self, engine: Any, timeout_s: float) -> AsyncIterator[None]:
+        """Widen ``engine``'s health round trip to ``timeout_s`` meanwhile (nothing when it is not watched)."""
+        watch = self.of(engine)
+        if watch is None:
+            yield
+            return
+        async with watch.slow(timeout_s):
             yield
 
     async def kill(self, engine: Any) -> None:

@@ -19,6 +19,7 @@ from vllm.entrypoints.serve import create_error_response
 from vllm.entrypoints.serve.engine.protocol import ErrorResponse
 from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
 from vllm.exceptions import VLLMValidationError
+from vllm.v1.engine.exceptions import EngineDeadError
 
 from server.frontend.openai_errors import error_body
 from server.frontend.results import BundleResult, JsonResult, StreamResult
@@ -114,7 +115,11 @@ def error_result(error: ErrorResponse) -> JsonResult:
 def exception_result(exc: Exception) -> JsonResult:
     """The error result vLLM's exception handlers would give `exc`; 5xx are logged with their traceback."""
     error = create_error_response(exc)
-    if error.error.code >= 500 and not isinstance(exc, NotImplementedError):
+    if isinstance(exc, EngineDeadError):
+        # The engine died: its watch reports the cause once, and vLLM has logged the traceback already; a
+        # traceback per request it failed would bury that report.
+        _log.warning("vLLM failed a request: its engine is dead (%s)", error.error.message)
+    elif error.error.code >= 500 and not isinstance(exc, NotImplementedError):
         # The client gets vLLM's sanitized message; the traceback belongs in our log.
         _log.error("vLLM failed a request: %s", error.error.message, exc_info=exc)
     return error_result(error)

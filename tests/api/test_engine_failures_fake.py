@@ -42,3 +42,17 @@ async def test_requests_on_a_dead_engine_end_with_503_engine_died(make_client: M
     assert ready.status_code == 503 and ready.headers["retry-after"]
     status = (await client.get("/admin/status", headers=admin())).json()
     assert {slot["name"]: (slot["state"], slot["reason"]) for slot in status["slots"]}["tools"] == ("failed", CAUSE)
+
+
+async def test_deaths_and_restarts_are_counted_on_the_metrics_page(make_client: MakeClient) -> None:
+    client, manager = await make_client()
+    await manager.engine_died(await served_engine(manager), CAUSE)
+    for _ in range(200):  # manual mode restarts it at once (a fake engine loads in no time)
+        if manager.active_model == "tools":
+            break
+        await asyncio.sleep(0.01)
+    lines = (await client.get("/metrics")).text.splitlines()
+    assert 'turnout_engine_deaths_total{cause="died",model="tools"} 1.0' in lines, [
+        line for line in lines if "engine_" in line
+    ]
+    assert 'turnout_engine_restarts_total{model="tools",outcome="ok"} 1.0' in lines

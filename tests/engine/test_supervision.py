@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit
+from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit, engine_is_dead
 from tests.fakes.supervised import FakeSupervisedEngine, KillRecorder
 
 FAST = Supervision(health_interval_s=0.05, health_timeout_s=0.1, poll_interval_s=0.01)
@@ -154,3 +154,13 @@ async def test_watches_tell_the_owner_which_engine_died_and_forget_unloaded_ones
     assert told == [(b, "engine died: killed by signal 15 (SIGTERM)")]
     assert watches.of(a) is None and watches.of(b) is None
     await watches.stop_all()
+
+
+def test_an_engine_is_dead_by_its_flag_or_by_an_exited_process() -> None:
+    engine = FakeSupervisedEngine()
+    assert not engine_is_dead(engine)
+    engine.exit(-9)  # vLLM fails its requests before it raises its flag: the exit code already tells
+    assert engine_is_dead(engine)
+    flagged = FakeSupervisedEngine()
+    flagged.errored = True
+    assert engine_is_dead(flagged) and not engine_is_dead(object())

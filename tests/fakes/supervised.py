@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["FakeProcess", "FakeSupervisedEngine", "KillRecorder"]
+__all__ = ["FakeProcess", "FakeSleepingEngine", "FakeSupervisedEngine", "KillRecorder"]
 
 
 @dataclass
@@ -44,6 +44,47 @@ class FakeSupervisedEngine:
     def exit(self, code: int) -> None:
         """The engine-core process ends with ``code`` (negative: killed by that signal)."""
         self.process.exitcode = code
+
+
+class FakeSleepingEngine(FakeSupervisedEngine):
+    """A supervised engine with vLLM's sleep mode whose core, as vLLM's, serves one utility at a time: a health
+    check sent while it sleeps or wakes waits until that is done. Each step takes ``step_s``; a step that fails
+    (the engine died meanwhile) raises as vLLM's ``EngineDeadError`` would."""
+
+    def __init__(self, step_s: float, pid: int = 434343) -> None:
+        super().__init__(pid)
+        self.step_s = step_s
+        self.asleep = False
+        self.steps: list[str] = []
+        self._busy = asyncio.Lock()
+
+    async def _call_utility(self, method: str, *args: Any) -> Any:
+        async with self._busy:
+            return await super()._call_utility(method, *args)
+
+    async def _step(self, name: str) -> None:
+        async with self._busy:
+            await asyncio.sleep(self.step_s)
+            if self.process.exitcode is not None:
+                raise RuntimeError(f"{name}: the engine core died")
+            self.steps.append(name)
+
+    async def abort(self, request_id: Any) -> None:
+        pass
+
+    async def sleep(self, level: int = 1) -> None:
+        await self._step(f"sleep({level})")
+        self.asleep = True
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        await self._step(f"wake_up({tags})")
+        self.asleep = False
+
+    async def collective_rpc(self, method: str, timeout: float | None = None, args: tuple[Any, ...] = ()) -> Any:
+        await self._step(method)
+
+    async def is_sleeping(self) -> bool:
+        return self.asleep
 
 
 @dataclass

@@ -4,7 +4,8 @@ Outcomes (the load-and-fault suite's goal is 0 ``lost``, 0 ``wrong``, 0 ``failed
     * ``completed``: answered in full by the model it asked for (or, without ``model``, by the model the response
       names), with that model's greedy answer;
     * ``refused``: a documented refusal: a 503 with ``Retry-After`` and an OpenAI error body, a stream that ends
-      with an error event naming the switch, or (manual mode) a 409 ``model_not_active``;
+      with an error event naming the switch (or one of the codes a fault test expects, such as ``engine_died``),
+      or (manual mode) a 409 ``model_not_active``;
     * ``lost``: hung past the client's timeout, cut without an error event or ``[DONE]``, or answered with a
       partial (``finish_reason: abort``) result;
     * ``wrong``: answered by another model than the one it was admitted to;
@@ -84,13 +85,15 @@ class RequestSpec:
 
 @dataclass(frozen=True)
 class Result:
-    """How one request ended: its outcome, a short reason, and the model that answered (when one did)."""
+    """How one request ended: its outcome, a short reason, the model that answered (when one did), how long it
+    took and when it ended (``time.monotonic()``)."""
 
     spec: RequestSpec
     outcome: Outcome
     reason: str
     answered_by: str | None = None
     seconds: float = 0.0
+    ended_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,13 @@ def classify_json(spec: RequestSpec, status: int, headers: Mapping[str, str], pa
     return Result(spec, "failed", f"{status} {code}: {str(error.get('message'))[:120]}")
 
 
-def classify_stream(spec: RequestSpec, events: Sequence[str], *, ended: bool) -> Result:
-    """Classify an SSE answer from its ``data:`` payloads; ``ended`` is False when the connection broke."""
+def classify_stream(
+    spec: RequestSpec, events: Sequence[str], *, ended: bool, expected: frozenset[str] = frozenset()
+) -> Result:
+    """Classify an SSE answer from its ``data:`` payloads; ``ended`` is False when the connection broke.
+
+    ``expected``: stream error codes that count as refusals besides the switch's (a fault the test causes).
+    """
     text: list[str] = []
     model: Any = None
     finish: Any = None
@@ -202,7 +210,7 @@ def classify_stream(spec: RequestSpec, events: Sequence[str], *, ended: bool) ->
         if error is not None:
             code = str(error.get("code"))
             done = index + 1 < len(events) and events[index + 1] == "[DONE]"
-            if code in SWITCH_CODES and "switch" in str(error.get("message", "")):
+            if code in expected or (code in SWITCH_CODES and "switch" in str(error.get("message", ""))):
                 if not done:
                     return Result(spec, "lost", f"stream error {code} without [DONE]")
                 return Result(spec, "refused", f"stream error {code}")
@@ -215,19 +223,28 @@ def classify_stream(spec: RequestSpec, events: Sequence[str], *, ended: bool) ->
     return Result(spec, "lost", "stream cut without [DONE]" if ended else "connection broke mid-stream")
 
 
-async def _send(client: httpx.AsyncClient, spec: RequestSpec, prompts: Mapping[str, str], timeout: float) -> Result:
+async def _send(
+    client: httpx.AsyncClient,
+    spec: RequestSpec,
+    prompts: Mapping[str, str],
+    timeout: float,
+    expected: frozenset[str] = frozenset(),
+) -> Result:
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout):
-            result = await _exchange(client, spec, prompts)
+            result = await _exchange(client, spec, prompts, expected)
     except TimeoutError:
         result = Result(spec, "lost", f"hung for {timeout:.0f}s")
     except httpx.HTTPError as exc:
         result = Result(spec, "lost", f"{type(exc).__name__}")
-    return Result(result.spec, result.outcome, result.reason, result.answered_by, time.monotonic() - started)
+    ended = time.monotonic()
+    return Result(result.spec, result.outcome, result.reason, result.answered_by, ended - started, ended)
 
 
-async def _exchange(client: httpx.AsyncClient, spec: RequestSpec, prompts: Mapping[str, str]) -> Result:
+async def _exchange(
+    client: httpx.AsyncClient, spec: RequestSpec, prompts: Mapping[str, str], expected: frozenset[str]
+) -> Result:
     async with client.stream("POST", spec.path, json=spec.body(prompts)) as response:
         is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
         if not (spec.stream and response.status_code == 200 and is_sse):
@@ -243,8 +260,8 @@ async def _exchange(client: httpx.AsyncClient, spec: RequestSpec, prompts: Mappi
                 if line.startswith("data: "):
                     events.append(line[len("data: ") :])
         except httpx.HTTPError:
-            return classify_stream(spec, events, ended=False)
-        return classify_stream(spec, events, ended=True)
+            return classify_stream(spec, events, ended=False, expected=expected)
+        return classify_stream(spec, events, ended=True, expected=expected)
 
 
 def mixed_requests(
@@ -308,11 +325,13 @@ async def run_traffic(
     drain_timeout: float = 1.0,
     concurrency: int = 16,
     request_timeout: float = 180.0,
+    expected_errors: frozenset[str] = frozenset(),
 ) -> TrafficReport:
     """Send ``specs`` with ``concurrency`` clients while an admin switches through ``switch_targets``.
 
     The switches are spread over the traffic (each waits for the one before to return): the i-th starts once
-    i/(n+1) of the requests have their result.
+    i/(n+1) of the requests have their result. ``expected_errors``: stream error codes that count as refusals
+    (see :func:`classify_stream`).
     """
     report = TrafficReport()
     queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
@@ -325,7 +344,7 @@ async def run_traffic(
         async def worker() -> None:
             while not queue.empty():
                 spec = queue.get_nowait()
-                report.results.append(await _send(client, spec, prompts, request_timeout))
+                report.results.append(await _send(client, spec, prompts, request_timeout, expected_errors))
 
         switching = asyncio.create_task(
             _switches(

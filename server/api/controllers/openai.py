@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 from litestar import Controller, Response, get
 from litestar.di import NamedDependency
 
@@ -46,7 +47,8 @@ class OpenAIController(Controller):
 
     @get("/models")
     async def list_models(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> dict[str, Any]:
-        """Every configured model (and alias) in OpenAI's shape, with its ``status`` and whether it is ``active``."""
+        """Every configured model (and alias) in OpenAI's shape, with its ``status``, whether it is ``active``,
+        and its ``restart`` plan while its engine is dead."""
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
@@ -71,6 +73,8 @@ class OpenAIController(Controller):
                         "permission": [],
                         "status": slot.state,
                         "active": name == active,
+                        # While its engine is dead: restarts so far, the limit, the next one (or none).
+                        "restart": msgspec.to_builtins(slot.restart) if slot.restart is not None else None,
                     }
                 )
         return {"object": "list", "data": cards}

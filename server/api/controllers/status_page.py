@@ -33,6 +33,7 @@ class _ModelRow:
     in_flight: int
     queued: int | None
     retry_in_s: float | None
+    restart: str | None
     path: str | None
     reason: str | None
 
@@ -58,6 +59,7 @@ def _model_rows(slots: list[SlotSnapshot], active: str | None, admin: bool, auto
             in_flight=slot.in_flight,
             queued=slot.queued if auto else None,  # only auto mode queues requests
             retry_in_s=slot.retry_in_s,
+            restart=slot.restart.note if slot.restart is not None else None,  # the plan names no internals
             path=slot.model if admin else None,
             reason=slot.reason if admin else None,
         )

@@ -18,6 +18,7 @@ from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStra
 from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
+from server.engine.supervision import EngineWatches
 from server.profiles.schema import ModelProfile, Switching
 
 __all__ = [
@@ -104,6 +105,7 @@ def select_strategy(
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
     models: Mapping[str, ModelProfile] | None = None,
+    watches: EngineWatches | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
 
@@ -116,13 +118,17 @@ def select_strategy(
         in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
             ``loader`` must start engines with its worker extension.
         models: The configured models (``stash`` builds its host over them).
+        watches: The loader's engine watches (``sleep`` widens their health check while an engine sleeps or
+            wakes, up to ``load_timeout_s``).
     """
     choice = choose_strategy(switching.strategy, device=device, stash_available=stash_factory is not None)
     name = choice.name
     if name == "stop":
         return StopStrategy(loader)
     if name == "sleep":
-        return SleepStrategy(loader, level=switching.sleep_level)
+        return SleepStrategy(
+            loader, level=switching.sleep_level, watches=watches, slow_timeout_s=switching.load_timeout_s
+        )
     if name == "reconfigure":
         if in_place is None:
             raise StrategyUnavailable("strategy 'reconfigure' needs the in-place swap (server/vllm_plugin/)")
