@@ -21,6 +21,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.key_scopes import allowed_model
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
 
@@ -127,6 +128,7 @@ async def provide_admitted(
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
     name = resolve_model_name(manager, model or None)
+    allowed_model(request, model or None, name, manager.active_model)
     lease = await manager.acquire(name)
     install_abort_hook(lease)
     admitted = AdmittedRequest(manager=manager, lease=lease, body=body, asked_as=model if model != name else None)

@@ -143,6 +143,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import ApiSettings, create_app
+    from server.api.key_scopes import KeyNotSet, scoped_keys
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
     from server.engine.factory import build_manager, prepare_profile
@@ -164,6 +165,11 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
+    try:
+        limited_keys = scoped_keys(profile.server.api_keys, profile.models, os.environ)
+    except KeyNotSet as exc:
+        err_console.print(f"{profile.path}: error: {exc}", markup=False)
+        raise SystemExit(1) from None
     try:
         manager = build_manager(
             profile,
@@ -188,6 +194,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         admin_token=admin_token,
         admin_token_env=admin_token_env,
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
+        scoped_keys=limited_keys,
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
     )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from litestar import Controller, get
+from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 
 from server.api.admission import ServingBundle
 from server.api.controllers.bundle_routes import bundle_route
+from server.api.key_scopes import visible
 from server.engine import EngineManager
 
 __all__ = ["OpenAIController", "TokenizeController"]
@@ -44,13 +45,20 @@ class OpenAIController(Controller):
     )
 
     @get("/models")
-    async def list_models(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> dict[str, Any]:
-        """Every configured model (and alias) in OpenAI's shape, with its ``status`` and whether it is ``active``."""
+    async def list_models(
+        self, request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+    ) -> dict[str, Any]:
+        """Every configured model (and alias) in OpenAI's shape, with its ``status`` and whether it is ``active``.
+
+        A key limited to some models (``server.api_keys``) sees only those.
+        """
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
         cards: list[dict[str, Any]] = []
         for name, profile in manager.models.items():
+            if not visible(request, name):
+                continue
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
             # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose.

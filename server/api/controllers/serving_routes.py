@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
@@ -19,6 +19,7 @@ from litestar.response import Stream
 from server.api.admission import AdmittedRequest, ServingBundle, install_abort_hook
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
+from server.api.key_scopes import allowed_model, visible
 from server.api.openapi import request_body
 from server.api.responses import respond
 from server.api.stored_responses import StoredResponses
@@ -51,6 +52,7 @@ class ResponsesController(Controller):
     @get("/{response_id:str}")
     async def retrieve_response(
         self,
+        request: Request[Any, Any, Any],
         response_id: FromPath[str],
         manager: NamedDependency[EngineManager[ServingBundle]],
         stored_responses: NamedDependency[StoredResponses],
@@ -59,29 +61,38 @@ class ResponsesController(Controller):
     ) -> Response[Any] | Stream:
         """A stored response (``stream=true`` replays its events) from the model that created it."""
         args = {"response_id": response_id, "starting_after": starting_after, "stream": stream}
-        return await _on_owner(manager, stored_responses, response_id, "responses.retrieve", args)
+        return await _on_owner(request, manager, stored_responses, response_id, "responses.retrieve", args)
 
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel_response(
         self,
+        request: Request[Any, Any, Any],
         response_id: FromPath[str],
         manager: NamedDependency[EngineManager[ServingBundle]],
         stored_responses: NamedDependency[StoredResponses],
     ) -> Response[Any] | Stream:
         """Cancel a background response of the model that created it."""
-        return await _on_owner(manager, stored_responses, response_id, "responses.cancel", {"response_id": response_id})
+        args = {"response_id": response_id}
+        return await _on_owner(request, manager, stored_responses, response_id, "responses.cancel", args)
 
 
 async def _on_owner(
+    request: Request[Any, Any, Any],
     manager: EngineManager[ServingBundle],
     stored: StoredResponses,
     response_id: str,
     operation: Operation,
     args: dict[str, Any],
 ) -> Response[Any] | Stream:
-    """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot."""
+    """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot.
+
+    A response of a model the API key may not use is looked up as an id this server never made.
+    """
     owner = stored.owner(response_id)
+    if owner is not None and not visible(request, owner.model):
+        owner = None
     active = manager.active_model
+    allowed_model(request, owner.model if owner is not None else None, owner.model if owner else None, active)
     if owner is not None and owner.model != active:
         # Never load a model just to look something up: its store went with its engine anyway.
         raise NotFoundException(
