@@ -25,6 +25,10 @@ class ApiSettings:
         dev_mode: Open the admin routes without a token (``--dev`` or ``VLLM_SERVER_DEV_MODE=1``).
         cors: CORS for every route, as Litestar's ``CORSConfig`` arguments (``allow_origins``, ``allow_methods``,
             ``allow_headers``, ``allow_credentials``); None: no CORS headers, preflights are not answered.
+        wait_notice_interval_s: Seconds between two ``: waiting for 'NAME' to load`` comments of a stream that
+            waits for its model (``server/api/waiting.py``); ``sse_keep_alive_interval_s`` when that is set.
+        sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval``: a ``: keep-alive`` comment whenever a
+            stream is idle that long (0: never).
     """
 
     admin_token: str | None = field(default=None, repr=False)
@@ -33,6 +37,8 @@ class ApiSettings:
     scoped_keys: tuple[ScopedKey, ...] = ()
     dev_mode: bool = False
     cors: Mapping[str, Any] | None = None
+    wait_notice_interval_s: float = 5.0
+    sse_keep_alive_interval_s: float = 0.0
 
     @property
     def keyed(self) -> bool:

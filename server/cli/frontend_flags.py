@@ -58,6 +58,8 @@ SERVER_FLAGS: Final = {
     "`async def (request, call_next)` function (Starlette's HTTP middleware), as vLLM's --middleware",
     "uvicorn_log_level": "uvicorn's log level (default: --log-level)",
     "disable_uvicorn_access_log": "no uvicorn access log",
+    "sse_keep_alive_interval": "SSE: a ': keep-alive' comment whenever a stream is idle this many seconds (every "
+    "streamed route); also the interval of the ': waiting for NAME to load' comments",
     "tool_parser_plugin": "a tool parser plugin file, imported before the profile is validated, so its parsers "
     "are valid tool_call_parser names (turnout validate takes it too)",
 }
@@ -84,7 +86,6 @@ REFUSED: Final = {
     "tool_strict_level": _NOT_YET,
     "enable_per_request_metrics": _NOT_YET,
     "enable_server_load_tracking": "a load counter of one engine's API server; Turnout reports /admin/status",
-    "sse_keep_alive_interval": _NOT_YET,
     "enable_tokenizer_info_endpoint": _NOT_YET,
     "enable_log_outputs": _NOT_YET,
     "enable_log_deltas": _NOT_YET,

@@ -93,6 +93,15 @@ def _loading_status(model: str) -> Iterator[None]:
     err_console.print(f"[green]✓[/] {model} is active")
 
 
+def _sse_intervals(frontend: FrontendFlags) -> dict[str, float]:
+    """vLLM's ``--sse-keep-alive-interval`` for the API settings; it paces the waiting comments too."""
+    keep_alive = float(frontend.server.get("sse_keep_alive_interval", 0) or 0)
+    return {
+        "sse_keep_alive_interval_s": keep_alive,
+        **({"wait_notice_interval_s": keep_alive} if keep_alive > 0 else {}),
+    }
+
+
 def _secret_from_env(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
@@ -197,6 +206,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         scoped_keys=limited_keys,
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
+        **_sse_intervals(options.frontend),
     )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:

@@ -21,7 +21,7 @@ from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.key_scopes import allowed_model, visible
 from server.api.openapi import request_body
-from server.api.responses import respond
+from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 from server.frontend.operations import Operation
@@ -41,13 +41,19 @@ class ResponsesController(Controller):
 
     @post("/", operation_class=request_body("ResponsesRequest"), dependencies=ADMITTED, status_code=200)
     async def create_response(
-        self, admitted: NamedDependency[AdmittedRequest], stored_responses: NamedDependency[StoredResponses]
+        self, admitted: NamedDependency[Any], stored_responses: NamedDependency[StoredResponses]
     ) -> Response[Any] | Stream:
-        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again."""
-        lease = admitted.lease
-        stored_responses.record(lease.request_id, lease.model, lease.bundle)
-        result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
-        return respond(admitted, result, RESPONSES_API)
+        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
+
+        ``admitted`` is a ``waiting.Admission`` (declared Any: msgspec refuses a union of two dataclasses).
+        """
+
+        async def create(request: AdmittedRequest) -> Any:
+            lease = request.lease
+            stored_responses.record(lease.request_id, lease.model, lease.bundle)
+            return await request.bundle.call("responses.create", request.body, lease.request_id)
+
+        return await answer(admitted, create, RESPONSES_API)
 
     @get("/{response_id:str}")
     async def retrieve_response(
