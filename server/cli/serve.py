@@ -47,6 +47,7 @@ class ServeOptions:
     reasoning_parser: str | None = None
     generate_admin_token: bool = False
     watch: bool = False
+    no_preload: bool = False
     timeout_keep_alive: int = 65
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
@@ -91,6 +92,14 @@ def _loading_status(model: str) -> Iterator[None]:
     with err_console.status(f"Loading [bold]{model}[/] (engine start-up takes a while on CPU)…"):
         yield
     err_console.print(f"[green]✓[/] {model} is active")
+
+
+def _without_preloads(profile: Profile) -> Profile:
+    """``profile`` with every model's ``preload`` off (``--no-preload``)."""
+    import msgspec
+
+    models = {name: msgspec.structs.replace(model, preload=False) for name, model in profile.models.items()}
+    return msgspec.structs.replace(profile, models=models)
 
 
 def _sse_intervals(frontend: FrontendFlags) -> dict[str, float]:
@@ -160,6 +169,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.frontend import FrontendSettings, build_bundle_for_profile
     from server.frontend.vllm_adapter import build_renderer, request_body_schemas
 
+    if options.no_preload:
+        profile = _without_preloads(profile)
     profile, memory_plan = _prepare(profile, options.engine_defaults)
 
     defaults = FrontendSettings(
@@ -213,7 +224,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
         # what the budget already counts. switching.* applies only at a restart, so the residency stays too.
         memory = memory_plan.memory if memory_plan is not None else None
-        running = msgspec.structs.replace(new, switching=profile.switching)
+        running = msgspec.structs.replace(
+            _without_preloads(new) if options.no_preload else new, switching=profile.switching
+        )
         return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
 
     validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
@@ -322,6 +335,11 @@ def _draining_server_class() -> type:
 @click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
 @click.option(
     "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
+)
+@click.option(
+    "--no-preload",
+    is_flag=True,
+    help="Load only the default model at start, whatever the profile's preload keys say (a quick look at a profile).",
 )
 @click.option(
     "--timeout-keep-alive",
