@@ -88,3 +88,18 @@ def test_an_unset_scoped_key_variable_stops_serve_before_any_engine(
         result.stderr.replace("\n", " ")
     )
     assert "Traceback" not in result.stderr and "Loading" not in result.stderr + result.stdout
+
+
+def test_no_preload_turns_every_preload_off_and_keeps_the_rest() -> None:
+    from server.cli.serve import _without_preloads
+    from server.profiles.schema import ModelProfile, Profile
+
+    models = {
+        "a": ModelProfile(model="/m/a"),
+        "b": ModelProfile(model="/m/b", preload=True, pinned=True),
+    }
+    profile = Profile(path="/p.yaml", default_model="a", models=models)
+    loaded = _without_preloads(profile)
+    assert [model.preload for model in loaded.models.values()] == [False, False]
+    assert loaded.models["b"].pinned and loaded.models["b"].model == "/m/b"
+    assert profile.models["b"].preload  # the original is untouched
