@@ -98,12 +98,15 @@ async def _on_owner(
     if owner is not None and not visible(request, owner.model):
         owner = None
     active = manager.active_model
-    allowed_model(request, owner.model if owner is not None else None, owner.model if owner else None, active)
+    owner_model = owner.model if owner is not None else None
+    allowed_model(request, owner_model, owner_model, active)
     if owner is not None and owner.model != active:
-        # Never load a model just to look something up: its store went with its engine anyway.
+        # Never load a model just to look something up: its store went with its engine anyway. A key limited to
+        # some models is not told the name of an active model outside them.
+        shown = f" (the active model is {active!r})" if active is not None and visible(request, active) else ""
         raise NotFoundException(
-            f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now (the active "
-            f"model is {active!r}); stored responses live in their model's engine and end with it."
+            f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now{shown}; "
+            "stored responses live in their model's engine and end with it."
         )
     lease = await manager.acquire(owner.model if owner is not None else None)
     install_abort_hook(lease)
