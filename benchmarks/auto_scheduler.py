@@ -29,7 +29,8 @@ from typing import Protocol
 
 import msgspec
 
-from server.engine.scheduler import Refusal, Scheduler, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.engine.scheduler import Scheduler
+from server.engine.scheduling_types import Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 COSTS = {"keep": 0.003, "reconfigure": 0.9, "stop": 17.0}
@@ -140,7 +141,7 @@ class Simulation:
         self.active = self.models[0]
         self.policy = self.make_policy(self)
 
-    # -- the device's state, as the scheduler reads it (server.engine.scheduler.DeviceView) -----------------------
+    # -- the device's state, as the scheduler reads it (server.engine.scheduling_types.DeviceView) ---------------------
 
     @property
     def active_model(self) -> str | None:

@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster_sim import page_section as _cluster
 from benchmarks.ratios import paired_ratios, within_noise
 from benchmarks.result_types import (
     AutoMode,
     Captured,
+    ClusterSimulation,
     ColdStart,
     EngineLimit,
     Paired,
@@ -41,6 +43,7 @@ _OTHERS: tuple[tuple[str, type[Result]], ...] = (
     ("switch_latency", SwitchLatency),
     ("switch_weights", SwitchWeights),
     ("auto_mode", AutoMode),
+    ("cluster_simulation", ClusterSimulation),
     ("reliability_long", ReliabilityLong),
 )
 
@@ -419,6 +422,7 @@ def render() -> str:
         *_switch(read_result("switch_latency", SwitchLatency), read_result("cold_start", ColdStart)),
         *_weights(read_result("switch_weights", SwitchWeights), read_result("switch_weights_before", SwitchWeights)),
         *_auto(read_result("auto_mode", AutoMode), read_result("scheduler_simulation", Captured)),
+        *_cluster(read_result("cluster_simulation", ClusterSimulation)),
         *_reliability(read_result("reliability_long", ReliabilityLong)),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -27,6 +27,9 @@ __all__ = [
     "AutoRow",
     "Base",
     "Captured",
+    "ClusterCell",
+    "ClusterSimOptions",
+    "ClusterSimulation",
     "ColdStart",
     "ColdStartConfig",
     "ColdStartOptions",
@@ -402,6 +405,76 @@ class AutoMode(Result, frozen=True, kw_only=True):
     config: AutoModeConfig
     rows: list[AutoRow]
     goals: dict[str, bool]
+
+
+# --- cluster_sim -----------------------------------------------------------------------------------------------
+
+
+class ClusterSimOptions(Base, frozen=True, kw_only=True):
+    """``benchmarks.cluster_sim``'s options (its command-line defaults).
+
+    Attributes:
+        replicas, models: The grid: every replica count against every model count.
+        requests: Requests per cell and policy (the same Poisson stream for every policy of a cell).
+        utilization: Offered load per replica: arrival rate x service time / (replicas x batch).
+        service_s: Mean seconds one request runs (exponential).
+        batch: Requests one replica runs at once (vLLM's batch).
+        capacities: Models one replica holds at once (Ray's ``max_num_models_per_replica``; its LRU), each a grid
+            layer: 1 for ``stop``/``reconfigure``, Ray's default 3 for ``keep``.
+        load_s: Seconds to load a model the replica does not hold, each a grid layer: an engine start (``stop``,
+            17 s on the CPU machine) and an in-place swap (``reconfigure``, 0.9 s), auto_scheduler's ``COSTS``.
+        activate_s: Seconds to make a held model the active one (``keep``).
+        zipf: Model popularity: model ``i`` is asked with weight ``1 / (i + 1) ** zipf`` (0: uniform).
+        max_ongoing: Ray's ``max_ongoing_requests``: past it a replica holding the model is passed over (spill).
+        max_residency_s: Longest a replica keeps serving its active model while another model's request waits.
+    """
+
+    replicas: tuple[int, ...] = (2, 4, 8, 16)
+    models: tuple[int, ...] = (2, 4, 8, 16, 32)
+    requests: int = 2000
+    utilization: float = 0.5
+    service_s: float = 2.0
+    batch: int = 8
+    capacities: tuple[int, ...] = (1, 3)
+    load_s: tuple[float, ...] = (17.0, 0.9)
+    activate_s: float = 0.003
+    zipf: float = 1.0
+    max_ongoing: int = 16
+    max_residency_s: float = 60.0
+    seed: int = 7
+
+
+class ClusterCell(Base, frozen=True, kw_only=True):
+    """One policy on one cell of the grid.
+
+    Attributes:
+        switches_per_1000: Active-model changes on any replica per 1,000 requests (first loads included).
+        loads_per_1000: Those that loaded a model the replica did not hold.
+        busy_share: Replica time with a request running, over replicas x the time to the last answer.
+        switching_share: Replica time spent switching, over the same.
+    """
+
+    replicas: int
+    models: int
+    capacity: int
+    load_s: float
+    policy: str
+    requests: int
+    switches_per_1000: float
+    loads_per_1000: float
+    latency_p50_s: float
+    latency_p99_s: float
+    busy_share: float
+    switching_share: float
+
+
+class ClusterSimulation(Result, frozen=True, kw_only=True):
+    """``cluster_simulation.json``: the grid, and where one replica per model beats affinity swapping."""
+
+    options: ClusterSimOptions
+    cells: list[ClusterCell]
+    dedicated_wins: list[str]
+    conclusion: str
 
 
 # --- reliability_long ------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from benchmarks import reliability_long
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
+    ClusterSimOptions,
     ColdStartOptions,
     EngineLimitOptions,
     Replaced,
@@ -78,7 +79,7 @@ _PY = [sys.executable, "-m"]
 # Full mode runs each benchmark at its defaults; they are spelt out on the command line (read from the benchmarks'
 # own defaults, not repeated here) so that the page shows what ran.
 _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
-_WEIGHTS, _AUTO = SwitchWeightsOptions(), AutoModeOptions()
+_WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
@@ -121,6 +122,11 @@ STEPS: tuple[Step, ...] = (
         [sys.executable, "benchmarks/auto_scheduler.py"],
         needs="benchmarks/auto_scheduler.py",
         capture=True,
+    ),
+    Step(
+        "cluster_simulation",
+        [*_PY, "benchmarks.cluster_sim", "--requests", "300"],
+        [*_PY, "benchmarks.cluster_sim", "--requests", str(_CLUSTER.requests)],
     ),
     Step(
         "reliability_long",

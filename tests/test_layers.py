@@ -1,4 +1,4 @@
-"""The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cli``.
+"""The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cluster <- cli``.
 
 ``vllm_plugin`` runs inside vLLM's processes: it may import only the profiles layer (and vLLM), and the engine
 layer reads its protocol (utility names and result shapes).
@@ -24,7 +24,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "engine": frozenset({"profiles", "vllm_plugin", ROOT}),
     "frontend": frozenset({"profiles", ROOT}),
     "api": frozenset({"engine", "frontend", "profiles", ROOT}),
-    "cli": frozenset({"api", "engine", "frontend", "profiles", "tinymodels", "vllm_plugin", ROOT}),
+    # Turnout on Ray Serve: node replicas run the api's app over the engine manager.
+    "cluster": frozenset({"api", "engine", "frontend", "profiles", ROOT}),
+    "cli": frozenset({"api", "cluster", "engine", "frontend", "profiles", "tinymodels", "vllm_plugin", ROOT}),
     "tinymodels": frozenset(),
 }
 

@@ -11,7 +11,7 @@ streamed body.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -64,6 +64,12 @@ class ServingBundle(AbortsRequests, Protocol):
     async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> Any: ...
 
     async def detokenize(self, body: dict[str, Any]) -> Any: ...
+
+    async def tokenizer_info(self) -> Any: ...
+
+    async def background_finished(self, response_id: str) -> None: ...
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool: ...
 
 
 @dataclass(eq=False)
@@ -162,14 +168,15 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
 
 
 def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:
-    """The model a request names: a model's own name, or one of its ``served_model_name`` aliases.
+    """The model a request names: a model's own name, one of its ``served_model_name`` aliases, or one of its
+    LoRA adapters (``lora_modules``: the base model's bundle serves it, vLLM applies the adapter).
 
     An unknown name comes back as it is, for the manager's 404 to name it.
     """
     if requested is None or requested in manager.models:
         return requested
     for name, profile in manager.models.items():
-        if requested in profile.aliases:
+        if requested in profile.aliases or requested in (profile.lora_modules or {}):
             return name
     return requested
 

@@ -32,11 +32,13 @@ from server.api.controllers import (
     StatusPageController,
     SwitchController,
     TokenizeController,
+    tokenizer_info,
 )
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
+from server.api.request_id import add_request_id_header
 from server.api.settings import ApiSettings
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
@@ -107,6 +109,8 @@ def create_app(
             ResponsesController,
             MessagesController,
             ServingController,
+            # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
+            *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
         ],
         guards=[ApiKeyGuard(settings)] if keyed else None,
         security=API_KEY_SECURITY if keyed else None,
@@ -139,6 +143,7 @@ def create_app(
             components=security_components(),
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
+        before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )
     document_request_bodies(app, request_schemas)

@@ -3,7 +3,8 @@
 State (slot states, in-flight requests, queue depths, the last switch) is read from the manager's snapshot at
 scrape time, so nothing has to be kept in sync. Events (switch attempts, queue waits, aborted requests) come from
 the manager as an observer and feed histograms and counters. vLLM registers its engine metrics (``vllm:*``) in
-prometheus_client's process-wide registry; the app's registry forwards that one, so one scrape gets both.
+prometheus_client's process-wide registry; the app's registry forwards that one, so one scrape gets both. The
+single-series aggregates the Kubernetes inference gateway reads (``turnout:*``) are in :mod:`gateway_metrics`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from server.api.gateway_metrics import GatewayCollector
 from server.engine import EngineManager, SlotState
 from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
 from server.engine.report import SwitchAttempt
@@ -163,4 +165,5 @@ def metrics_registry(manager: EngineManager[Any]) -> CollectorRegistry:
     registry.register(ManagerCollector(manager))
     manager.add_observer(ManagerMetrics(registry))
     registry.register(ProcessRegistryCollector())
+    registry.register(GatewayCollector(manager))
     return registry

@@ -29,6 +29,10 @@ class ApiSettings:
             waits for its model (``server/api/waiting.py``); ``sse_keep_alive_interval_s`` when that is set.
         sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval``: a ``: keep-alive`` comment whenever a
             stream is idle that long (0: never).
+        enable_tokenizer_info_endpoint: Serve ``GET /tokenizer_info`` (vLLM's ``--enable-tokenizer-info-endpoint``;
+            off by default, as there: it shows the tokenizer's configuration and chat template to any client).
+        enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
+            (vLLM's ``--enable-request-id-headers``).
     """
 
     admin_token: str | None = field(default=None, repr=False)
@@ -37,6 +41,8 @@ class ApiSettings:
     scoped_keys: tuple[ScopedKey, ...] = ()
     dev_mode: bool = False
     cors: Mapping[str, Any] | None = None
+    enable_tokenizer_info_endpoint: bool = False
+    enable_request_id_headers: bool = False
     wait_notice_interval_s: float = 5.0
     sse_keep_alive_interval_s: float = 0.0
 

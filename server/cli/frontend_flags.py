@@ -62,6 +62,13 @@ SERVER_FLAGS: Final = {
     "streamed route); also the interval of the ': waiting for NAME to load' comments",
     "tool_parser_plugin": "a tool parser plugin file, imported before the profile is validated, so its parsers "
     "are valid tool_call_parser names (turnout validate takes it too)",
+    "uds": "serve on this Unix domain socket instead of --host/--port (uvicorn)",
+    "disable_access_log_for_endpoints": "comma-separated paths whose requests the access log leaves out",
+    "enable_request_id_headers": "every answer carries X-Request-Id: the request's own, or a new random one",
+    "enable_tokenizer_info_endpoint": "serve GET /tokenizer_info: the active model's tokenizer configuration",
+    "fingerprint_mode": "system_fingerprint of every model's answers: full, hash, custom or none (each model's "
+    "fingerprint hashes its own engine config)",
+    "fingerprint_value": "the system_fingerprint of --fingerprint-mode custom",
 }
 
 #: Flags that give every model a frontend default (`FrontendSettings` field of the same name).
@@ -75,39 +82,36 @@ MODEL_FLAGS: Final = {
     "enable_prompt_tokens_details": "report cached prompt tokens in usage (profile key too)",
     "enable_force_include_usage": "usage in every response, streams too (profile key too)",
     "max_log_len": "the longest prompt the request log prints (with the engine flag --enable-log-requests)",
+    "trust_request_mm_kwargs": "accept a request's mm_processor_kwargs and media_io_kwargs (profile key too)",
+    "tool_strict_level": "the floor of structural-tag tool calling (profile key too)",
+    "enable_per_request_metrics": "per-request timing metrics in answers (profile key too)",
+    "enable_log_outputs": "log generated outputs (needs --enable-log-requests; profile key too)",
+    "enable_log_deltas": "with --enable-log-outputs, log streamed deltas too (profile key too)",
+    "anthropic_disabled_thinking_effort": "reasoning effort of a Messages request with thinking disabled "
+    "(profile key too)",
+    "enable_flash_late_interaction": "fused MaxSim scoring of late-interaction models, in the frontend and (off) "
+    "in every engine's pooler config",
+    "tool_server": "the Responses API's tool server (MCP host:port pairs, or demo), opened once and shared by "
+    "every generate model, as vLLM shares it",
 }
 
 _NOT_YET = "not implemented by Turnout yet"
 #: Flags ``turnout serve`` refuses, with why.
 REFUSED: Final = {
-    "lora_modules": f"LoRA adapters belong to one model: {_NOT_YET}",
-    "tool_server": f"tool servers (MCP, demo) for the Responses API: {_NOT_YET}",
-    "trust_request_mm_kwargs": _NOT_YET,
-    "tool_strict_level": _NOT_YET,
-    "enable_per_request_metrics": _NOT_YET,
+    "lora_modules": "LoRA adapters belong to one model: set lora_modules in its profile",
     "enable_server_load_tracking": "a load counter of one engine's API server; Turnout reports /admin/status",
-    "enable_tokenizer_info_endpoint": _NOT_YET,
-    "enable_log_outputs": _NOT_YET,
-    "enable_log_deltas": _NOT_YET,
     "cohere_is_reasoning_model": "Cohere's chat API (VLLM_ENABLE_COHERE_API): not served by Turnout",
     "cohere_format": "Cohere's chat API (VLLM_ENABLE_COHERE_API): not served by Turnout",
-    "anthropic_disabled_thinking_effort": _NOT_YET,
     "log_error_stack": "Turnout always logs a failed request's traceback on the server and never sends it",
     "tokens_only": "a render-only frontend for one engine (scale-out); Turnout owns its engines",
     "enable_scale_out": "scale-out routes of one engine for an external router; Turnout is the router",
-    "fingerprint_mode": _NOT_YET,
-    "fingerprint_value": _NOT_YET,
     "grpc_port": "vLLM's gRPC server of one engine: not offered",
     "data_parallel_supervisor_port": "data-parallel API server supervision of one engine",
     "dp_supervisor_probe_interval_s": "data-parallel API server supervision of one engine",
     "dp_supervisor_probe_timeout_s": "data-parallel API server supervision of one engine",
     "dp_supervisor_probe_failure_threshold": "data-parallel API server supervision of one engine",
-    "uds": f"serving on a Unix socket: {_NOT_YET}",
-    "disable_access_log_for_endpoints": _NOT_YET,
-    "enable_request_id_headers": _NOT_YET,
     "disable_fastapi_docs": "FastAPI's docs; Turnout's Litestar docs are at /docs and always on",
     "enable_offline_docs": "FastAPI's docs; Turnout's Litestar docs are at /docs and always on",
-    "enable_flash_late_interaction": _NOT_YET,
     "h11_max_incomplete_event_size": "an h11 limit; Turnout serves HTTP with httptools",
     "h11_max_header_count": "an h11 limit; Turnout serves HTTP with httptools",
 }
@@ -139,11 +143,18 @@ class FrontendFlags:
             options["ssl_cert_reqs"] = ssl.VerifyMode(int(server["ssl_cert_reqs"]))
         if "root_path" in server:
             options["root_path"] = server["root_path"]
+        if "uds" in server:
+            options["uds"] = server["uds"]
         if server.get("disable_uvicorn_access_log"):
             options["access_log"] = False
         if "uvicorn_log_level" in server:
             options["log_level"] = server["uvicorn_log_level"]
         return options
+
+    def access_log_exclusions(self) -> frozenset[str]:
+        """The paths ``--disable-access-log-for-endpoints`` leaves out of the access log (split as vLLM splits)."""
+        given = str(self.server.get("disable_access_log_for_endpoints") or "")
+        return frozenset(path.strip() for path in given.split(",") if path.strip())
 
     def cors(self) -> dict[str, Any] | None:
         """CORS settings (vLLM's defaults for the flags not given), or None when no CORS flag was given."""

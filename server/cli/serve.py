@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import secrets
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from server.cli._output import err_console, out_console, print_issues
+from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.tls_refresh import certificate_refresher
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
@@ -116,12 +118,27 @@ def _secret_from_env(name: str) -> str | None:
     return value or None
 
 
-def engine_defaults(flags: Mapping[str, Any], reasoning_parser: str | None) -> dict[str, Any]:
+def engine_defaults(
+    flags: Mapping[str, Any], reasoning_parser: str | None, frontend: FrontendFlags | None = None
+) -> dict[str, Any]:
     """The engine arguments every model gets from the command line: vLLM's engine flags, and the default reasoning
-    parser, which the engine needs as well as the frontend (structured output must know where reasoning ends)."""
+    parser, which the engine needs as well as the frontend (structured output must know where reasoning ends).
+
+    ``--no-enable-flash-late-interaction`` also reaches every engine's pooler config, as vLLM's
+    ``propagate_flash_late_interaction`` does (a model whose profile sets its own ``pooler_config`` keeps it).
+    """
     defaults = dict(flags)
     if reasoning_parser is not None:
         defaults["reasoning_parser"] = reasoning_parser
+    if frontend is not None and frontend.model_defaults.get("enable_flash_late_interaction") is False:
+        pooler = defaults.get("pooler_config")
+        if pooler is None:
+            defaults["pooler_config"] = {"enable_flash_late_interaction": False}  # vLLM converts a mapping
+        else:
+            # vLLM's parser gave a PoolerConfig, whose validator refuses replace(); vLLM sets the field as here.
+            pooler = copy.copy(pooler)
+            pooler.enable_flash_late_interaction = False
+            defaults["pooler_config"] = pooler
     return defaults
 
 
@@ -168,10 +185,14 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
     from server.frontend.vllm_adapter import build_renderer, request_body_schemas
+    from server.frontend.vllm_frontend_args import set_fingerprint_mode
 
     if options.no_preload:
         profile = _without_preloads(profile)
     profile, memory_plan = _prepare(profile, options.engine_defaults)
+    server_flags = options.frontend.server
+    # Before any bundle is built: each serving object reads the mode once, when it is created.
+    set_fingerprint_mode(server_flags.get("fingerprint_mode", "full"), server_flags.get("fingerprint_value"))
 
     defaults = FrontendSettings(
         enable_auto_tool_choice=options.enable_auto_tool_choice,
@@ -218,6 +239,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
         **_sse_intervals(options.frontend),
+        enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
+        enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
@@ -259,8 +282,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     except FrontendFlagError as exc:
         err_console.print(f"error: {exc}", markup=False)
         raise SystemExit(2) from None
+    exclude_from_access_log(options.frontend.access_log_exclusions())
+    where = f"unix:{uvicorn_options['uds']}" if "uds" in uvicorn_options else f"{options.host}:{options.port}"
     out_console.print(
-        f"Turnout serving {', '.join(profile.models)} on {scheme}://{options.host}:{options.port} "
+        f"Turnout serving {', '.join(profile.models)} on {scheme}://{where} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     drain_timeout = profile.switching.drain_timeout
@@ -381,8 +406,12 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     if profile is None and not os.environ.get(CONFIG_ENV):
         raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
+    if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
+        raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
     options = ServeOptions(
-        **kwargs, engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"]), frontend=frontend
+        **kwargs,
+        engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"], frontend),
+        frontend=frontend,
     )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(

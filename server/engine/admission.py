@@ -31,7 +31,8 @@ from server.engine.errors import (
 )
 from server.engine.lease import Lease
 from server.engine.observer import ManagerObserver
-from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, SwitchView, Waiter
+from server.engine.scheduler import Scheduler
+from server.engine.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
 from server.engine.states import SlotState
 
 __all__ = ["Admission"]

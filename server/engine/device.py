@@ -30,7 +30,7 @@ from server.engine.errors import EngineError, ManagerClosed, ReloadRefused, Resi
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.report import SwitchReport
-from server.engine.scheduler import SwitchView
+from server.engine.scheduling_types import SwitchView
 from server.engine.states import PARKED, IllegalTransition, Slot, SlotState
 from server.engine.strategies.base import Parked, SwitchStrategy
 from server.profiles.schema import ModelProfile

@@ -47,7 +47,7 @@ from server.engine.report import (
     SwitchReport,
 )
 from server.engine.residency import Residency
-from server.engine.scheduler import SchedulerPolicy
+from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
 from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
@@ -147,6 +147,11 @@ class EngineManager(Generic[B]):
     def strategy_name(self) -> str:
         """The strategy in use."""
         return self._strategy.name
+
+    @property
+    def switching(self) -> Switching:
+        """The profile's switching section the manager runs under (its mode, strategy and residency bounds)."""
+        return self._switching
 
     @property
     def memory_plan(self) -> MemoryPlan | None:

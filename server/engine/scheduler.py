@@ -45,28 +45,23 @@ Invariants:
 
 from __future__ import annotations
 
-import enum
 import logging
 import math
-import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
-from server.profiles.schema import Switching, SwitchMode
+from server.engine.scheduling_types import (
+    DeviceView,
+    Refusal,
+    SchedulerEffects,
+    SchedulerPolicy,
+    SwitchView,
+    Waiter,
+)
 
-__all__ = [
-    "IDLE_GAP_S",
-    "RESIDENCY_PER_SWITCH_COST",
-    "DeviceView",
-    "Refusal",
-    "Scheduler",
-    "SchedulerEffects",
-    "SchedulerPolicy",
-    "SwitchView",
-    "Waiter",
-]
+__all__ = ["IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
 
 logger = logging.getLogger("turnout.engine.scheduler")
 
@@ -83,134 +78,6 @@ DEADLINE_SHARE = 0.9
 IDLE_GAP_S = 0.1
 #: Weight of the newest measurement in the running estimate of a switch's cost.
 COST_SMOOTHING = 0.5
-
-
-@dataclass(frozen=True, kw_only=True)
-class SchedulerPolicy:
-    """The scheduler's settings: the profile's ``switching`` section (``server/profiles/schema.py`` holds the
-    defaults and says what each means). Manual mode waits without a bound of its own (the caller's applies) and
-    queues without a limit, as a request there only ever waits for a switch the admin started."""
-
-    mode: SwitchMode
-    min_residency_s: float
-    max_residency_s: float
-    max_wait_s: float
-    max_queue: int
-    failure_backoff_s: float
-    max_failure_backoff_s: float
-    #: How many requests may wait for a model at its concurrency limit (the profile's max_queue, in both modes).
-    concurrency_queue: int = 256
-
-    @classmethod
-    def from_switching(cls, switching: Switching) -> SchedulerPolicy:
-        """The policy of a profile's ``switching`` section."""
-        manual = switching.mode == "manual"
-        return cls(
-            mode=switching.mode,
-            min_residency_s=switching.min_residency_s,
-            max_residency_s=switching.max_residency_s,
-            max_wait_s=math.inf if manual else switching.max_wait_s,
-            max_queue=sys.maxsize if manual else switching.max_queue,
-            failure_backoff_s=switching.failure_backoff_s,
-            max_failure_backoff_s=switching.max_failure_backoff_s,
-            concurrency_queue=switching.max_queue,
-        )
-
-    @property
-    def auto(self) -> bool:
-        """Whether the scheduler decides the switches."""
-        return self.mode == "auto"
-
-
-class Refusal(enum.StrEnum):
-    """Why a waiter was refused."""
-
-    QUEUE_FULL = "queue_full"
-    WAIT_TIMEOUT = "wait_timeout"
-    LOAD_FAILED = "load_failed"
-    CLOSED = "closed"
-    REMOVED = "removed"
-    # Manual mode's: the request names a model that is not active, or the model a switch is leaving; no model is
-    # active; the switch the request waited for failed.
-    NOT_ACTIVE = "not_active"
-    SWITCHING_AWAY = "switching_away"
-    NO_ACTIVE = "no_active"
-    SWITCH_FAILED = "switch_failed"
-    # The active model serves its max_concurrent_requests and as many more wait already.
-    CONCURRENCY_LIMIT = "concurrency_limit"
-
-
-@dataclass(eq=False)
-class Waiter(Generic[T]):
-    """One request waiting for (or admitted to) a model.
-
-    Attributes:
-        model: The model it asked for.
-        enqueued_at: When it arrived.
-        ticket: The caller's handle (the manager's future).
-        retry_after_s: Set on refusal: seconds the client should wait before it retries.
-    """
-
-    model: str
-    enqueued_at: float
-    ticket: T
-    retry_after_s: int = 0
-
-
-@dataclass(frozen=True)
-class SwitchView:
-    """The switch under way, as the device records it.
-
-    Attributes:
-        source: The model being left (None: nothing was active).
-        target: The model the device moves to.
-        started_at: When it began (the scheduler's clock).
-        warm: Whether the target was parked with its engine (its cost is estimated apart from cold starts).
-    """
-
-    source: str | None
-    target: str
-    started_at: float
-    warm: bool
-
-
-class DeviceView(Protocol):
-    """What the scheduler reads of the device's state (the device is its one owner)."""
-
-    @property
-    def active_model(self) -> str | None:
-        """The model published now."""
-
-    @property
-    def switch(self) -> SwitchView | None:
-        """The switch under way."""
-
-    @property
-    def free(self) -> bool:
-        """No switch runs and no reload holds the device: a switch may start."""
-
-    def in_flight(self, model: str) -> int:
-        """Requests admitted to ``model`` and not finished."""
-
-    def is_warm(self, model: str) -> bool:
-        """Whether ``model`` is parked with its engine (comes back without an engine start)."""
-
-    def concurrency_limit(self, model: str) -> int | None:
-        """The most requests ``model`` serves at once (None: no limit)."""
-
-
-class SchedulerEffects(Protocol[T]):
-    """What the scheduler asks of its driver. Each call returns at once; none may call back into the scheduler."""
-
-    def start_switch(self, source: str | None, target: str) -> None:
-        """Begin switching the device to ``target`` (the device records it at once); report its end with
-        :meth:`Scheduler.switch_ended`."""
-
-    def admit(self, waiter: Waiter[T]) -> None:
-        """Let ``waiter`` run on its model, which is published now; report its end with ``finished``."""
-
-    def refuse(self, waiter: Waiter[T], refusal: Refusal) -> None:
-        """Answer ``waiter`` with an error (``waiter.retry_after_s`` says when to retry)."""
 
 
 @dataclass

@@ -4,17 +4,16 @@ A bundle is built once per engine start and never changes afterwards; the engine
 to the API layer. It speaks dict bodies in and `JsonResult` / `StreamResult` out, so the API layer needs
 neither vLLM nor pydantic. Everything vLLM-specific happens in `vllm_adapter`.
 
-Aborting: every generating call records the engine request ids vLLM derived from our `request_id`
-(`engine_request_ids`); `await engine.abort(ids)` takes them, since AsyncLLM maps these external ids to its
-internal ones (it appends a random suffix to each). `await bundle.abort(request_id)` also catches engine
-requests submitted after the call. An aborted request is not an error in vLLM: a stream ends with a chunk
-whose `finish_reason` is `"abort"` and then `data: [DONE]`; a non-streaming call returns 200 with the partial
-text and `finish_reason: "abort"` in each choice.
+Aborting: every generating call records the engine request ids vLLM derived from our `request_id`, which
+AsyncLLM maps to its internal ones (it appends a random suffix to each). `await bundle.abort(request_id)`
+aborts them, and also catches engine requests submitted after the call. An aborted request is not an error in
+vLLM: a stream ends with a chunk whose `finish_reason` is `"abort"` and then `data: [DONE]`; a non-streaming call
+returns 200 with the partial text and `finish_reason: "abort"` in each choice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from vllm.engine.protocol import EngineClient
@@ -57,13 +56,18 @@ class FrontendBundle:
         self._operations = frontend.operations
         self._inflight = InflightRegistry(engine.abort)
 
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The model's LoRA adapters loaded into its engine (a request naming one gets it applied)."""
+        return self._frontend.adapters
+
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """Handle a /v1/chat/completions body.
 
         Args:
             body: The parsed JSON body.
             request_id: Our id for the request, unique among this bundle's running requests; the engine
-                request ids derive from it (see `engine_request_ids`).
+                request ids derive from it (see `abort`).
 
         Returns:
             A `StreamResult` when the body asks for `stream`, otherwise a `JsonResult`.
@@ -96,6 +100,14 @@ class FrontendBundle:
         """
         return await self._tracked(lambda body, rid: self._operations.call(operation, body, rid), body, request_id)
 
+    async def background_finished(self, response_id: str) -> None:
+        """Return once the background Response ``response_id`` (``background: true``) has finished."""
+        await self._operations.background_finished(response_id)
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        """End a queued or running background Response as ``failed`` with ``error``; whether there was one."""
+        return await self._operations.fail_background(response_id, error)
+
     def supports(self, operation: Operation) -> bool:
         """Whether this model serves `operation` (its tasks have the route)."""
         return self._operations.supports(operation)
@@ -115,32 +127,23 @@ class FrontendBundle:
         del request_id
         return await self._frontend.detokenize(body)
 
+    async def tokenizer_info(self) -> BundleResult:
+        """Handle GET /tokenizer_info: the tokenizer's configuration (``init_kwargs``, class) and chat template."""
+        return await self._frontend.tokenizer_info()
+
     async def abort(self, request_id: str) -> tuple[str, ...]:
         """Abort `request_id`'s engine requests, including those it has not submitted yet.
 
-        Prefer this to `engine.abort(engine_request_ids(...))`: a stream only submits its engine request when
-        its first chunk is read, and vLLM ignores an abort that comes before. An aborted request is no error:
-        a stream ends with a `"finish_reason": "abort"` chunk and `[DONE]`, a non-streaming call returns 200
-        with the partial text and `"finish_reason": "abort"` in every choice.
+        A stream only submits its engine request when its first chunk is read, and vLLM ignores an abort that
+        comes before; this one is remembered for it. An aborted request is no error: a stream ends with a
+        `"finish_reason": "abort"` chunk and `[DONE]`, a non-streaming call returns 200 with the partial text and
+        `"finish_reason": "abort"` in every choice.
 
         Returns:
             The engine request ids aborted at once (empty when none was running yet or `request_id` is not in
             flight here).
         """
         return await self._inflight.abort([request_id])
-
-    def engine_request_ids(self, request_id: str) -> tuple[str, ...]:
-        """The engine request ids `request_id` has submitted and not finished; `engine.abort()` takes them.
-
-        An id appears when vLLM creates the engine request's output stream, which for a stream is before the
-        engine has it (see `abort`). Beam search submits its one-token steps lazily and unrecorded: only
-        closing its stream or cancelling its call stops it.
-        """
-        return self._inflight.engine_ids(request_id)
-
-    def live_engine_request_ids(self) -> tuple[str, ...]:
-        """Every engine request id this bundle's requests have submitted and not finished."""
-        return self._inflight.all_engine_ids()
 
     async def _tracked(self, handle: _Handler, body: Any, request_id: str) -> BundleResult:
         with self._inflight.collect(request_id):

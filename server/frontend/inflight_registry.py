@@ -71,19 +71,6 @@ class InflightRegistry:
         """Forget `request_id` (idempotent)."""
         self._by_request.pop(request_id, None)
 
-    def engine_ids(self, request_id: str) -> tuple[str, ...]:
-        """The engine request ids `request_id` has running now (empty when none or unknown)."""
-        entry = self._by_request.get(request_id)
-        return tuple(sorted(entry.engine_ids)) if entry is not None else ()
-
-    def all_engine_ids(self) -> tuple[str, ...]:
-        """Every engine request id running for this registry's requests."""
-        return tuple(sorted(set().union(*(entry.engine_ids for entry in self._by_request.values()))))
-
-    def request_ids(self) -> tuple[str, ...]:
-        """Our request ids currently in flight."""
-        return tuple(self._by_request)
-
     async def abort(self, request_ids: Iterable[str]) -> tuple[str, ...]:
         """Abort these requests' engine work: what runs now, and what they submit later.
 

@@ -9,10 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ChatTemplateContentFormat", "FrontendConfigError", "FrontendSettings"]
+__all__ = [
+    "ChatTemplateContentFormat",
+    "DisabledThinkingEffort",
+    "FrontendConfigError",
+    "FrontendSettings",
+    "ToolStrictLevel",
+]
 
 ChatTemplateContentFormat = Literal["auto", "string", "openai"]
 """How message `content` is handed to the chat template (vLLM's `--chat-template-content-format`)."""
+ToolStrictLevel = Literal["auto", "function", "parameter"]
+"""The server-side floor of structural-tag tool calling (vLLM's `--tool-strict-level`)."""
+DisabledThinkingEffort = Literal["auto", "none", "low", "medium", "high", "xhigh", "max"]
+"""The reasoning effort of a Messages request with thinking disabled (`--anthropic-disabled-thinking-effort`)."""
 
 
 class FrontendConfigError(ValueError):
@@ -43,6 +53,20 @@ class FrontendSettings:
         exclude_tools_when_tool_choice_none: Leave the tools out of the prompt when ``tool_choice`` is ``none``.
         enable_prompt_tokens_details: Report ``prompt_tokens_details`` (cached tokens) in usage.
         enable_force_include_usage: Include usage in every response, streamed ones too.
+        lora_modules: LoRA adapter name to its folder (the profile's ``lora_modules``): vLLM's static LoRA
+            modules of this model, loaded into its engine when the bundle is built.
+        trust_request_mm_kwargs: Accept a request's ``mm_processor_kwargs`` and ``media_io_kwargs`` (off: vLLM
+            refuses non-empty ones, since they change how much multimodal preprocessing a request costs).
+        tool_strict_level: The floor of structural-tag tool calling: ``auto`` follows each request,
+            ``function`` constrains every tool call's envelope, ``parameter`` also pins argument schemas.
+        enable_per_request_metrics: Include per-request timing metrics in chat, completion and Responses answers.
+        enable_log_outputs: Log generated outputs through the request logger (needs ``log_requests``).
+        enable_log_deltas: With ``enable_log_outputs``, also log each streamed delta.
+        anthropic_disabled_thinking_effort: The ``reasoning_effort`` a Messages request with
+            ``thinking: {type: disabled}`` renders with (``auto``: vLLM picks ``none`` or ``low``).
+        enable_flash_late_interaction: Score late-interaction (ColBERT-style) models with vLLM's fused MaxSim.
+        tool_server: The Responses API's tool server: MCP servers as ``host:port`` pairs (comma-separated) or
+            ``demo`` (vLLM's browser and Python tools), as vLLM's ``--tool-server``; None: no built-in tools.
     """
 
     enable_auto_tool_choice: bool = False
@@ -59,3 +83,12 @@ class FrontendSettings:
     exclude_tools_when_tool_choice_none: bool = False
     enable_prompt_tokens_details: bool = False
     enable_force_include_usage: bool = False
+    lora_modules: dict[str, str] = field(default_factory=dict, hash=False)
+    trust_request_mm_kwargs: bool = False
+    tool_strict_level: ToolStrictLevel = "auto"
+    enable_per_request_metrics: bool = False
+    enable_log_outputs: bool = False
+    enable_log_deltas: bool = True
+    anthropic_disabled_thinking_effort: DisabledThinkingEffort = "auto"
+    enable_flash_late_interaction: bool = True
+    tool_server: str | None = None

@@ -25,11 +25,12 @@ from typing import Any
 
 import pydantic
 from vllm.engine.protocol import EngineClient
+from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
 from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
-from vllm.entrypoints.openai.models.protocol import BaseModelPath
+from vllm.entrypoints.openai.models.protocol import BaseModelPath, LoRAModulePath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
@@ -48,6 +49,7 @@ from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.tool_parsers import ToolParserManager
+from vllm.utils.counter import AtomicCounter
 
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
@@ -59,6 +61,7 @@ from server.frontend.vllm_calls import (
 )
 from server.frontend.vllm_operations import REQUEST_BODIES as OPERATION_REQUEST_BODIES
 from server.frontend.vllm_operations import ServingContext, ServingOperations
+from server.frontend.vllm_tool_server import open_tool_server
 
 __all__ = [
     "SUPPORTED_VLLM_VERSIONS",
@@ -71,6 +74,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: The LoRA ids of every bundle in this process. vLLM numbers adapters per `OpenAIServingModels` from 1, and an
+#: engine's worker takes an id it already holds for the same adapter: a bundle rebuilt over a running engine (a
+#: reload) would get the old bundle's adapter weights under its own adapter names.
+_LORA_IDS = AtomicCounter(0)
 
 # The embeddings request is a union of models, so it needs an adapter to validate.
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
@@ -148,6 +156,7 @@ class VllmFrontend:
         model_engine: EngineClient,
         settings: FrontendSettings,
         supported_tasks: tuple[SupportedTask, ...],
+        tool_server: ToolServer | None = None,
     ) -> None:
         self.model_name = model_name
         self._model_config = model_engine.model_config
@@ -158,10 +167,19 @@ class VllmFrontend:
         chat_template = _load_template(settings.chat_template)
         content_format = settings.chat_template_content_format
         logger = RequestLogger(max_log_len=settings.max_log_len) if settings.log_requests else None
+        # The model's LoRA adapters are vLLM's static LoRA modules, as `vllm serve --lora-modules` makes them;
+        # `open` loads them into the engine before the first request.
+        lora_modules = [
+            LoRAModulePath(name=name, path=path, base_model_name=model_name)
+            for name, path in settings.lora_modules.items()
+        ]
         models = OpenAIServingModels(
             engine_client=model_engine,
             base_model_paths=[BaseModelPath(name=model_name, model_path=self._model_config.model)],
+            lora_modules=lora_modules or None,
         )
+        models.lora_id_counter = _LORA_IDS
+        self._models = models
         self._renderer = OnlineRenderer(
             model_config=self._model_config,
             renderer=model_engine.renderer,
@@ -172,7 +190,9 @@ class VllmFrontend:
             tool_parser=settings.tool_call_parser,
             reasoning_parser=settings.reasoning_parser,
             trust_request_chat_template=settings.trust_request_chat_template,
+            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
             exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+            tool_strict_level=settings.tool_strict_level,
             default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
         )
         self._renderer.warmup()
@@ -208,15 +228,27 @@ class VllmFrontend:
                 trust_request_chat_template=settings.trust_request_chat_template,
                 exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
                 default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+                tool_strict_level=settings.tool_strict_level,
+                enable_per_request_metrics=settings.enable_per_request_metrics,
+                enable_log_outputs=settings.enable_log_outputs,
+                enable_log_deltas=settings.enable_log_deltas,
                 **usage,
             )
             self._completion = OpenAIServingCompletion(
-                engine, models, online_renderer=self._renderer, request_logger=logger, **usage
+                engine,
+                models,
+                online_renderer=self._renderer,
+                request_logger=logger,
+                enable_per_request_metrics=settings.enable_per_request_metrics,
+                **usage,
             )
         self._embedding: ServingEmbedding | None = None
         if self.supports_embeddings:
             template_config = ChatTemplateConfig(
-                chat_template=chat_template, chat_template_content_format=content_format
+                chat_template=chat_template,
+                chat_template_content_format=content_format,
+                trust_request_chat_template=settings.trust_request_chat_template,
+                trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
             )
             # Its __init__ takes *args, **kwargs (passed on to PoolingBaseServing), hence untyped.
             self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
@@ -232,6 +264,7 @@ class VllmFrontend:
                 chat_template=chat_template,
                 settings=settings,
                 supported_tasks=supported_tasks,
+                tool_server=tool_server,
             )
         )
         self.operations.attach_embedding(self._embedding)
@@ -251,17 +284,36 @@ class VllmFrontend:
             # vllm serve does the same; the counter's model label is process-wide, like our one active model.
             init_parser_metrics(model_name=model_name)
         tasks = await model_engine.get_supported_tasks()
+        # As vllm serve: only a generate model's Responses API has tools.
+        tool_server = await open_tool_server(settings.tool_server) if "generate" in tasks else None
         try:
-            return cls(
+            frontend = cls(
                 model_name=model_name,
                 engine=engine,
                 model_engine=model_engine,
                 settings=settings,
                 supported_tasks=tasks,
+                tool_server=tool_server,
             )
         except TypeError as exc:
             # ParserManager reports a parser that cannot work with this tokenizer as a TypeError.
             raise FrontendConfigError(f"model {model_name!r}: {exc}") from exc
+        await frontend._load_adapters()
+        return frontend
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The names of the LoRA adapters loaded into this model's engine."""
+        return tuple(self._models.lora_requests)
+
+    async def _load_adapters(self) -> None:
+        """Load the model's LoRA adapters into its engine (vLLM's `init_static_loras`, as `vllm serve` does)."""
+        if self._models.static_lora_modules is None:
+            return
+        try:
+            await self._models.init_static_loras()  # type: ignore[no-untyped-call]
+        except Exception as exc:  # vLLM raises ValueError with its error body's message, or the engine's error
+            raise FrontendConfigError(f"model {self.model_name!r}: a LoRA adapter cannot be loaded: {exc}") from exc
 
     async def chat(self, body: Any, request_id: str) -> BundleResult:
         """POST /v1/chat/completions."""
@@ -302,6 +354,10 @@ class VllmFrontend:
             return request
         return await call_serving(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
 
+    async def tokenizer_info(self) -> BundleResult:
+        """GET /tokenizer_info: the tokenizer's configuration and chat template."""
+        return await call_serving(self._tokenization.get_tokenizer_info())
+
     async def detokenize(self, body: Any) -> BundleResult:
         """POST /detokenize."""
         request = self._parse(DetokenizeRequest.model_validate, body)
@@ -311,7 +367,9 @@ class VllmFrontend:
 
     def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
         """`parse_request` for this model: the request model, or the 400 for `body`."""
-        return parse_request(validate, body, model_name=self.model_name, request_id=request_id)
+        return parse_request(
+            validate, body, model_name=self.model_name, request_id=request_id, adapters=self._models.lora_requests
+        )
 
 
 def _check_parsers(settings: FrontendSettings) -> None:

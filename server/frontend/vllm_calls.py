@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Container, Mapping
 from typing import Any
 
 import pydantic
@@ -47,15 +47,24 @@ def _dump_json(response: pydantic.BaseModel) -> bytes:
     return response.model_dump_json().encode()
 
 
-def parse_request(validate: Callable[[Any], Any], body: Any, *, model_name: str, request_id: str | None = None) -> Any:
+def parse_request(
+    validate: Callable[[Any], Any],
+    body: Any,
+    *,
+    model_name: str,
+    request_id: str | None = None,
+    adapters: Container[str] = (),
+) -> Any:
     """Validate `body` into a vLLM request model, or return the 400 `JsonResult` for it.
 
     The model name is overwritten with `model_name`: routing is the API layer's job, and vLLM would answer an
-    alias with a 404. `request_id` becomes the base of the engine request ids.
+    alias with a 404. A name in `adapters` (the model's loaded LoRA adapters) stays: vLLM's serving classes
+    turn it into the request's `LoRARequest`. `request_id` becomes the base of the engine request ids.
     """
     if not isinstance(body, Mapping):
         return bad_request("The request body must be a JSON object.")
-    data = {**body, "model": model_name}
+    asked = body.get("model")
+    data = {**body, "model": asked if isinstance(asked, str) and asked in adapters else model_name}
     if request_id is not None:
         data["request_id"] = request_id
     try:

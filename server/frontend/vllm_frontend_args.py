@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from vllm.entrypoints.launchers.cli_args import FrontendArgs
+from vllm.entrypoints.serve.utils.fingerprint import FingerprintMode, set_default_fingerprint_mode
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.utils.import_utils import import_plugin
 
-__all__ = ["frontend_flag_names", "load_parser_plugins", "parse_frontend_flags"]
+__all__ = ["frontend_flag_names", "load_parser_plugins", "parse_frontend_flags", "set_fingerprint_mode"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,3 +69,12 @@ def load_parser_plugins(*, tool_parser_plugin: str | None = None, reasoning_pars
     for path in (tool_parser_plugin, reasoning_parser_plugin):
         if path and import_plugin(path) is None:
             raise ValueError(f"parser plugin {path!r} cannot be loaded (see the log above)")
+
+
+def set_fingerprint_mode(mode: FingerprintMode, value: str | None = None) -> None:
+    """Set the ``system_fingerprint`` every serving object built from now on answers with (``--fingerprint-mode``).
+
+    vLLM keeps the mode process-wide and each serving object computes its fingerprint once, from its own engine's
+    config, so one call before the first bundle gives every model its own fingerprint in the chosen mode.
+    """
+    set_default_fingerprint_mode(mode, value)

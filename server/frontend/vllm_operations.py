@@ -12,6 +12,7 @@ Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module afte
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScori
 from vllm.entrypoints.generate.structured_decisions.protocol import StructuredDecisionRequest
 from vllm.entrypoints.generate.structured_decisions.serving import ServingStructuredDecisions
 from vllm.entrypoints.generate.structured_decisions.strategies import ReadContext, select_read_strategy
+from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
 from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
@@ -81,6 +83,7 @@ class ServingContext:
         chat_template: The resolved chat template text, or None for the tokenizer's own.
         settings: The model's frontend settings.
         supported_tasks: What the engine says its model supports.
+        tool_server: vLLM's tool server for the Responses API (shared by every model), or None.
     """
 
     model_name: str
@@ -91,6 +94,7 @@ class ServingContext:
     chat_template: str | None
     settings: FrontendSettings
     supported_tasks: tuple[SupportedTask, ...]
+    tool_server: ToolServer | None = None
 
 
 def _by_alias(response: pydantic.BaseModel) -> bytes:
@@ -139,6 +143,8 @@ class ServingOperations:
 
     def __init__(self, context: ServingContext) -> None:
         self.model_name = context.model_name
+        # vLLM's live registry of this model's LoRA adapters (filled once the bundle loaded them).
+        self._adapters = context.models.lora_requests
         tasks = context.supported_tasks
         settings = context.settings
         model_config = context.models.model_config
@@ -156,15 +162,35 @@ class ServingOperations:
             "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
             "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
             "enable_force_include_usage": settings.enable_force_include_usage,
+            "tool_strict_level": settings.tool_strict_level,
+            "enable_log_outputs": settings.enable_log_outputs,
         }
+        # Which settings each class takes, as vLLM's init_generate_state passes them.
+        deltas: dict[str, Any] = {"enable_log_deltas": settings.enable_log_deltas}
+        metrics: dict[str, Any] = {"enable_per_request_metrics": settings.enable_per_request_metrics}
         engine, models = context.engine, context.models
-        self._responses = OpenAIServingResponses(engine, models, **common) if generating else None
+        self._responses = (
+            OpenAIServingResponses(engine, models, tool_server=context.tool_server, **common, **metrics)
+            if generating
+            else None
+        )
         self._messages = (
-            AnthropicServingMessages(engine, models, settings.response_role, **common) if generating else None
+            AnthropicServingMessages(
+                engine,
+                models,
+                settings.response_role,
+                disabled_thinking_effort=settings.anthropic_disabled_thinking_effort,
+                **common,
+                **deltas,
+            )
+            if generating
+            else None
         )
         chat_only: dict[str, Any] = {
             "trust_request_chat_template": settings.trust_request_chat_template,
             "exclude_tools_when_tool_choice_none": settings.exclude_tools_when_tool_choice_none,
+            **deltas,
+            **metrics,
         }
         self._chat_batch = (
             OpenAIServingChatBatch(engine, models, settings.response_role, **common, **chat_only)
@@ -176,7 +202,12 @@ class ServingOperations:
         )
         self._decisions = _structured_decisions(context)
         pooling_task = model_config.get_pooling_task(tasks)
-        template = ChatTemplateConfig(chat_template=context.chat_template, chat_template_content_format=content_format)
+        template = ChatTemplateConfig(
+            chat_template=context.chat_template,
+            chat_template_content_format=content_format,
+            trust_request_chat_template=settings.trust_request_chat_template,
+            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
+        )
         pooled: dict[str, Any] = {"request_logger": context.logger, "chat_template_config": template}
         self._pooling = (
             ServingPooling(engine, models, supported_tasks=tasks, **pooled)
@@ -190,7 +221,13 @@ class ServingOperations:
             else None
         )
         self._scores = (
-            ServingScores(engine, models, supported_tasks=tasks, **pooled)
+            ServingScores(
+                engine,
+                models,
+                supported_tasks=tasks,
+                enable_flash_late_interaction=settings.enable_flash_late_interaction,
+                **pooled,
+            )
             if enable_scoring_api(tasks, model_config)
             else None
         )
@@ -201,6 +238,38 @@ class ServingOperations:
         """Serve Cohere's ``/v2/embed`` with the model's embedding object (built by `VllmFrontend`)."""
         self._embedding = embedding
         self._routes = self._route_table()
+
+    async def background_finished(self, response_id: str) -> None:
+        """Return once the background response ``response_id`` has finished (at once when there is none)."""
+        task = self._responses.background_tasks.get(response_id) if self._responses is not None else None
+        if task is not None:
+            await asyncio.wait([task])  # its own failure is recorded by vLLM in the stored response
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        """End the background response ``response_id`` as ``failed`` with ``error`` (OpenAI's ``{code, message}``).
+
+        Retrieving it then shows why (a switch, an unload, the engine's death). vLLM's response object has no
+        ``error`` field yet but takes extra fields, which it sends. Cancelling the task closes its generator,
+        which aborts the engine request, as vLLM's own cancel does.
+
+        Returns:
+            Whether a queued or running background response was ended.
+        """
+        responses = self._responses
+        if responses is None:
+            return False
+        async with responses.response_store_lock:
+            response = responses.response_store.get(response_id)
+            if response is None or response.status not in ("queued", "in_progress"):
+                return False
+            response.status = "failed"
+            # An extra field (vLLM's model has extra="allow"), kept and dumped with the rest.
+            setattr(response, "error", dict(error))  # noqa: B010 - not a declared field, so mypy would refuse it
+        task = responses.background_tasks.get(response_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        return True
 
     def supports(self, operation: Operation) -> bool:
         """Whether this model's tasks have `operation` (vLLM registers its route only then)."""
@@ -216,7 +285,9 @@ class ServingOperations:
                 return bad_request("The request body must be a JSON object.")
             request: Any = body
         else:
-            request = parse_request(route.validate, body, model_name=self.model_name, request_id=request_id)
+            request = parse_request(
+                route.validate, body, model_name=self.model_name, request_id=request_id, adapters=self._adapters
+            )
             if isinstance(request, JsonResult):
                 return request
         result = await call_serving(route.call(request), dump=route.dump)

@@ -20,6 +20,7 @@ from server.profiles.engine_args import did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
 from server.profiles.issues import ProfileInvalid, ProfileIssue, ValidationResult
 from server.profiles.key_checks import API_KEYS, ENV_NAME, check_api_keys
+from server.profiles.lora_checks import check_adapter_names
 from server.profiles.model_checks import check_model
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import ModelProfile, Profile, ServerSection, Switching
@@ -242,6 +243,7 @@ def _check_models(ctx: Context, tree: CommentedMap) -> tuple[dict[str, ModelProf
             if model is not None:
                 models[clean] = model
     _check_aliases(ctx, node, models)
+    check_adapter_names(ctx, node, models)
     return models, names
 
 

@@ -13,6 +13,7 @@ from ruamel.yaml.comments import CommentedMap
 from server.profiles.check_context import Context, Finding
 from server.profiles.engine_args import check_engine_value, did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
+from server.profiles.lora_checks import check_lora_modules
 from server.profiles.model_path import resolve_model
 from server.profiles.quant_checks import check_quant_config
 from server.profiles.schema import CHAT_FRONTEND_KEYS, RESIDENCY_KEYS, ModelProfile
@@ -55,6 +56,7 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
         report.error(key_pos(models, name), f"{label} has no 'model' key (a local model folder or a hub id)")
     _check_tools(ctx, entry, values, label)
     model = _check_paths(ctx, entry, values, engine_args, label)
+    lora_modules = check_lora_modules(ctx, entry, engine_args, label)
     if report.error_count > errors_before or model is None:
         return None
     chat: dict[str, Any] = {key: values.get(key) for key in CHAT_FRONTEND_KEYS}
@@ -68,6 +70,7 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
         quant_config=values.get("quant_config"),
         engine_args=engine_args,
         served_model_name=values.get("served_model_name"),
+        lora_modules=lora_modules,
         **chat,
         **residency,
     )
@@ -84,6 +87,8 @@ def _check_keys(ctx: Context, entry: CommentedMap, label: str) -> tuple[dict[str
             report.error(key_pos(entry, key), f"{label}: key {describe_value(key)} must be a string")
             continue
         # Without vLLM (fields is None) engine argument names cannot be checked; that is warned once.
+        if key == "lora_modules":
+            continue  # an adapter mapping with paths to resolve: lora_checks.py checks it whole
         if key not in _FIELD_TYPES and fields is not None and key not in fields:
             report.error(key_pos(entry, key), _unknown_key(label, key, fields))
             continue

@@ -52,6 +52,12 @@ CHAT_FRONTEND_KEYS = (
     "exclude_tools_when_tool_choice_none",
     "enable_prompt_tokens_details",
     "enable_force_include_usage",
+    "trust_request_mm_kwargs",
+    "tool_strict_level",
+    "enable_per_request_metrics",
+    "enable_log_outputs",
+    "enable_log_deltas",
+    "anthropic_disabled_thinking_effort",
 )
 #: Per-model keys that feed a model's frontend settings (``server/frontend/settings.py``); the profile's value wins
 #: over the server's CLI default. A new frontend bundle applies a change of any of them at once.
@@ -60,6 +66,7 @@ FRONTEND_SETTING_KEYS = (
     "tool_call_parser",
     "chat_template",
     "reasoning_parser",
+    "lora_modules",
     *CHAT_FRONTEND_KEYS,
 )
 #: Per-model keys that say how long a model stays loaded and how much it serves at once (the engine layer reads them).
@@ -99,6 +106,17 @@ class ModelProfile(Base, frozen=True, kw_only=True):
         exclude_tools_when_tool_choice_none: Leave tools out of the prompt when ``tool_choice`` is ``none``.
         enable_prompt_tokens_details: Report cached prompt tokens in ``usage.prompt_tokens_details``.
         enable_force_include_usage: Include usage in every response, streamed ones too.
+        trust_request_mm_kwargs: Accept a request's ``mm_processor_kwargs`` and ``media_io_kwargs`` (vLLM's
+            ``--trust-request-mm-kwargs``; off, non-empty ones get a 400).
+        tool_strict_level: The floor of structural-tag tool calling: ``auto``, ``function`` or ``parameter``
+            (vLLM's ``--tool-strict-level``).
+        enable_per_request_metrics: Include per-request timing metrics in answers (vLLM's
+            ``--enable-per-request-metrics``).
+        enable_log_outputs: Log generated outputs; needs the engine flag ``--enable-log-requests`` (vLLM's
+            ``--enable-log-outputs``).
+        enable_log_deltas: With ``enable_log_outputs``, also log streamed deltas (default on).
+        anthropic_disabled_thinking_effort: The reasoning effort of a Messages request with thinking disabled:
+            ``auto``, ``none``, ``low``, ``medium``, ``high``, ``xhigh`` or ``max``.
         served_model_name: Other names clients may use for this model (one or a list, as vLLM's
             ``--served-model-name``); answers carry the name the client asked for, and ``/v1/models`` lists each.
             The model's key in ``models`` stays its own name (the one switches and the status use).
@@ -113,6 +131,14 @@ class ModelProfile(Base, frozen=True, kw_only=True):
             request loads it again.
         max_concurrent_requests: Most requests the model serves at once; past it requests wait in the model's
             queue (up to ``switching.max_queue``, then 429 with ``Retry-After``). Unset: no limit of Turnout's.
+        lora_modules: LoRA adapters of this model: adapter name to a PEFT adapter folder (``adapter_config.json``
+            and ``adapter_model.safetensors``), as vLLM's ``--lora-modules name=path``; a relative folder resolves
+            against the profile's folder. A request whose ``model`` is an adapter's name is served by this
+            model's engine with the adapter applied (in auto mode it switches to this model), and
+            ``/v1/models`` lists each adapter with ``parent`` set to this model. Needs the engine argument
+            ``enable_lora: true``; vLLM's other LoRA engine arguments (``max_loras``, ``max_lora_rank``,
+            ``max_cpu_loras``, ``lora_dtype``, ...) are engine arguments like any other. An adapter name must
+            differ from every model name, alias and other adapter.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -130,11 +156,18 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     exclude_tools_when_tool_choice_none: bool | None = None
     enable_prompt_tokens_details: bool | None = None
     enable_force_include_usage: bool | None = None
+    trust_request_mm_kwargs: bool | None = None
+    tool_strict_level: Literal["auto", "function", "parameter"] | None = None
+    enable_per_request_metrics: bool | None = None
+    enable_log_outputs: bool | None = None
+    enable_log_deltas: bool | None = None
+    anthropic_disabled_thinking_effort: Literal["auto", "none", "low", "medium", "high", "xhigh", "max"] | None = None
     served_model_name: str | list[str] | None = None
     pinned: bool = False
     preload: bool = False
     idle_unload_s: PositiveFloat | None = None
     max_concurrent_requests: PositiveInt | None = None
+    lora_modules: dict[str, str] | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property

@@ -27,6 +27,7 @@ from tests.cli.test_frontend_flags import PLUGIN
 pytestmark = pytest.mark.engine
 
 ORIGIN = "https://app.example"
+FINGERPRINT = "turnout-test-fp"
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -79,6 +80,8 @@ def tls(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
     args = ["--ssl-keyfile", str(key), "--ssl-certfile", str(cert), "--enable-ssl-refresh"]
     args += ["--allowed-origins", f'["{ORIGIN}"]']
     args += ["--tool-parser-plugin", str(plugin)]
+    args += ["--enable-request-id-headers", "--enable-tokenizer-info-endpoint"]
+    args += ["--fingerprint-mode", "custom", "--fingerprint-value", FINGERPRINT]
     live = start_server(profile, folder / "flags.log", {"TURNOUT_ADMIN_TOKEN": "t"}, *args)
     live.url = live.url.replace("http://", "https://")
     try:
@@ -141,3 +144,16 @@ def test_a_renewed_certificate_is_served_without_a_restart(tls: tuple[LiveServer
         pytest.fail("the server never served the renewed certificate")
     with pytest.raises(httpx.ConnectError):  # and the old one is gone
         httpx.get(f"{live.url}/health", verify=old)
+
+
+def test_request_id_headers_tokenizer_info_and_the_fingerprint(tls: tuple[LiveServer, Path]) -> None:
+    live, cert = tls
+    with httpx.Client(base_url=live.url, verify=trusting(cert), timeout=120) as http:
+        body = {"model": "tools", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 4}
+        chat = http.post("/v1/chat/completions", json=body, headers={"X-Request-Id": "client-7"})
+        assert chat.status_code == 200 and chat.headers["x-request-id"] == "client-7"
+        assert chat.json()["system_fingerprint"] == FINGERPRINT  # vLLM's serving objects read the mode
+        info = http.get("/tokenizer_info")
+        assert info.status_code == 200, info.text
+        assert info.json()["tokenizer_class"]  # the tokenizer's own class name, as vLLM reports it
+        assert len(info.headers["x-request-id"]) == 32  # made up when the client sent none

@@ -222,31 +222,50 @@ def test_cli_switch_and_status_clients(server: LiveServer) -> None:
 def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: LiveServer) -> None:
     import threading
 
-    # 16 choices of 800 tokens: one choice can finish before the switch request lands on a quiet machine (CI saw
-    # 5 such rounds in a row). A round that finished anyway proves nothing, so it is tried again (a few times).
-    body = {"model": "tools", "messages": WEATHER, "max_tokens": 800, "ignore_eos": True, "stream": True, "n": 16}
-    for _attempt in range(5):
-        _activate(server, "plain")
-        _activate(server, "tools")
-        events: list[str] = []
-        first_chunk = threading.Event()
+    # The stream must still run when the switch lands, on any machine: a fast one finished 800 tokens before the
+    # switch did (CI saw that round after round). So the client reads one chunk and then stops reading until the
+    # switch has answered, and the stream is far larger than the sockets' buffers (8 choices of 900 tokens, each
+    # with 20 top logprobs: ~10 MB). The server cannot send its last event before the client reads again, so the
+    # stream holds its lease whatever the speed of the engine, and the drain (timeout 0) must abort it.
+    body = {
+        "model": "tools",
+        "messages": WEATHER,
+        "max_tokens": 900,
+        "ignore_eos": True,
+        "stream": True,
+        "n": 8,
+        "logprobs": True,
+        "top_logprobs": 20,
+    }
+    _activate(server, "tools")
+    events: list[str] = []
+    first_chunk, switched = threading.Event(), threading.Event()
 
-        def read_stream(events: list[str] = events, first_chunk: threading.Event = first_chunk) -> None:
-            with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
-                for line in response.iter_lines():
-                    if line.startswith("data: "):
-                        events.append(line[6:])
-                        first_chunk.set()
+    def read_stream() -> None:
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    first_chunk.set()
+                    switched.wait(120)
 
-        reader = threading.Thread(target=read_stream)
-        reader.start()
+    reader = threading.Thread(target=read_stream)
+    reader.start()
+    try:
         assert first_chunk.wait(60), "the stream never started"
-        report = _switch(server, "plain", drain_timeout=0).json()
-        reader.join(60)
-        if report["aborted_requests"] == 1:
-            break
-        assert events[-1] == "[DONE]" and "error" not in json.loads(events[-2]), "an unaborted stream ended in error"
-    assert report["aborted_requests"] == 1 and report["current_model"] == "plain"
+        started = time.monotonic()
+        report = httpx.post(
+            f"{server.url}/v1/models/switch",
+            json={"model": "plain", "drain_timeout": 0},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=60,
+        ).json()
+        took = time.monotonic() - started
+    finally:
+        switched.set()
+        reader.join(120)
+    assert not reader.is_alive(), "the stream hung"
+    assert report["aborted_requests"] == 1 and report["current_model"] == "plain", (report, f"{took:.2f} s")
     assert events[-1] == "[DONE]"
     error = json.loads(events[-2])["error"]
     assert error["code"] == "model_switched" and "switched from 'tools' to 'plain'" in error["message"]

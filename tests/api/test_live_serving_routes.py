@@ -146,6 +146,11 @@ def test_a_switch_while_responses_and_messages_streams_run(
     _activate(server, "tools")
     outcomes: dict[str, Any] = {}
     started = threading.Barrier(3, timeout=120)
+    # Each client stops reading once its stream runs, until the switch has answered: the stream then waits on the
+    # client, not the other way round, whatever the machine's speed. Each may still end completed (what fits in
+    # the sockets' buffers was sent before the drain) or with its API's error event (the fake-engine tests pin
+    # the error events' shapes); what must never happen is a hang or an answer from the other model.
+    switched = threading.Event()
 
     def responses_stream() -> None:
         # ignore_eos keeps it generating until the switch drains it out.
@@ -156,6 +161,7 @@ def test_a_switch_while_responses_and_messages_streams_run(
         for event in stream:
             if len(events) == 2:
                 started.wait()
+                switched.wait(120)
             events.append(event)
         outcomes["responses"] = events
 
@@ -165,6 +171,7 @@ def test_a_switch_while_responses_and_messages_streams_run(
                 model="tools", max_tokens=900, messages=[{"role": "user", "content": "Hello!"}]
             ) as stream:
                 started.wait()
+                switched.wait(120)
                 outcomes["messages"] = ("completed", stream.get_final_message())
         except anthropic.APIStatusError as error:  # the SDK raises a stream's error event
             outcomes["messages"] = ("error", error)
@@ -172,14 +179,20 @@ def test_a_switch_while_responses_and_messages_streams_run(
     threads = [threading.Thread(target=responses_stream), threading.Thread(target=messages_stream)]
     for thread in threads:
         thread.start()
-    started.wait()
-    _activate(server, "plain", drain_timeout=0.2)
+    try:
+        started.wait()
+        _activate(server, "plain", drain_timeout=0.2)
+    finally:
+        switched.set()
     for thread in threads:
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads), "a stream hung"
 
     last = outcomes["responses"][-1]
-    assert last.type == "error" and last.code == "model_switched"
+    if last.type == "error":
+        assert last.code == "model_switched"
+    else:
+        assert last.type == "response.completed" and last.response.status in ("completed", "incomplete")
     models = {event.response.model for event in outcomes["responses"] if hasattr(event, "response")}
     assert models == {"tools"}
     kind, result = outcomes["messages"]
@@ -187,3 +200,25 @@ def test_a_switch_while_responses_and_messages_streams_run(
         assert result.model == "tools" and result.content[0].text == "Hello from tiny-tools."
     else:
         assert result.body["error"]["type"] == "overloaded_error" and "switched from 'tools'" in str(result.body)
+
+
+def test_a_switch_ends_a_background_response_as_failed_and_retrieve_says_why(
+    server: LiveServer, client: openai.OpenAI
+) -> None:
+    _activate(server, "tools")
+    # ignore_eos keeps it generating until the switch drains it out.
+    created = client.responses.create(
+        model="tools",
+        input="Hello!",
+        max_output_tokens=900,
+        background=True,
+        store=True,
+        extra_body={"ignore_eos": True},
+    )
+    assert created.status in ("queued", "in_progress")
+    _activate(server, "plain", drain_timeout=0.2)
+    _activate(server, "tools")  # the keep strategy kept tools' engine and its store
+    retrieved = client.responses.retrieve(created.id)
+    assert retrieved.status == "failed", retrieved
+    assert retrieved.error is not None and retrieved.error.code == "model_switched"
+    assert "tools" in retrieved.error.message

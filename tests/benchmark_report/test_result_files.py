@@ -14,6 +14,7 @@ from benchmarks.result_types import (
     AutoModeConfig,
     AutoRow,
     Captured,
+    ClusterSimulation,
     ColdStart,
     EngineLimit,
     ReliabilityLong,
@@ -30,6 +31,7 @@ COMMITTED = REPO_ROOT / "benchmarks" / "results"
 #: A result file's name (less ``.json``) gives its type: the exact names, then the prefixes of their variants.
 _EXACT: dict[str, type[Result]] = {
     "auto_mode": AutoMode,
+    "cluster_simulation": ClusterSimulation,
     "cold_start": ColdStart,
     "engine_limit": EngineLimit,
     "reliability_long": ReliabilityLong,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from server.cli.access_log import AccessLogPathFilter
 from server.cli.frontend_flags import (
     MODEL_FLAGS,
     REFUSED,
@@ -80,8 +82,84 @@ def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> No
     assert split_frontend_flags({}).cors() is None
 
 
+def test_the_newer_frontend_flags_are_server_flags_or_model_defaults() -> None:
+    from server.frontend.vllm_frontend_args import parse_frontend_flags
+
+    given, rest = parse_frontend_flags(
+        [
+            *("--uds", "/tmp/t.sock", "--disable-access-log-for-endpoints", "/health, /metrics,"),
+            *("--enable-request-id-headers", "--enable-tokenizer-info-endpoint", "--fingerprint-mode", "custom"),
+            *("--fingerprint-value", "fp-1", "--tool-strict-level", "parameter", "--trust-request-mm-kwargs"),
+            *("--enable-log-outputs", "--no-enable-log-deltas", "--anthropic-disabled-thinking-effort", "low"),
+            *("--no-enable-flash-late-interaction", "--enable-per-request-metrics", "--tool-server", "demo"),
+        ]
+    )
+    assert rest == []
+    flags = split_frontend_flags(given)
+    assert flags.uvicorn_options() == {"uds": "/tmp/t.sock"}
+    assert flags.access_log_exclusions() == {"/health", "/metrics"}
+    assert {key: flags.server[key] for key in ("fingerprint_mode", "fingerprint_value")} == {
+        "fingerprint_mode": "custom",
+        "fingerprint_value": "fp-1",
+    }
+    settings = FrontendSettings(**flags.model_defaults)
+    assert (settings.tool_strict_level, settings.anthropic_disabled_thinking_effort) == ("parameter", "low")
+    assert settings.trust_request_mm_kwargs and settings.enable_log_outputs and settings.enable_per_request_metrics
+    assert not settings.enable_log_deltas and not settings.enable_flash_late_interaction
+    assert settings.tool_server == "demo"
+
+
+def test_the_access_log_leaves_out_the_excluded_paths_only() -> None:
+    keep = AccessLogPathFilter({"/health", "/metrics"})
+
+    def record(path: str) -> logging.LogRecord:
+        # uvicorn's access record: (client, method, path with query, HTTP version, status).
+        args = ("127.0.0.1:1", "GET", path, "1.1", 200)
+        return logging.LogRecord("uvicorn.access", logging.INFO, "h", 1, '%s - "%s %s HTTP/%s" %d', args, None)
+
+    assert not keep.filter(record("/health")) and not keep.filter(record("/metrics?x=1"))
+    assert keep.filter(record("/v1/models")) and keep.filter(record("/healthz"))
+
+
+def test_no_flash_late_interaction_reaches_every_engines_pooler_config() -> None:
+    from vllm.config.pooler import PoolerConfig
+
+    from server.cli.serve import engine_defaults
+
+    off = split_frontend_flags({"enable_flash_late_interaction": False})
+    assert engine_defaults({}, None, off)["pooler_config"] == {"enable_flash_late_interaction": False}
+    given = engine_defaults({"pooler_config": PoolerConfig(pooling_type="MEAN")}, None, off)["pooler_config"]
+    assert given.pooling_type == "MEAN" and given.enable_flash_late_interaction is False
+    assert "pooler_config" not in engine_defaults({}, None, split_frontend_flags({}))
+
+
+def test_log_outputs_need_log_requests_as_in_vllm(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from server.cli.serve import serve
+
+    result = CliRunner().invoke(serve, [str(tmp_path / "p.yaml"), "--enable-log-outputs"])
+    assert result.exit_code == 2 and "--enable-log-outputs requires --enable-log-requests" in result.output
+
+
+def test_the_fingerprint_mode_reaches_vllms_serving_objects() -> None:
+    from vllm.entrypoints.serve.utils.fingerprint import get_system_fingerprint
+
+    from server.frontend.vllm_frontend_args import set_fingerprint_mode
+
+    try:
+        set_fingerprint_mode("custom", "fp-1")
+        assert get_system_fingerprint(None) == "fp-1"
+        set_fingerprint_mode("none")
+        assert get_system_fingerprint(None) is None
+    finally:
+        set_fingerprint_mode("full")
+
+
 def test_a_refused_flag_says_why() -> None:
-    with pytest.raises(FrontendFlagError, match="--lora-modules: LoRA adapters belong to one model"):
+    with pytest.raises(
+        FrontendFlagError, match="--lora-modules: LoRA adapters belong to one model: set lora_modules in its profile"
+    ):
         split_frontend_flags({"lora_modules": ["a=b"], "response_role": "bot"})
 
 
@@ -101,9 +179,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_refuses_a_flag_that_cannot_apply_before_any_engine(tmp_path: Path) -> None:
-    result = _cli("serve", str(tmp_path / "p.yaml"), "--uds", "/tmp/s.sock")
-    assert result.returncode == 2 and "--uds: serving on a Unix socket: not implemented" in result.stderr
+    result = _cli("serve", str(tmp_path / "p.yaml"), "--grpc-port", "50051")
+    assert result.returncode == 2 and "--grpc-port: vLLM's gRPC server of one engine" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_no_flag_is_refused_for_want_of_implementation_but_the_other_helpers() -> None:
+    # Every refusal says why the flag cannot apply; --lora-modules and --sse-keep-alive-interval are other
+    # issues' (LoRA, SSE keep-alive).
+    assert {key for key, why in REFUSED.items() if "not implemented" in why} <= {
+        "lora_modules",
+        "sse_keep_alive_interval",
+    }
 
 
 def test_validate_accepts_the_parsers_of_a_tool_parser_plugin(tmp_path: Path, tiny_models: dict[str, Path]) -> None:

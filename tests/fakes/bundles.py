@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import msgspec
@@ -28,6 +29,7 @@ class FakeServingBundle:
         self.auto_tools = bool(profile.enable_auto_tool_choice)
         self._running: dict[str, set[str]] = {}
         self._stored: dict[str, dict[str, Any]] = {}
+        self._background: dict[str, asyncio.Task[None]] = {}
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         ids = tuple(self._running.get(request_id, ()))
@@ -74,6 +76,9 @@ class FakeServingBundle:
     async def detokenize(self, body: dict[str, Any]) -> JsonResult:
         return JsonResult(200, {"prompt": self.name})
 
+    async def tokenizer_info(self) -> JsonResult:
+        return JsonResult(200, {"tokenizer_class": "FakeTokenizer", "model": self.name})
+
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
         if operation == "responses.retrieve":
@@ -88,6 +93,8 @@ class FakeServingBundle:
         engine_id = f"{operation}-{request_id}"
         self._running[request_id] = {engine_id}
         steps, step_s = int(body.get("max_tokens", 3)), float(body.get("step_s", 0.001))
+        if operation == "responses.create" and body.get("background") and not body.get("stream"):
+            return self._start_background(request_id, engine_id, steps, step_s)
         if body.get("stream"):
             return StreamResult(self._api_stream(operation, request_id, engine_id, steps, step_s))
         try:
@@ -97,6 +104,35 @@ class FakeServingBundle:
         answer = {"id": request_id, "model": self.name, "text": text}
         self._stored[request_id] = answer
         return JsonResult(200, answer)
+
+    def _start_background(self, request_id: str, engine_id: str, steps: int, step_s: float) -> JsonResult:
+        """As vLLM: store the response ``queued``, answer with it, generate in a task that completes it."""
+        queued = {"id": request_id, "model": self.name, "status": "queued"}
+        self._stored[request_id] = dict(queued)
+
+        async def generate() -> None:
+            try:
+                text = " ".join([t async for t in self.engine.generate(engine_id, steps, step_s)])
+            finally:
+                self._running.pop(request_id, None)
+            self._stored[request_id] = {**queued, "status": "completed", "text": text}
+
+        self._background[request_id] = asyncio.create_task(generate())
+        return JsonResult(200, queued)
+
+    async def background_finished(self, response_id: str) -> None:
+        if (task := self._background.get(response_id)) is not None:
+            await asyncio.wait([task])
+
+    async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool:
+        stored = self._stored.get(response_id)
+        if stored is None or stored["status"] != "queued":
+            return False
+        stored.update(status="failed", error=dict(error))
+        task = self._background[response_id]
+        task.cancel()  # as vLLM's: the engine request ends with its generator
+        await asyncio.wait([task])
+        return True
 
     async def _api_stream(
         self, operation: str, request_id: str, engine_id: str, steps: int, step_s: float

@@ -6,7 +6,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.engine.scheduler import Refusal, Scheduler, SchedulerPolicy, SwitchView, Waiter
+from server.engine.scheduler import Scheduler
+from server.engine.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]

@@ -11,10 +11,17 @@ from tests.fresh_python import fresh_python
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 ADAPTER = SERVER / "frontend" / "vllm_adapter.py"
-#: The adapter and the modules it is split into: the other serving routes, the call-to-result mapping, the flags.
+#: The adapter and the modules it is split into: the other serving routes, the call-to-result mapping, the flags,
+#: the Responses API's tool server.
 ADAPTERS = tuple(
     SERVER / "frontend" / name
-    for name in ("vllm_adapter.py", "vllm_operations.py", "vllm_calls.py", "vllm_frontend_args.py")
+    for name in (
+        "vllm_adapter.py",
+        "vllm_operations.py",
+        "vllm_calls.py",
+        "vllm_frontend_args.py",
+        "vllm_tool_server.py",
+    )
 )
 VLLM_FRONTEND = ("vllm.entrypoints", "vllm.tool_parsers", "vllm.reasoning", "vllm.renderers", "vllm.parser")
 WEB_FRAMEWORKS = ("litestar", "fastapi", "starlette")

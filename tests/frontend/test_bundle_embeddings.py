@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from server.frontend import FrontendBundle, FrontendSettings, JsonResult, build_bundle
-from tests.frontend.tiny import EMBED_MODEL
+from tests.frontend.tiny import EMBED_MODEL, running_engine_ids
 
 pytestmark = pytest.mark.engine
 
@@ -32,7 +32,7 @@ async def test_a_pooling_model_supports_embeddings(embed: FrontendBundle) -> Non
     assert embed.supports_embeddings is True
 
 
-async def test_embeddings_for_each_input(embed: FrontendBundle) -> None:
+async def test_embeddings_for_each_input(embed_engine: Any, embed: FrontendBundle) -> None:
     request_id = uuid.uuid4().hex
     payload = ok(await embed.embeddings({"model": "alias", "input": ["hello", "weather in Paris"]}, request_id))
     assert payload["id"] == f"embd-{request_id}"
@@ -41,7 +41,7 @@ async def test_embeddings_for_each_input(embed: FrontendBundle) -> None:
     assert all(len(item["embedding"]) == HIDDEN_SIZE for item in payload["data"])
     assert payload["data"][0]["embedding"] != payload["data"][1]["embedding"]
     assert payload["usage"]["prompt_tokens"] > 0
-    assert embed.engine_request_ids(request_id) == ()
+    assert running_engine_ids(embed_engine, request_id) == ()
 
 
 async def test_base64_embeddings(embed: FrontendBundle) -> None:
@@ -55,13 +55,13 @@ async def test_chat_messages_are_embedded_through_the_template(embed: FrontendBu
     assert len(item["embedding"]) == HIDDEN_SIZE
 
 
-async def test_embedding_requests_are_recorded_for_abort(embed: FrontendBundle) -> None:
+async def test_embedding_requests_reach_the_engine_under_our_ids(embed_engine: Any, embed: FrontendBundle) -> None:
     request_id = uuid.uuid4().hex
     seen: set[str] = set()
 
     async def watch() -> None:
         while True:
-            seen.update(embed.engine_request_ids(request_id))
+            seen.update(running_engine_ids(embed_engine, request_id))
             await asyncio.sleep(0)
 
     watcher = asyncio.create_task(watch())

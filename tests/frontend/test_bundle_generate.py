@@ -20,7 +20,7 @@ from server.frontend import (
     build_bundle,
 )
 from server.tinymodels.spec import TEMPLATES_DIR, TINY_TOOLS, WEATHER_TOOL
-from tests.frontend.tiny import MAX_MODEL_LEN, TOOLS_MODEL
+from tests.frontend.tiny import MAX_MODEL_LEN, TOOLS_MODEL, running_engine_ids
 
 pytestmark = pytest.mark.engine
 
@@ -86,12 +86,12 @@ async def rendered(bundle: FrontendBundle, messages: Any) -> str:
     return text
 
 
-async def wait_for_engine_ids(bundle: FrontendBundle, request_id: str, count: int) -> tuple[str, ...]:
+async def wait_for_engine_ids(engine: Any, request_id: str, count: int) -> tuple[str, ...]:
     for _ in range(500):
-        if len(ids := bundle.engine_request_ids(request_id)) == count:
+        if len(ids := running_engine_ids(engine, request_id)) == count:
             return ids
         await asyncio.sleep(0.01)
-    raise AssertionError(f"{request_id} never had {count} engine requests: {bundle.engine_request_ids(request_id)}")
+    raise AssertionError(f"{request_id} never had {count} engine requests: {running_engine_ids(engine, request_id)}")
 
 
 async def test_bundle_describes_its_model(plain: FrontendBundle) -> None:
@@ -101,7 +101,7 @@ async def test_bundle_describes_its_model(plain: FrontendBundle) -> None:
     assert plain.settings == FrontendSettings()
 
 
-async def test_chat_answers_with_the_models_text(plain: FrontendBundle) -> None:
+async def test_chat_answers_with_the_models_text(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     body = {"model": "an-alias", "messages": HELLO, "max_tokens": 32, "temperature": 0}
     payload = ok(await plain.chat(body, request_id))
@@ -112,10 +112,10 @@ async def test_chat_answers_with_the_models_text(plain: FrontendBundle) -> None:
     assert choice["message"] == {**choice["message"], "role": "assistant", "content": TINY_TOOLS.plain_answer}
     assert choice["finish_reason"] == "stop"
     assert payload["usage"]["completion_tokens"] > 0
-    assert plain.engine_request_ids(request_id) == ()
+    assert running_engine_ids(tools_engine, request_id) == ()
 
 
-async def test_chat_streams_sse_chunks_ending_with_done(plain: FrontendBundle) -> None:
+async def test_chat_streams_sse_chunks_ending_with_done(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     body = {"messages": HELLO, "max_tokens": 32, "temperature": 0, "stream": True}
     chunks, events = await read_stream(await plain.chat(body, request_id))
@@ -125,7 +125,7 @@ async def test_chat_streams_sse_chunks_ending_with_done(plain: FrontendBundle) -
     assert {event["object"] for event in events} == {"chat.completion.chunk"}
     assert streamed_text(events) == TINY_TOOLS.plain_answer
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
-    assert plain.live_engine_request_ids() == ()
+    assert tools_engine.output_processor.get_num_unfinished_requests() == 0
 
 
 async def test_completion_answers_each_prompt(plain: FrontendBundle) -> None:
@@ -260,26 +260,26 @@ async def test_aborting_a_stream_ends_it_with_finish_reason_abort(tools_engine: 
     async for chunk in result.chunks:
         chunks.append(chunk)
         if len(chunks) == 3:
-            engine_ids = plain.engine_request_ids(request_id)
+            engine_ids = running_engine_ids(tools_engine, request_id)
             assert engine_ids == (f"chatcmpl-{request_id}",)
             await tools_engine.abort(list(engine_ids))
     assert len(chunks) < 20  # 400 tokens would be 400 chunks
     assert chunks[-1] == "data: [DONE]\n\n"
     last = json.loads(chunks[-2].removeprefix("data: "))
     assert last["choices"][0]["finish_reason"] == "abort"
-    assert plain.engine_request_ids(request_id) == ()
+    assert running_engine_ids(tools_engine, request_id) == ()
 
 
 async def test_aborting_a_completion_returns_the_partial_answers(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     running = asyncio.create_task(plain.completion({"prompt": ["Hello", "Paris"], **ENDLESS}, request_id))
-    engine_ids = await wait_for_engine_ids(plain, request_id, 2)
+    engine_ids = await wait_for_engine_ids(tools_engine, request_id, 2)
     assert set(engine_ids) == {f"cmpl-{request_id}-0", f"cmpl-{request_id}-1"}
     await tools_engine.abort(list(engine_ids))
     payload = ok(await asyncio.wait_for(running, 60))
     assert [choice["finish_reason"] for choice in payload["choices"]] == ["abort", "abort"]
     assert payload["usage"]["completion_tokens"] < 2 * ENDLESS["max_tokens"]
-    assert plain.live_engine_request_ids() == ()
+    assert tools_engine.output_processor.get_num_unfinished_requests() == 0
 
 
 async def test_vllm_ignores_an_abort_that_comes_before_the_streams_first_read(
@@ -288,7 +288,7 @@ async def test_vllm_ignores_an_abort_that_comes_before_the_streams_first_read(
     # Pins the vLLM behaviour bundle.abort() exists for: the engine gets a stream's request on the first read.
     request_id = new_id()
     result = await plain.chat({"messages": HELLO, "stream": True, "max_tokens": 24, "ignore_eos": True}, request_id)
-    await tools_engine.abort(list(plain.engine_request_ids(request_id)))
+    await tools_engine.abort([f"chatcmpl-{request_id}"])  # the id vLLM derives, before the engine has it
     _, events = await read_stream(result)
     assert events[-1]["choices"][0]["finish_reason"] == "length"
 
@@ -305,12 +305,12 @@ async def test_bundle_abort_before_the_first_read_still_aborts(plain: FrontendBu
 async def test_cancelling_a_non_streaming_call_aborts_and_raises(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     running = asyncio.create_task(plain.chat({"messages": HELLO, **ENDLESS}, request_id))
-    await wait_for_engine_ids(plain, request_id, 1)
+    await wait_for_engine_ids(tools_engine, request_id, 1)
     running.cancel()
     # vLLM itself would answer 400 "Client disconnected"; the bundle keeps the cancellation a cancellation.
     with pytest.raises(asyncio.CancelledError):
         await running
-    assert plain.engine_request_ids(request_id) == ()
+    assert running_engine_ids(tools_engine, request_id) == ()
     assert tools_engine.output_processor.get_num_unfinished_requests() == 0
 
 
@@ -322,7 +322,7 @@ async def test_closing_a_stream_early_aborts_its_engine_request(tools_engine: An
     await anext(stream)
     await anext(stream)
     await result.aclose()
-    assert plain.engine_request_ids(request_id) == ()
+    assert running_engine_ids(tools_engine, request_id) == ()
     # Aborted at once, not whenever the garbage collector closes vLLM's generator.
     assert tools_engine.output_processor.get_num_unfinished_requests() == 0
 

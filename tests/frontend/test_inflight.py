@@ -1,4 +1,8 @@
-"""The engine-id recording behind `FrontendBundle.engine_request_ids`, against a fake engine (no vLLM)."""
+"""The engine-id recording behind `FrontendBundle.abort`, against a fake engine (no vLLM).
+
+The registry is seen through what production calls: `abort` (which returns the engine ids it aborted; the fake
+engine's abort only records, so a stream goes on) and `collect` / `release`.
+"""
 
 from __future__ import annotations
 
@@ -54,16 +58,17 @@ async def test_ids_are_recorded_while_running_and_forgotten_when_done() -> None:
     with registry.collect("r1"):
         first = client.generate("p", None, "chatcmpl-r1")
         second = client.encode(prompt="p", pooling_params=None, request_id="embd-r1-0")
-    assert registry.engine_ids("r1") == ("chatcmpl-r1", "embd-r1-0")
-    assert registry.all_engine_ids() == ("chatcmpl-r1", "embd-r1-0")
+    assert await registry.abort(["r1"]) == ("chatcmpl-r1", "embd-r1-0")
 
     assert await drain(first) == ["chatcmpl-r1:0", "chatcmpl-r1:1", "chatcmpl-r1:2"]
-    assert registry.engine_ids("r1") == ("embd-r1-0",)
+    assert await registry.abort(["r1"]) == ("embd-r1-0",)
     await drain(second)
-    assert registry.engine_ids("r1") == ()
-    assert registry.request_ids() == ("r1",)  # the entry lives until the bundle call releases it
+    assert await registry.abort(["r1"]) == ()
+    with pytest.raises(ValueError, match="already in flight"), registry.collect("r1"):
+        pass  # the entry lives until the bundle call releases it
     registry.release("r1")
-    assert registry.request_ids() == ()
+    with registry.collect("r1"):
+        pass
 
 
 async def test_outside_a_bundle_call_nothing_is_recorded_or_wrapped() -> None:
@@ -72,7 +77,7 @@ async def test_outside_a_bundle_call_nothing_is_recorded_or_wrapped() -> None:
     client = RecordingEngineClient(engine)
     outputs = client.generate("p", None, "stray")
     assert outputs is engine.made[0]  # the engine's own generator, untouched
-    assert registry.all_engine_ids() == ()
+    assert await registry.abort(["stray"]) == ()
     await drain(outputs)
 
 
@@ -81,18 +86,18 @@ async def test_concurrent_requests_do_not_see_each_others_ids() -> None:
     registry = InflightRegistry(engine.abort)
     client = RecordingEngineClient(engine)
 
-    async def call(request_id: str) -> list[str]:
+    async def call(request_id: str) -> tuple[str, ...]:
         with registry.collect(request_id):
             await asyncio.sleep(0)  # interleave with the other call
             outputs = client.generate("p", None, f"chatcmpl-{request_id}")
             await asyncio.sleep(0)
-            seen = list(registry.engine_ids(request_id))
+            seen = await registry.abort([request_id])
             await drain(outputs)
         return seen
 
     a, b = await asyncio.gather(call("a"), call("b"))
-    assert a == ["chatcmpl-a"]
-    assert b == ["chatcmpl-b"]
+    assert a == ("chatcmpl-a",)
+    assert b == ("chatcmpl-b",)
 
 
 def test_a_request_id_cannot_be_in_flight_twice() -> None:
@@ -118,7 +123,7 @@ async def test_closing_the_recorded_stream_early_closes_vllms_stream() -> None:
     await outputs.aclose()
     # AsyncLLM aborts the engine request exactly when its generator is closed; the wrapper must pass that on.
     assert engine.closed == ["chatcmpl-r"]
-    assert registry.engine_ids("r") == ()
+    assert await registry.abort(["r"]) == ()
 
 
 async def test_abort_stops_what_runs_now() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLASSIFY_MODEL", "EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "start_engine"]
+__all__ = ["CLASSIFY_MODEL", "EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "running_engine_ids", "start_engine"]
 
 TOOLS_MODEL = "tiny-tools"
 EMBED_MODEL = "tiny-embed"
@@ -29,3 +29,11 @@ def start_engine(model: Path, served_name: str, **engine_args: Any) -> Any:
         **engine_args,
     )
     return AsyncLLM.from_engine_args(args)
+
+
+def running_engine_ids(engine: Any, request_id: str) -> tuple[str, ...]:
+    """The external request ids the engine itself has unfinished for our ``request_id`` (vLLM derives them from
+    it: ``chatcmpl-ID``, ``cmpl-ID-0``, ``embd-ID-1``), read from its output processor: what the engine runs, not
+    what the bundle recorded. A stream's request appears only once its first chunk is read (vLLM adds it then).
+    """
+    return tuple(sorted(name for name in engine.output_processor.external_req_ids if request_id in name))

@@ -273,3 +273,34 @@ def test_served_model_names_and_the_frontend_keys(check: Check) -> None:
         "10:20: model 'c': response_role must be a string, got 3",
         "11:35: model 'c': chat_template_content_format must be one of 'auto', 'openai', 'string', got 'strin'",
     ]
+
+
+def test_the_newer_vllm_frontend_keys_are_checked_where_they_stand(check: Check) -> None:
+    good = check(
+        """\
+        models:
+          a:
+            model: models/tiny
+            tool_strict_level: parameter
+            trust_request_mm_kwargs: true
+            enable_log_deltas: false
+            anthropic_disabled_thinking_effort: low
+        """
+    )
+    assert good.errors == [] and good.profile is not None
+    model = good.profile.models["a"]
+    assert (model.tool_strict_level, model.trust_request_mm_kwargs) == ("parameter", True)
+    assert (model.enable_log_deltas, model.anthropic_disabled_thinking_effort) == (False, "low")
+    assert model.engine_args == {}  # Turnout's keys, not engine arguments
+    bad = check(
+        """\
+        models:
+          a:
+            model: models/tiny
+            tool_strict_level: strict
+            enable_per_request_metrics: maybe
+            anthropic_disabled_thinking_effort: huge
+        """
+    )
+    assert [line.split(": ")[0] for line in where(bad)] == ["4:24", "5:33", "6:41"]
+    assert "tool_strict_level must be one of 'auto', 'function', 'parameter', got 'strict'" in where(bad)[0]

@@ -7,16 +7,24 @@ request must end completed or refused with a retryable error.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from server.tinymodels.spec import TEMPLATES_DIR
 from tests.api.live_server import LiveServer
-from tests.reliability.conftest import ADMIN_TOKEN, Scale, save_summary
+from tests.reliability.conftest import ADMIN_TOKEN, PROFILES, TEMPLATES, Scale, save_summary, write_profile
 from tests.reliability.traffic import mixed_requests, run_traffic
 
 pytestmark = pytest.mark.engine
+
+#: Template reloads during the auto-mode run, and the seconds between them (spread over the traffic).
+RELOADS = 4
+RELOAD_GAP_S = 0.5
 
 
 def _targets(count: int, first: str) -> list[str]:
@@ -73,3 +81,57 @@ async def test_mixed_traffic_while_switching(
     else:
         assert len(made) == switches, summary
     assert "Traceback" not in live.log()[log_start:]
+
+
+@pytest.mark.live_server("auto")
+async def test_template_reloads_under_auto_mode_traffic_all_apply(
+    live: LiveServer,
+    scale: Scale,
+    reliability_models: dict[str, Path],
+    completion_prompts: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    # Each reload gives tools another copy of its template: a real change (a new bundle when tools is active),
+    # one that renders the same prompt (a comment), so every answer can still be judged by the model's own text.
+    template = (TEMPLATES_DIR / TEMPLATES["tools"]).read_text()
+    profiles = []
+    for version in range(RELOADS):
+        copy = tmp_path / f"tools-{version}.jinja"
+        copy.write_text(f"{{#- reload {version} -#}}\n{template}")
+        folder = tmp_path / f"v{version}"
+        folder.mkdir()
+        path = write_profile(folder, reliability_models, PROFILES["auto"])
+        profile = json.loads(path.read_text())
+        profile["models"]["tools"]["chat_template"] = str(copy)
+        path.write_text(json.dumps(profile))
+        profiles.append(path)
+    specs = mixed_requests(scale.requests, ["tools", "plain"], seed=7)
+    reloads: list[httpx.Response] = []
+    reloaded_at: list[float] = []
+
+    async def reload_during_traffic() -> None:
+        async with httpx.AsyncClient(base_url=live.url, timeout=300) as admin:
+            for path in profiles:
+                await asyncio.sleep(RELOAD_GAP_S)
+                reloads.append(
+                    await admin.post(
+                        "/admin/reload", json={"path": str(path)}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+                    )
+                )
+                reloaded_at.append(time.monotonic())
+
+    reloading = asyncio.create_task(reload_during_traffic())
+    report = await run_traffic(live.url, specs, prompts=completion_prompts)
+    traffic_ended = time.monotonic()
+    await asyncio.wait_for(reloading, 600)
+    summary = report.summary()
+    save_summary(f"traffic-auto-reloads-{scale.name}", summary)
+    counts = report.counts()
+    assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
+    assert [response.status_code for response in reloads] == [200] * RELOADS, [r.text for r in reloads]
+    assert reloaded_at[-1] < traffic_ended, "the reloads did not all apply while the traffic ran"
+    for response in reloads:
+        body = response.json()
+        assert body["applied"] is True, body
+        (tools,) = [model for model in body["models"] if model["name"] == "tools"]
+        assert "chat_template" in tools["frontend"], body

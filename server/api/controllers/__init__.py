@@ -1,7 +1,7 @@
 """Thin Litestar controllers: OpenAI, Anthropic and vLLM serving routes, admin routes, ops routes."""
 
 from server.api.controllers.admin import AdminController, SwitchController
-from server.api.controllers.openai import OpenAIController, TokenizeController
+from server.api.controllers.openai import OpenAIController, TokenizeController, tokenizer_info
 from server.api.controllers.ops import OpsController
 from server.api.controllers.reload import ReloadController
 from server.api.controllers.serving_routes import MessagesController, ResponsesController, ServingController
@@ -18,4 +18,5 @@ __all__ = [
     "StatusPageController",
     "SwitchController",
     "TokenizeController",
+    "tokenizer_info",
 ]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from litestar import Controller, Request, get
+from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
-from server.api.admission import ServingBundle
+from server.api.admission import AdmittedRequest, ServingBundle
 from server.api.controllers.bundle_routes import bundle_route
-from server.api.key_scopes import visible
+from server.api.key_scopes import allowed_model, visible
+from server.api.responses import respond
 from server.engine import EngineManager
 
-__all__ = ["OpenAIController", "TokenizeController"]
+__all__ = ["OpenAIController", "TokenizeController", "tokenizer_info"]
 
 
 class OpenAIController(Controller):
@@ -61,15 +62,18 @@ class OpenAIController(Controller):
                 continue
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
-            # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose.
-            for card_id in (name, *(alias for alias in profile.aliases if alias != name)):
+            # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose. So is a
+            # LoRA adapter, whose `root` is its folder (as vLLM lists adapters).
+            names = [(card, profile.model) for card in (name, *(alias for alias in profile.aliases if alias != name))]
+            names += list((profile.lora_modules or {}).items())
+            for card_id, root in names:
                 cards.append(
                     {
                         "id": card_id,
                         "object": "model",
                         "created": created,
                         "owned_by": "turnout",
-                        "root": profile.model,
+                        "root": root,
                         "parent": None if card_id == name else name,
                         "max_model_len": max_len,
                         "permission": [],
@@ -100,3 +104,21 @@ class TokenizeController(Controller):
         lambda admitted: admitted.bundle.detokenize(admitted.body),
         "Turn token ids back into text.",
     )
+
+
+@get("/tokenizer_info", tags=["Tokenization"])
+async def tokenizer_info(
+    request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+) -> Response[Any]:
+    """The active model's tokenizer configuration and chat template (``--enable-tokenizer-info-endpoint``)."""
+    allowed_model(request, None, None, manager.active_model)  # a key limited to other models: as for no model
+    # A GET names no model: it is the active one's (in auto mode, the default's when none is active), as for the
+    # Responses retrieve route. Nothing reaches the engine, so no abort hook is needed.
+    lease = await manager.acquire(None)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body={})
+    try:
+        response = respond(admitted, await lease.bundle.tokenizer_info())
+        assert isinstance(response, Response)  # a JSON answer, never a stream
+        return response
+    finally:
+        admitted.release()

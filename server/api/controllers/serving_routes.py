@@ -17,6 +17,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, ServingBundle, install_abort_hook
+from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.key_scopes import allowed_model, visible
@@ -45,13 +46,16 @@ class ResponsesController(Controller):
     ) -> Response[Any] | Stream:
         """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
 
+        A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
         ``admitted`` is a ``waiting.Admission`` (declared Any: msgspec refuses a union of two dataclasses).
         """
 
         async def create(request: AdmittedRequest) -> Any:
             lease = request.lease
             stored_responses.record(lease.request_id, lease.model, lease.bundle)
-            return await request.bundle.call("responses.create", request.body, lease.request_id)
+            result = await request.bundle.call("responses.create", request.body, lease.request_id)
+            hold_background_response(request, result)
+            return result
 
         return await answer(admitted, create, RESPONSES_API)
 

@@ -20,7 +20,31 @@ from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 
-__all__ = ["StrategyChoice", "StrategyUnavailable", "choose_strategy", "resolve_strategy_name", "select_strategy"]
+__all__ = [
+    "StrategyChoice",
+    "StrategyUnavailable",
+    "choose_strategy",
+    "models_held_at_once",
+    "resolve_strategy_name",
+    "select_strategy",
+]
+
+#: Strategies that keep a model they leave loaded (resident, asleep or stashed), so it comes back without a start.
+_HOLDING_STRATEGIES = frozenset({"keep", "sleep", "stash"})
+
+
+def models_held_at_once(strategy: str, max_active: int | None, configured: int) -> int:
+    """How many models one device holds at once under a (resolved) ``strategy``: 1 where a switch unloads the
+    model left (``stop``, ``reconfigure``); else ``max_active`` where it applies (``keep``), or every configured
+    model (then memory is the limit, and the memory budget refuses past it).
+
+    The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica`` are this number.
+    """
+    if strategy not in _HOLDING_STRATEGIES:
+        return 1
+    if strategy == "keep" and max_active is not None:
+        return max(1, min(max_active, configured))
+    return max(1, configured)
 
 
 class StrategyUnavailable(ValueError):

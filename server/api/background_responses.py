@@ -1,0 +1,70 @@
+"""A ``background: true`` Response holds its model like any request until it ends, and a switch ends it visibly.
+
+vLLM answers a background create at once (status ``queued``) and generates in a task of the model's Responses
+serving object. Were its lease released with that answer, a switch would neither wait for it nor stop it: the
+response would go on generating on a model no longer active (or die with its engine, its status still
+``queued``). So the lease stays held until the background task ends, and its abort hook, which a switch whose
+drain timeout ran out (or an unload, or the engine's death) calls, ends the response as ``failed`` with that
+error as OpenAI's ``error`` object, visible to ``GET /v1/responses/{id}`` (while the model's engine lives).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from server.api.admission import AdmittedRequest, ServingBundle
+from server.engine.errors import EngineError
+from server.frontend.results import BundleResult, JsonResult
+
+__all__ = ["hold_background_response"]
+
+logger = logging.getLogger("turnout.api")
+
+#: The watchers of background responses still running (a task is kept only while it runs).
+_watchers: set[asyncio.Task[None]] = set()
+
+
+def _error_object(error: EngineError | None) -> dict[str, Any]:
+    if error is None:
+        return {"code": "engine_error", "message": "The response was ended by the server."}
+    return {"code": error.code, "message": error.message}
+
+
+def hold_background_response(admitted: AdmittedRequest, result: BundleResult) -> bool:
+    """Keep ``admitted``'s lease until its background response ends, when ``result`` started one.
+
+    A streamed background response (``stream: true`` too) keeps its stream's lease; a switch ends both.
+
+    Returns:
+        Whether the lease was taken over (the caller must then not release it).
+    """
+    background = isinstance(admitted.body, dict) and admitted.body.get("background") is True
+    if not background or (isinstance(result, JsonResult) and result.status_code != 200):
+        return False  # not a background response, or one vLLM refused
+    lease = admitted.lease
+    bundle: ServingBundle = lease.bundle
+    response_id = lease.request_id  # vLLM's response id is the request id it was given
+
+    async def end_with_error() -> None:
+        # Lease.abort sets aborted_by before it calls the hook.
+        if await bundle.fail_background(response_id, _error_object(lease.aborted_by)):
+            logger.info("background response %s ended: %s", response_id, lease.aborted_by)
+        await bundle.abort(response_id)  # a streamed one's engine requests, as for any stream
+
+    lease.abort_hook = end_with_error
+    if not isinstance(result, JsonResult):
+        return False  # streamed as it runs: the stream holds the lease, and its end event says why it ended
+
+    async def watch() -> None:
+        try:
+            await bundle.background_finished(response_id)
+        finally:
+            admitted.release()
+
+    admitted.handed_over = True
+    watcher = asyncio.create_task(watch(), name=f"background-{response_id}")
+    _watchers.add(watcher)
+    watcher.add_done_callback(_watchers.discard)
+    return True

@@ -1,0 +1,109 @@
+"""``turnout ray-serve``: the profile's node replicas and the OpenAI ingress on Ray Serve.
+
+Locally (the default) it starts a Ray cluster on this machine with one ``turnout_accel`` resource per replica, so
+each replica owns one accelerator set; ``--address`` joins a running cluster instead. A real cluster (KubeRay)
+deploys the same application from a Ray Serve config file (README: "Beyond one machine").
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from server.cli._output import err_console, out_console
+from server.cli.serve import load_serving_profile
+
+__all__ = ["ray_serve"]
+
+
+@click.command("ray-serve")
+@click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="Node replicas.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address Ray Serve's HTTP proxy binds.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port of Ray Serve's HTTP proxy.")
+@click.option(
+    "--address", default="local", show_default=True, help="Ray cluster to join ('local' starts one on this machine)."
+)
+@click.option("--num-gpus", default=0.0, show_default=True, type=float, help="GPUs per replica (CUDA).")
+@click.option(
+    "--max-ongoing-requests",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Concurrent requests per replica; past it a model's requests spill to another replica.",
+)
+@click.option("--dev", is_flag=True, help="Open the admin routes without a token (trusted networks only).")
+def ray_serve(
+    profile: Path,
+    replicas: int,
+    host: str,
+    port: int,
+    address: str,
+    num_gpus: float,
+    max_ongoing_requests: int,
+    dev: bool,
+) -> None:
+    """Serve PROFILE on Ray Serve: REPLICAS node replicas, each running Turnout's engine manager, behind one
+    OpenAI ingress that routes each request to a replica holding its model. Ctrl-C stops everything."""
+    try:
+        import ray
+        from ray import serve
+    except ImportError:
+        err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
+        raise SystemExit(1) from None
+    from server.cluster.application import ACCELERATOR, build_application
+
+    loaded = load_serving_profile(str(profile))
+    path = str(profile.resolve())
+    local = address == "local"
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        # A local cluster gets one accelerator set per replica; a real cluster's nodes declare their own.
+        resources={ACCELERATOR: replicas} if local else None,
+    )
+    try:
+        serve.start(http_options={"host": host, "port": port})
+        application = build_application(
+            replicas=replicas,
+            node_options={"profile": path, "dev": dev},
+            ingress_options={
+                "default_model": loaded.default_model,
+                "admin_token_env": loaded.server.admin_token_env,
+                "dev": dev,
+            },
+            num_gpus=num_gpus,
+            resources={ACCELERATOR: 1},
+            max_ongoing_requests=max_ongoing_requests,
+        )
+        serve.run(application, name="turnout", route_prefix="/")
+        out_console.print(
+            f"Turnout on Ray Serve: {replicas} replica(s) of {', '.join(loaded.models)} on http://{host}:{port}"
+        )
+        _wait_for_stop()
+    finally:
+        serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+        if local:
+            ray.shutdown()
+
+
+def _wait_for_stop() -> None:
+    """Block until Ctrl-C or SIGTERM."""
+    stop = threading.Event()
+
+    def handle(_: int, __: FrameType | None) -> Any:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

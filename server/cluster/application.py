@@ -1,0 +1,79 @@
+"""The Ray Serve application: the node deployment (N replicas, one accelerator set each) behind the ingress.
+
+``app_builder`` is what a Ray Serve config file names (``import_path: server.cluster.application:app_builder``);
+``turnout ray-serve`` and the tests call :func:`build_application` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+from server.cluster.ingress import TurnoutIngressDeployment
+from server.cluster.node import TurnoutNode
+
+__all__ = ["ACCELERATOR", "PROFILE_BUILDER", "app_builder", "build_application"]
+
+#: The production node builder.
+PROFILE_BUILDER = "server.cluster.build:profile_node"
+#: The custom resource a replica takes one of where accelerators are not GPUs Ray knows (``--resources``).
+ACCELERATOR = "turnout_accel"
+
+
+def build_application(
+    *,
+    replicas: int,
+    builder: str = PROFILE_BUILDER,
+    node_options: Mapping[str, Any] | None = None,
+    ingress_options: Mapping[str, Any] | None = None,
+    num_gpus: float = 0.0,
+    resources: Mapping[str, float] | None = None,
+    max_ongoing_requests: int = 16,
+    autoscaling: Mapping[str, Any] | None = None,
+) -> Application:
+    """The application: ``replicas`` node replicas (or an autoscaling range), each with ``num_gpus`` and
+    ``resources`` (one accelerator set: Ray sets each replica's visible devices), behind the ingress.
+
+    ``max_ongoing_requests`` bounds a replica's concurrent requests; past it Ray routes a model's requests to a
+    second replica (which loads the model).
+    """
+    actor_options: dict[str, Any] = {"num_cpus": 0}
+    if num_gpus:
+        actor_options["num_gpus"] = num_gpus
+    if resources:
+        actor_options["resources"] = dict(resources)
+    scale: dict[str, Any] = (
+        {"autoscaling_config": dict(autoscaling)} if autoscaling is not None else {"num_replicas": replicas}
+    )
+    node = serve.deployment(
+        name="TurnoutNode", ray_actor_options=actor_options, max_ongoing_requests=max_ongoing_requests, **scale
+    )(TurnoutNode).bind(builder, dict(node_options or {}))
+    ingress = serve.deployment(name="TurnoutIngress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)(
+        TurnoutIngressDeployment
+    )
+    return ingress.bind(node, dict(ingress_options or {}))
+
+
+def app_builder(args: Mapping[str, Any]) -> Application:
+    """A Ray Serve config file's application: ``args`` are ``profile``, ``replicas``, ``num_gpus`` (per
+    replica), ``resources``, ``max_ongoing_requests`` and ``dev``."""
+    from server.cluster.build import serving_profile
+
+    profile = str(args["profile"])
+    loaded = serving_profile(profile)
+    dev = bool(args.get("dev", False))
+    return build_application(
+        replicas=int(args.get("replicas", 1)),
+        node_options={"profile": profile, "dev": dev},
+        ingress_options={
+            "default_model": loaded.default_model,
+            "admin_token_env": loaded.server.admin_token_env,
+            "dev": dev,
+        },
+        num_gpus=float(args.get("num_gpus", 0.0)),
+        resources=args.get("resources"),
+        max_ongoing_requests=int(args.get("max_ongoing_requests", 16)),
+    )

@@ -1,0 +1,190 @@
+"""The node deployment: one replica owns one accelerator set and runs Turnout's engine manager and app on it.
+
+Ray's multiplexer decides which models a replica holds (``max_num_models_per_replica`` = the strategy's
+capacity); its loader makes the model active or resident through the manager, its eviction calls the manager's
+unload. Inside the replica Turnout keeps its own drain, memory budget and switch policy: requests go through
+Turnout's own app (``asgi_bridge``), as they do under ``turnout serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import msgspec
+from ray import serve
+
+from server.api import create_app
+from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
+from server.cluster.parts import NodeParts, import_builder
+from server.cluster.registry import registry_handle
+from server.engine import EngineError
+from server.engine.strategies.select import models_held_at_once
+from server.frontend.openai_errors import error_body
+
+__all__ = ["TurnoutNode", "error_items"]
+
+logger = logging.getLogger("turnout.cluster")
+
+#: Seconds between a replica's reports to the registry (also its inbox's long-poll).
+REPORT_EVERY_S = 0.5
+
+
+class _Held:
+    """What Ray's multiplexer caches for a model; its ``__del__`` (an instance attribute, so that garbage
+    collection never calls it) is the eviction Ray awaits."""
+
+    def __init__(self, node: TurnoutNode, name: str) -> None:
+        self.name = name
+
+        async def evict() -> None:
+            await node.evicted(name)
+
+        self.__del__ = evict
+
+
+def error_items(error: EngineError) -> list[dict[str, Any]]:
+    """A Turnout error as a node's response items (OpenAI's shape; a 503 with ``Retry-After``)."""
+    headers = [(b"content-type", b"application/json")]
+    if error.status_code == 503:
+        headers.append((b"retry-after", str(error.retry_after or 5).encode()))
+    payload = error_body(error.status_code, error.message, code=error.code)
+    payload["error"].update(error.details())
+    return [response_start(error.status_code, headers), {"body": msgspec.json.encode(payload)}]
+
+
+class TurnoutNode:
+    """A Ray Serve deployment class (``serve.deployment`` is applied in ``application.py``).
+
+    Args:
+        builder: ``module:function`` building the replica's :class:`NodeParts` from ``options``.
+        options: Plain data for the builder (the profile path, the fakes' switch delay).
+    """
+
+    # Ray Serve awaits an async constructor (the replica is ready once the builder ran); mypy knows no such thing.
+    async def __init__(self, builder: str, options: Mapping[str, Any]) -> None:  # type: ignore[misc]
+        parts: NodeParts = await import_builder(builder)(options)
+        self._parts = parts
+        manager = parts.manager
+        self._manager = manager
+        self._capacity = models_held_at_once(manager.strategy_name, parts.max_active, len(manager.models))
+        self._app = create_app(manager, parts.settings)
+        self._started = False
+        self._held: list[str] = []
+        self._loads = 0
+        self._evictions = 0
+        context = serve.get_replica_context()
+        self._replica = context.replica_id.unique_id
+
+        # A plain function, not the bound method: Ray keeps its LRU as an attribute of the decorated callable.
+        async def hold(name: str) -> _Held:
+            return await self._load(name)
+
+        self._model = serve.multiplexed(max_num_models_per_replica=self._capacity)(hold)
+        self._registry = registry_handle(context.app_name)
+        self._loop = asyncio.create_task(self._report_loop())
+
+    # -- Ray's multiplexer ----------------------------------------------------------------------------------
+
+    async def _load(self, name: str) -> _Held:
+        manager = self._manager
+        if not self._started:
+            await manager.initialize(name)  # the first model starts the manager (and its residency timers)
+            self._started = True
+        elif self._capacity == 1 or manager.active_model is None or manager.strategy_name != "keep":
+            await manager.switch(name)  # sleep parks the model it leaves asleep: it stays held, as Ray counts it
+        else:
+            await manager.load(name)  # resident beside the active one: keep holds several engines
+        self._loads += 1
+        self._held.append(name)
+        return _Held(self, name)
+
+    async def evicted(self, name: str) -> None:
+        """Ray's LRU let ``name`` go: free its engine (the active one too: the next load activates another)."""
+        self._evictions += 1
+        with contextlib.suppress(ValueError):
+            self._held.remove(name)
+        try:
+            await self._manager.unload(name, force=True)
+        except EngineError as error:
+            logger.warning("replica %s: unloading evicted %s failed: %s", self._replica, name, error.message)
+
+    async def _activate(self, name: str) -> None:
+        """Make ``name`` the model requests go to: held by Ray's LRU, and active where the mode is manual (auto
+        mode's scheduler switches by itself)."""
+        await self._model(name)
+        manager = self._manager
+        if manager.snapshot().mode == "manual" and manager.active_model != name:
+            await manager.switch(name)
+
+    # -- requests -------------------------------------------------------------------------------------------
+
+    async def handle(self, request: ForwardedRequest) -> AsyncIterator[dict[str, Any]]:
+        """Serve one forwarded request for the handle's multiplexed model: the status and headers, then the
+        body chunks as the app sends them (a stream's events one by one)."""
+        model = serve.get_multiplexed_model_id()
+        if model:
+            try:
+                await self._activate(model)
+            except EngineError as error:
+                for item in error_items(error):
+                    yield item
+                return
+        async for item in call_app(self._app, request):
+            yield item
+
+    async def switch(self, model: str) -> dict[str, Any]:
+        """The admin switch on this replica: through Ray's multiplexer, so that its LRU and routing agree."""
+        try:
+            await self._activate(model)
+        except EngineError as error:
+            return {"status": error.status_code, "body": error_items(error)[1]["body"].decode()}
+        return {"status": 200, "body": msgspec.json.encode(self.state()).decode()}
+
+    # -- the cluster view -----------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """This replica's report: what Ray holds on it, the manager's state, and the counters."""
+        return {
+            "replica": self._replica,
+            "pid": os.getpid(),
+            "capacity": self._capacity,
+            "held": list(self._held),
+            "loads": self._loads,
+            "evictions": self._evictions,
+            "manager": msgspec.to_builtins(self._manager.snapshot()),
+            "models": {name: profile.model for name, profile in self._manager.models.items()},
+            "aliases": {name: list(profile.aliases) for name, profile in self._manager.models.items()},
+            "counters": dict(self._parts.counters()),
+        }
+
+    async def _report_loop(self) -> None:
+        """Report every ``REPORT_EVERY_S`` and answer the registry's commands, until the replica stops."""
+        registry = self._registry
+        while True:
+            try:
+                await registry.report.remote(self._replica, self.state())
+                command = await registry.next_command.remote(self._replica, REPORT_EVERY_S)
+                if command is not None:
+                    answer = await self.switch(command["args"]["model"])
+                    await registry.complete.remote(command["id"], answer)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the registry restarting must not end the reports; it is logged
+                logger.exception("replica %s: report to the cluster registry failed", self._replica)
+                await asyncio.sleep(REPORT_EVERY_S)
+
+    async def __del__(self) -> None:
+        """Ray Serve's shutdown hook: stop reporting, leave the view, release the engines."""
+        if not hasattr(self, "_loop"):
+            return  # the constructor failed (a bad profile): nothing was started
+        self._loop.cancel()
+        with contextlib.suppress(BaseException):
+            await self._loop
+        with contextlib.suppress(Exception):
+            await self._registry.forget.remote(self._replica)
+        await self._manager.shutdown()

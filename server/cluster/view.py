@@ -1,0 +1,70 @@
+"""The cluster view: every replica's report merged into OpenAI's model list and the admin status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["merged_models", "replica_summaries"]
+
+#: A model's best state across replicas: the first of these any replica has it in.
+_PREFERENCE = ("active", "draining", "resident", "sleeping", "loading", "stashed", "failed")
+
+
+def _states(report: Mapping[str, Any]) -> dict[str, str]:
+    manager = report["manager"]
+    return {slot["name"]: slot["state"] for slot in manager["slots"]}
+
+
+def _best(states: list[str]) -> str:
+    for state in _PREFERENCE:
+        if state in states:
+            return state
+    return states[0] if states else "stopped"
+
+
+def merged_models(reports: Mapping[str, Mapping[str, Any]], created: int) -> dict[str, Any]:
+    """``/v1/models`` for the cluster: each model (and alias) once, its ``status`` the best across replicas,
+    ``active`` where any replica serves it, and ``replicas`` each replica's state of it."""
+    per_replica = {replica: _states(report) for replica, report in sorted(reports.items())}
+    first = next(iter(reports.values()), None)
+    cards: list[dict[str, Any]] = []
+    if first is None:
+        return {"object": "list", "data": cards}
+    for name, path in first["models"].items():
+        states = {replica: states[name] for replica, states in per_replica.items() if name in states}
+        status = _best(list(states.values()))
+        for card_id in (name, *(alias for alias in first["aliases"].get(name, []) if alias != name)):
+            cards.append(
+                {
+                    "id": card_id,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "turnout",
+                    "root": path,
+                    "parent": None if card_id == name else name,
+                    "permission": [],
+                    "status": status,
+                    "active": status == "active",
+                    "replicas": states,
+                }
+            )
+    return {"object": "list", "data": cards}
+
+
+def replica_summaries(reports: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``/admin/status``'s replicas: what Ray holds on each, its active model, its counters and full state."""
+    return [
+        {
+            "replica": replica,
+            "pid": report["pid"],
+            "capacity": report["capacity"],
+            "held": report["held"],
+            "active_model": report["manager"]["active_model"],
+            "loads": report["loads"],
+            "evictions": report["evictions"],
+            "counters": report["counters"],
+            "manager": report["manager"],
+        }
+        for replica, report in sorted(reports.items())
+    ]

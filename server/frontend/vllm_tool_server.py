@@ -1,0 +1,48 @@
+"""The Responses API's tool server (vLLM's ``--tool-server``), opened once per process and shared by every model.
+
+`vllm serve` opens one `ToolServer` at start-up (``init_tool_server``) and hands it to its Responses serving
+object; the Responses API then offers its tools (MCP servers' tools, or the ``demo`` browser and Python tools) to
+harmony models (gpt-oss) and runs them. Turnout does the same for every generate model's bundle: the first bundle
+built with a spec opens it, later bundles (other models, reloads, switches back) get the same object, since a tool
+server belongs to the process, not to one engine. One of the adapter modules: it imports vLLM's frontend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+
+from vllm.entrypoints.mcp.tool_server import ToolServer, init_tool_server
+
+from server.frontend.settings import FrontendConfigError
+
+__all__ = ["open_tool_server"]
+
+_opened: dict[str, ToolServer | None] = {}
+_lock = asyncio.Lock()
+
+
+async def open_tool_server(spec: str | None) -> ToolServer | None:
+    """The tool server ``spec`` names (``host:port,...`` of MCP servers, or ``demo``), opened on first use.
+
+    Raises:
+        FrontendConfigError: The tool server cannot be opened (an MCP server that does not answer, ``mcp`` or
+            the demo tools' packages missing), with vLLM's reason.
+    """
+    if not spec:
+        return None
+    async with _lock:
+        if spec not in _opened:
+            try:
+                # init_tool_server reads only `tool_server` of vLLM's Namespace.
+                _opened[spec] = await init_tool_server(types.SimpleNamespace(tool_server=spec))  # type: ignore[arg-type]
+            except Exception as exc:  # MCP's client raises anything (an ExceptionGroup, OSError, ...)
+                raise FrontendConfigError(f"tool_server {spec!r} cannot be opened: {_reason(exc)}") from exc
+        return _opened[spec]
+
+
+def _reason(exc: BaseException) -> str:
+    # anyio's task groups wrap the one real failure (connection refused, ...) in an ExceptionGroup.
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,264 @@
+"""Turnout on a local Ray Serve cluster: node replicas over fake engines behind the OpenAI ingress.
+
+One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators) with two
+applications: ``pair`` (two capacity-1 replicas, the ``stop`` strategy, models a, b, c) at ``/`` and ``lru`` (one
+capacity-1 replica) at ``/lru``; the engine test adds ``real`` (the demo profile's tiny vLLM models on two
+replicas) at ``/real``. The ``pair`` tests run in file order on the same replicas, each stating what it
+expects to find; the last one kills a replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+
+from server.cluster.application import ACCELERATOR, build_application  # noqa: E402
+from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+#: The fakes' engine load time: a switch costs time, as a real one does.
+SWITCH_DELAY_S = 0.2
+pytestmark = pytest.mark.timeout(300)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _app(replicas: int, max_ongoing: int) -> Any:
+    options = {"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S}
+    return build_application(
+        replicas=replicas,
+        builder="tests.fakes.cluster:fake_node",
+        node_options=options,
+        ingress_options={"default_model": "a", "admin_token_env": "TURNOUT_TEST_CLUSTER_TOKEN"},
+        resources={ACCELERATOR: 1},
+        max_ongoing_requests=max_ongoing,
+    )
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    # The replicas import the fakes from this checkout and read the ingress's admin token from the environment.
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"PYTHONPATH": path, "TURNOUT_TEST_CLUSTER_TOKEN": ADMIN_TOKEN}
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        resources={ACCELERATOR: 5},
+        runtime_env={"env_vars": env},
+        log_to_driver=False,
+    )
+    try:
+        port = _free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(_app(2, 2), name="pair", route_prefix="/")
+        serve.run(_app(1, 8), name="lru", route_prefix="/lru")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture
+async def client(base_url: str) -> Any:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        yield http
+
+
+async def replicas(client: httpx.AsyncClient, prefix: str = "") -> list[dict[str, Any]]:
+    response = await client.get(f"{prefix}/admin/status", headers=ADMIN)
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["replicas"]
+    return found
+
+
+async def settled(client: httpx.AsyncClient, prefix: str = "") -> list[dict[str, Any]]:
+    """The replicas as they report after the requests sent so far (a report is at most 0.5 s old)."""
+    await asyncio.sleep(1.2)
+    return await replicas(client, prefix)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
+    """Poll ``check`` (the view refreshes every 0.5 s) until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "the cluster did not get there in time"
+        await asyncio.sleep(0.25)
+
+
+async def chat(client: httpx.AsyncClient, model: str, prefix: str = "", **body: Any) -> str:
+    response = await client.post(f"{prefix}/v1/chat/completions", json={"model": model, "max_tokens": 2, **body})
+    assert response.status_code == 200, response.text
+    content: str = response.json()["choices"][0]["message"]["content"]
+    return content
+
+
+async def test_lifespan_hooks_run_inside_the_ingress(client: httpx.AsyncClient) -> None:
+    status = (await client.get("/admin/status", headers=ADMIN)).json()
+    assert status["ingress"]["lifespan_started"] is True
+    assert (await client.get("/admin/status")).status_code == 401  # the admin guard holds in the ingress too
+    await eventually(lambda: _count(client, 2))
+
+
+async def _count(client: httpx.AsyncClient, expected: int, prefix: str = "") -> bool:
+    return len(await replicas(client, prefix)) == expected
+
+
+async def test_two_models_settle_to_one_replica_each(client: httpx.AsyncClient) -> None:
+    assert await chat(client, "a") == "a a"
+
+    async def a_held() -> bool:
+        return any(r["held"] == ["a"] for r in await replicas(client))
+
+    await eventually(a_held)  # the router learns where a lives from the replica's report to Ray's controller
+    for model in ["b", "a"] * 6:
+        assert await chat(client, model) == f"{model} {model}"
+    found = await settled(client)
+    assert sorted(r["held"] for r in found) == [["a"], ["b"]]
+    # The prediction: one load per model and replica, no eviction, on Ray's side and on Turnout's.
+    assert sum(r["loads"] for r in found) == 2
+    assert sum(r["evictions"] for r in found) == 0
+    assert sorted(m for r in found for m in r["counters"]["engine_loads"]) == ["a", "b"]
+    models = {card["id"]: card for card in (await client.get("/v1/models")).json()["data"]}
+    assert models["a"]["active"] and models["b"]["active"] and not models["c"]["active"]
+    assert sorted(models["a"]["replicas"].values()) == ["active", "stopped"]
+    assert models["c"]["status"] == "stopped"
+
+
+async def test_a_stream_flows_through_the_ingress(client: httpx.AsyncClient) -> None:
+    body = {"model": "a", "stream": True, "max_tokens": 5, "step_s": 0.3}
+    arrivals: list[tuple[float, str]] = []
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line:
+                arrivals.append((time.monotonic(), line))
+    assert arrivals[-1][1] == "data: [DONE]"
+    assert len(arrivals) == 6
+    # The first event arrives while the engine still generates (5 tokens 0.3 s apart), not with the end.
+    assert arrivals[-1][0] - arrivals[0][0] > 0.8
+
+
+async def test_three_models_on_one_capacity_one_replica_evict_in_lru_order(client: httpx.AsyncClient) -> None:
+    await eventually(lambda: _count(client, 1, "/lru"))
+    for model in ["a", "b", "c", "a"]:
+        assert await chat(client, model, "/lru") == f"{model} {model}"
+    (only,) = await settled(client, "/lru")
+    assert only["held"] == ["a"]
+    assert (only["loads"], only["evictions"]) == (4, 3)  # Ray's side
+    assert only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # Turnout's side: each eviction an unload
+    assert only["counters"]["engine_unloads"] == ["a", "b", "c"]
+
+
+async def test_a_hot_model_spills_to_a_second_replica(client: httpx.AsyncClient) -> None:
+    assert sorted(r["held"] for r in await replicas(client)) == [["a"], ["b"]]
+    # Four long requests for a, two per replica at most (max_ongoing_requests): the b replica takes a too.
+    answers = await asyncio.gather(*(chat(client, "a", max_tokens=12, step_s=0.3) for _ in range(4)))
+    assert answers == [" ".join(["a"] * 12)] * 4
+    found = await settled(client)
+    assert [r["held"] for r in found] == [["a"], ["a"]]
+    assert sum(r["loads"] for r in found) == 3 and sum(r["evictions"] for r in found) == 1
+
+
+async def test_the_admin_switch_targets_a_replica(client: httpx.AsyncClient) -> None:
+    target = (await replicas(client))[0]["replica"]
+    response = await client.post("/v1/models/switch", json={"model": "c", "replica": target}, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    assert response.json()["held"] == ["c"]
+    by_id = {r["replica"]: r for r in await settled(client)}
+    assert by_id[target]["active_model"] == "c"
+    assert [r["held"] for rid, r in by_id.items() if rid != target] == [["a"]]
+    missing = await client.post("/v1/models/switch", json={"model": "c", "replica": "nope"}, headers=ADMIN)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "replica_not_found"
+    nameless = await client.post("/v1/models/switch", json={"replica": target}, headers=ADMIN)
+    assert nameless.status_code == 400 and nameless.json()["error"]["param"] == "model"
+
+
+async def test_a_replica_killed_mid_stream(client: httpx.AsyncClient) -> None:
+    before = {r["replica"]: r for r in await replicas(client)}
+    body = {"model": "a", "stream": True, "max_tokens": 40, "step_s": 0.25}
+    lines: list[str] = []
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        stream = response.aiter_lines()
+        lines.append(await anext(stream))
+
+        async def serving() -> bool:
+            return any(r["manager"]["in_flight"] for r in await replicas(client))
+
+        await eventually(serving, timeout=5)
+        (victim,) = [r for r in await replicas(client) if r["manager"]["in_flight"]]
+        os.kill(victim["pid"], signal.SIGKILL)
+        lines += [line async for line in stream if line]
+    assert lines[0].startswith("data: ") and '"delta"' in lines[0]
+    assert '"replica_lost"' in lines[-2] and lines[-1] == "data: [DONE]"  # a retryable error event, not silence
+    assert len([line for line in lines if '"delta"' in line]) < 40
+    survivor = next(rid for rid in before if rid != victim["replica"])
+
+    async def restarted() -> bool:
+        ids = {r["replica"] for r in await replicas(client)}
+        return len(ids) == 2 and victim["replica"] not in ids
+
+    await eventually(restarted, timeout=120)
+    for model in ["a", "b", "a"]:
+        assert await chat(client, model) == f"{model} {model}"
+    # The survivor never noticed: same process, its history intact.
+    kept = {r["replica"]: r for r in await settled(client)}[survivor]
+    assert kept["pid"] == before[survivor]["pid"]
+    assert kept["loads"] >= before[survivor]["loads"] and kept["evictions"] >= before[survivor]["evictions"]
+
+
+@pytest.fixture(scope="module")
+def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The README's demo profile (its tiny models where this machine keeps them) on two replicas."""
+    text = (ROOT / "profiles" / "demo.yaml").read_text(encoding="utf-8")
+    for name, folder in tiny_models.items():
+        text = text.replace(f"../.cache/tiny-models/{name}", str(folder))
+    text = text.replace("../templates/", f"{ROOT / 'templates'}/")  # the copy lives elsewhere
+    profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
+    profile.write_text(text, encoding="utf-8")
+    application = build_application(
+        replicas=2,
+        node_options={"profile": str(profile), "dev": True},
+        ingress_options={"default_model": "tools", "dev": True},
+        resources={ACCELERATOR: 1},
+    )
+    serve.run(application, name="real", route_prefix="/real")
+    try:
+        yield "/real"
+    finally:
+        serve.delete("real")
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+async def test_real_tiny_engines_on_two_replicas(client: httpx.AsyncClient, real_prefix: str) -> None:
+    assert await chat(client, "tools", real_prefix, messages=[{"role": "user", "content": "Hi"}], max_tokens=8) == (
+        "Hello from tiny-tools."
+    )
+    assert await chat(client, "plain", real_prefix, messages=[{"role": "user", "content": "Hi"}], max_tokens=8) == (
+        "Hello from tiny-plain."
+    )
+    found = await settled(client, real_prefix)
+    assert sorted(r["held"] for r in found) == [["plain"], ["tools"]]  # one engine each, no swap
+    models = {card["id"]: card for card in (await client.get(f"{real_prefix}/v1/models")).json()["data"]}
+    assert models["tools"]["active"] and models["plain"]["active"]

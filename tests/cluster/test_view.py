@@ -1,0 +1,69 @@
+"""The cluster's pure parts (no Ray needed): a replica's capacity per strategy, and the merged cluster view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from server.cluster.parts import import_builder
+from server.cluster.view import merged_models, replica_summaries
+from server.engine.strategies.select import models_held_at_once
+
+
+@pytest.mark.parametrize(
+    ("strategy", "max_active", "models", "capacity"),
+    [
+        ("stop", 3, 4, 1),
+        ("reconfigure", None, 4, 1),
+        ("stash", 2, 4, 4),  # a stashed model comes back without a start, as an asleep one does
+        ("keep", 2, 4, 2),
+        ("sleep", 3, 4, 4),  # max_active limits keep only
+        ("keep", None, 4, 4),  # unset: memory is the limit, every model may be held
+        ("keep", 9, 4, 4),  # never more than the profile has
+    ],
+)
+def test_capacity_follows_the_strategy(strategy: str, max_active: int | None, models: int, capacity: int) -> None:
+    assert models_held_at_once(strategy, max_active, models) == capacity
+
+
+def _report(pid: int, states: dict[str, str], held: list[str]) -> dict[str, Any]:
+    active = next((name for name, state in states.items() if state == "active"), None)
+    return {
+        "pid": pid,
+        "capacity": 1,
+        "held": held,
+        "loads": len(held),
+        "evictions": 0,
+        "counters": {},
+        "models": {name: f"/m/{name}" for name in states},
+        "aliases": {"a": ["a", "alias-a"]},
+        "manager": {"active_model": active, "slots": [{"name": n, "state": s} for n, s in states.items()]},
+    }
+
+
+def test_the_model_list_merges_every_replica() -> None:
+    reports = {
+        "r2": _report(2, {"a": "stopped", "b": "active", "c": "stopped"}, ["b"]),
+        "r1": _report(1, {"a": "active", "b": "stopped", "c": "failed"}, ["a"]),
+    }
+    cards = {card["id"]: card for card in merged_models(reports, created=7)["data"]}
+    assert list(cards) == ["a", "alias-a", "b", "c"]
+    assert cards["a"]["status"] == "active" and cards["a"]["active"]
+    assert cards["a"]["replicas"] == {"r1": "active", "r2": "stopped"}
+    assert cards["alias-a"]["parent"] == "a" and cards["alias-a"]["status"] == "active"
+    assert cards["b"]["replicas"] == {"r1": "stopped", "r2": "active"}
+    assert cards["c"]["status"] == "failed" and not cards["c"]["active"]
+    assert merged_models({}, created=7) == {"object": "list", "data": []}
+
+
+def test_the_status_lists_replicas_in_order_with_what_each_holds() -> None:
+    reports = {"r2": _report(2, {"b": "active"}, ["b"]), "r1": _report(1, {"a": "active"}, ["a"])}
+    summaries = replica_summaries(reports)
+    assert [(s["replica"], s["held"], s["active_model"]) for s in summaries] == [("r1", ["a"], "a"), ("r2", ["b"], "b")]
+
+
+def test_a_builder_is_named_module_colon_function() -> None:
+    assert import_builder("server.engine.strategies.select:models_held_at_once") is models_held_at_once
+    with pytest.raises(ValueError, match="module:function"):
+        import_builder("server.cluster.parts")

@@ -1,0 +1,45 @@
+"""The Responses API's tool server (``--tool-server``): opened once per spec, shared, and a failure says why."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from server.frontend import vllm_tool_server
+from server.frontend.settings import FrontendConfigError
+from server.frontend.vllm_tool_server import open_tool_server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm_tool_server, "_opened", {})
+
+
+async def test_no_spec_no_tool_server() -> None:
+    assert await open_tool_server(None) is None and await open_tool_server("") is None
+
+
+async def test_a_spec_is_opened_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+
+    async def init(args: Any) -> object:
+        opened.append(args.tool_server)
+        return object()
+
+    monkeypatch.setattr(vllm_tool_server, "init_tool_server", init)
+    first = await open_tool_server("127.0.0.1:9001")
+    assert await open_tool_server("127.0.0.1:9001") is first  # every model's bundle, every rebuild
+    assert await open_tool_server("127.0.0.1:9002") is not first
+    assert opened == ["127.0.0.1:9001", "127.0.0.1:9002"]
+
+
+async def test_an_mcp_server_that_does_not_answer_is_a_config_error_naming_it() -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = f"127.0.0.1:{port}"
+    with pytest.raises(FrontendConfigError, match=rf"tool_server '{spec}' cannot be opened: \w+"):
+        await open_tool_server(spec)
+    assert spec not in vllm_tool_server._opened  # the next bundle build tries again
