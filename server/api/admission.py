@@ -11,26 +11,27 @@ streamed body.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import msgspec
 from litestar import Request
-from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.key_scopes import allowed_model
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
 
 __all__ = [
     "AbortsRequests",
+    "AdmissionTarget",
     "AdmittedRequest",
     "ServingBundle",
+    "admission_target",
     "install_abort_hook",
     "leased_stream",
-    "provide_admitted",
     "read_json_object",
     "resolve_model_name",
 ]
@@ -82,6 +83,8 @@ class AdmittedRequest:
         handed_over: Set when a stream took over releasing the lease.
         asked_as: The alias (``served_model_name``) the client named the model by, when not its own name: the
             answer carries it back.
+        keep_alive_s: Seconds of silence after which its stream sends an SSE keep-alive comment (vLLM's
+            ``--sse-keep-alive-interval``; 0: never).
     """
 
     manager: EngineManager[ServingBundle]
@@ -89,6 +92,7 @@ class AdmittedRequest:
     body: dict[str, Any]
     handed_over: bool = False
     asked_as: str | None = None
+    keep_alive_s: float = 0.0
 
     @property
     def bundle(self) -> ServingBundle:
@@ -124,23 +128,43 @@ async def read_json_object(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return body
 
 
-async def provide_admitted(
-    request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
-) -> AsyncGenerator[AdmittedRequest, None]:
-    """Admit the request for its ``model`` for as long as its response lives."""
+@dataclass(frozen=True, slots=True)
+class AdmissionTarget:
+    """What a request asks to be admitted to, read from its body before admission.
+
+    Attributes:
+        manager: The manager that admits it.
+        body: The request's JSON object.
+        requested: The name the client sent (None: the active model).
+        name: ``requested`` resolved to the model's own name.
+    """
+
+    manager: EngineManager[ServingBundle]
+    body: dict[str, Any]
+    requested: str | None
+    name: str | None
+
+    def admitted(self, lease: Lease[ServingBundle]) -> AdmittedRequest:
+        """The admitted request for ``lease`` (its abort hook installed)."""
+        install_abort_hook(lease)
+        asked_as = self.requested if self.requested != self.name else None
+        return AdmittedRequest(manager=self.manager, lease=lease, body=self.body, asked_as=asked_as)
+
+
+async def admission_target(request: Request[Any, Any, Any], manager: EngineManager[ServingBundle]) -> AdmissionTarget:
+    """Read the body and the model it names; refuse a model the request's API key may not use.
+
+    Raises:
+        ValidationException: the body is not a JSON object, or its ``model`` not a string.
+        ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``).
+    """
     body = await read_json_object(request)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
     name = resolve_model_name(manager, model or None)
-    lease = await manager.acquire(name)
-    install_abort_hook(lease)
-    admitted = AdmittedRequest(manager=manager, lease=lease, body=body, asked_as=model if model != name else None)
-    try:
-        yield admitted
-    finally:
-        if not admitted.handed_over:
-            admitted.release()
+    allowed_model(request, model or None, name, manager.active_model)
+    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name)
 
 
 def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:

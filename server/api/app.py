@@ -100,7 +100,7 @@ def create_app(
     stored_responses = StoredResponses()
     # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
     # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
-    keyed = settings.api_key is not None
+    keyed = settings.keyed
     openai_routes = Router(
         path="/",
         route_handlers=[

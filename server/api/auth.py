@@ -1,7 +1,9 @@
-"""Guards: the admin bearer token and the optional API key, compared in constant time.
+"""Guards: the admin bearer token and the optional API keys, compared in constant time.
 
-The secrets live only in :class:`ApiSettings` (``repr=False``) and are never logged. The guards are coroutines:
-Litestar runs a sync guard in a worker thread, a thread hop on every request for a check that takes microseconds.
+The secrets live only in :class:`ApiSettings` (``repr=False``) and are never logged. An API key is compared with
+every configured key, with no early exit, so the time a check takes does not say which key (if any) matched. The
+guards are coroutines: Litestar runs a sync guard in a worker thread, a thread hop on every request for a check
+that takes microseconds.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
+from server.api.key_scopes import record_scope
 from server.api.settings import ApiSettings
 
 __all__ = ["AdminGuard", "ApiKeyGuard", "is_admin"]
@@ -55,19 +58,38 @@ class AdminGuard:
             raise NotAuthorizedException("Missing or invalid admin token: send 'Authorization: Bearer <token>'.")
 
 
-class ApiKeyGuard:
-    """Serving routes: the API key, when one is configured (as vLLM's ``--api-key``).
+#: No configured key matched (a scope of None means "every model").
+_NO_MATCH: Any = object()
 
-    Accepted as OpenAI's clients send it (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
-    on every serving route: a client picks its header by SDK, not by path.
+
+class ApiKeyGuard:
+    """Serving routes: the API keys, when any is configured (the single one as vLLM's ``--api-key``).
+
+    Accepted as OpenAI's clients send them (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
+    on every serving route: a client picks its header by SDK, not by path. The single key may use every model;
+    a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``).
     """
 
     def __init__(self, settings: ApiSettings) -> None:
-        self._api_key = settings.api_key
+        keys: list[tuple[bytes, frozenset[str] | None]] = []
+        if settings.api_key is not None:
+            keys.append((settings.api_key.encode(), None))
+        keys.extend((scoped.key.encode(), scoped.models) for scoped in settings.scoped_keys)
+        self._keys = keys
 
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        key = self._api_key
-        if key is None or _matches(_bearer(connection), key) or _matches(connection.headers.get("x-api-key"), key):
+        if not self._keys:
+            return
+        given = [(value or "").encode() for value in (_bearer(connection), connection.headers.get("x-api-key"))]
+        matched = _NO_MATCH
+        # Every comparison runs, whatever matched before: no early exit to time.
+        for secret, models in self._keys:
+            for candidate in given:
+                hit = hmac.compare_digest(candidate, secret)
+                if hit and matched is _NO_MATCH:
+                    matched = models
+        if matched is not _NO_MATCH:
+            record_scope(connection, matched)
             return
         raise NotAuthorizedException(
             "Missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."

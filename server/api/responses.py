@@ -9,11 +9,19 @@ from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, leased_stream
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.waiting import SSE_HEADERS, BundleCall, WaitingRequest, with_keep_alive
 from server.frontend.results import JsonResult, StreamResult
 
-__all__ = ["respond"]
+__all__ = ["answer", "respond"]
 
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+async def answer(
+    admission: AdmittedRequest | WaitingRequest, call: BundleCall, api: ApiShape
+) -> Response[Any] | Stream:
+    """The response to an admission: ``call``'s result, or for a stream still waiting, an SSE body that waits."""
+    if isinstance(admission, WaitingRequest):
+        return Stream(admission.events(call, api), media_type="text/event-stream", headers=SSE_HEADERS)
+    return respond(admission, await call(admission), api)
 
 
 def respond(
@@ -22,10 +30,9 @@ def respond(
     """A JSON response, or an SSE stream that owns the lease until its last event; errors in ``api``'s shape."""
     if isinstance(result, StreamResult):
         admitted.handed_over = True
+        stream = leased_stream(admitted, result.chunks, result.aclose, api)
         return Stream(
-            leased_stream(admitted, result.chunks, result.aclose, api),
-            media_type="text/event-stream",
-            headers=_SSE_HEADERS,
+            with_keep_alive(stream, admitted.keep_alive_s), media_type="text/event-stream", headers=SSE_HEADERS
         )
     # A non-streaming request cut short by a switch gets the switch error (503, Retry-After), not a partial answer;
     # one whose engine died gets 503 engine_died rather than vLLM's 500.

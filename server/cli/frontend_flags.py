@@ -58,6 +58,8 @@ SERVER_FLAGS: Final = {
     "`async def (request, call_next)` function (Starlette's HTTP middleware), as vLLM's --middleware",
     "uvicorn_log_level": "uvicorn's log level (default: --log-level)",
     "disable_uvicorn_access_log": "no uvicorn access log",
+    "sse_keep_alive_interval": "SSE: a ': keep-alive' comment whenever a stream is idle this many seconds (every "
+    "streamed route); also the interval of the ': waiting for NAME to load' comments",
     "tool_parser_plugin": "a tool parser plugin file, imported before the profile is validated, so its parsers "
     "are valid tool_call_parser names (turnout validate takes it too)",
     "uds": "serve on this Unix domain socket instead of --host/--port (uvicorn)",
@@ -98,7 +100,6 @@ _NOT_YET = "not implemented by Turnout yet"
 REFUSED: Final = {
     "lora_modules": "LoRA adapters belong to one model: set lora_modules in its profile",
     "enable_server_load_tracking": "a load counter of one engine's API server; Turnout reports /admin/status",
-    "sse_keep_alive_interval": _NOT_YET,
     "cohere_is_reasoning_model": "Cohere's chat API (VLLM_ENABLE_COHERE_API): not served by Turnout",
     "cohere_format": "Cohere's chat API (VLLM_ENABLE_COHERE_API): not served by Turnout",
     "log_error_stack": "Turnout always logs a failed request's traceback on the server and never sends it",

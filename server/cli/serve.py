@@ -49,6 +49,7 @@ class ServeOptions:
     reasoning_parser: str | None = None
     generate_admin_token: bool = False
     watch: bool = False
+    no_preload: bool = False
     timeout_keep_alive: int = 65
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
@@ -93,6 +94,23 @@ def _loading_status(model: str) -> Iterator[None]:
     with err_console.status(f"Loading [bold]{model}[/] (engine start-up takes a while on CPU)…"):
         yield
     err_console.print(f"[green]✓[/] {model} is active")
+
+
+def _without_preloads(profile: Profile) -> Profile:
+    """``profile`` with every model's ``preload`` off (``--no-preload``)."""
+    import msgspec
+
+    models = {name: msgspec.structs.replace(model, preload=False) for name, model in profile.models.items()}
+    return msgspec.structs.replace(profile, models=models)
+
+
+def _sse_intervals(frontend: FrontendFlags) -> dict[str, float]:
+    """vLLM's ``--sse-keep-alive-interval`` for the API settings; it paces the waiting comments too."""
+    keep_alive = float(frontend.server.get("sse_keep_alive_interval", 0) or 0)
+    return {
+        "sse_keep_alive_interval_s": keep_alive,
+        **({"wait_notice_interval_s": keep_alive} if keep_alive > 0 else {}),
+    }
 
 
 def _secret_from_env(name: str) -> str | None:
@@ -160,6 +178,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import ApiSettings, create_app
+    from server.api.key_scopes import KeyNotSet, scoped_keys
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
     from server.engine.factory import build_manager, prepare_profile
@@ -168,6 +187,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.frontend.vllm_adapter import build_renderer, request_body_schemas
     from server.frontend.vllm_frontend_args import set_fingerprint_mode
 
+    if options.no_preload:
+        profile = _without_preloads(profile)
     profile, memory_plan = _prepare(profile, options.engine_defaults)
     server_flags = options.frontend.server
     # Before any bundle is built: each serving object reads the mode once, when it is created.
@@ -185,6 +206,11 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
+    try:
+        limited_keys = scoped_keys(profile.server.api_keys, profile.models, os.environ)
+    except KeyNotSet as exc:
+        err_console.print(f"{profile.path}: error: {exc}", markup=False)
+        raise SystemExit(1) from None
     try:
         manager = build_manager(
             profile,
@@ -209,8 +235,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         admin_token=admin_token,
         admin_token_env=admin_token_env,
         api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
+        scoped_keys=limited_keys,
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
+        **_sse_intervals(options.frontend),
         enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
@@ -219,7 +247,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
         # what the budget already counts. switching.* applies only at a restart, so the residency stays too.
         memory = memory_plan.memory if memory_plan is not None else None
-        running = msgspec.structs.replace(new, switching=profile.switching)
+        running = msgspec.structs.replace(
+            _without_preloads(new) if options.no_preload else new, switching=profile.switching
+        )
         return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
 
     validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
@@ -330,6 +360,11 @@ def _draining_server_class() -> type:
 @click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
 @click.option(
     "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
+)
+@click.option(
+    "--no-preload",
+    is_flag=True,
+    help="Load only the default model at start, whatever the profile's preload keys say (a quick look at a profile).",
 )
 @click.option(
     "--timeout-keep-alive",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -20,6 +19,7 @@ from server.profiles.check_context import Collector, Context
 from server.profiles.engine_args import did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
 from server.profiles.issues import ProfileInvalid, ProfileIssue, ValidationResult
+from server.profiles.key_checks import API_KEYS, ENV_NAME, check_api_keys
 from server.profiles.lora_checks import check_adapter_names
 from server.profiles.model_checks import check_model
 from server.profiles.registry import ParserRegistry
@@ -38,7 +38,6 @@ MODEL_ENV: Final = "MODEL"
 _TOP_KEYS: Final = ("default_model", "models", "switching", "server")
 #: Top-level keys with this prefix are ignored, so a profile can hold YAML anchors to merge (``<<: *base``).
 _EXTENSION_PREFIX: Final = "x-"
-_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _log = logging.getLogger(__name__)
 _S = TypeVar("_S", bound=msgspec.Struct)
 
@@ -148,6 +147,8 @@ def _check_document(ctx: Context, tree: Any, absolute: str) -> Profile | None:
     _check_switching_bounds(ctx, tree, switching)
     server = _check_section(ctx, tree, "server", ServerSection)
     models, names = _check_models(ctx, tree)
+    if models is not None:
+        server = msgspec.structs.replace(server, api_keys=check_api_keys(ctx, tree, models))
     default = _check_default(ctx, tree, names)
     if report.error_count or models is None or default is None:
         return None
@@ -177,6 +178,8 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
         if key not in types:
             report.error(key_pos(node, key), _unknown(f"key {describe_value(key)} in {name}", key, tuple(types)))
             continue
+        if struct is ServerSection and key == API_KEYS:
+            continue  # a list checked against the models, once they are known (key_checks.py)
         before = report.error_count
         value = to_plain(raw, pos, report)
         if report.error_count > before:  # the value itself is unusable: already reported
@@ -184,7 +187,7 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
         converted, problem = check_value(value, types[key])
         if problem:
             report.error(pos, f"{name}.{key} {problem}")
-        elif struct is ServerSection and not _ENV_NAME.fullmatch(converted):
+        elif struct is ServerSection and not ENV_NAME.fullmatch(converted):
             report.error(pos, f"{name}.{key} must be an environment variable name, got {describe_value(converted)}")
         else:
             values[key] = converted

@@ -22,6 +22,7 @@ __all__ = [
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
     "RESIDENCY_KEYS",
+    "ApiKeyScope",
     "ModelProfile",
     "Profile",
     "ServerSection",
@@ -237,16 +238,36 @@ class Switching(Base, frozen=True, kw_only=True):
     max_restarts: Annotated[int, Meta(ge=0)] = 3
 
 
+class ApiKeyScope(Base, frozen=True, kw_only=True):
+    """An API key limited to some models (one item of ``server.api_keys``).
+
+    Attributes:
+        key_env: Name of the env var that holds the key (the secret itself never goes in the file); the server
+            refuses to start while it is unset.
+        models: The models the key may use, by name or ``served_model_name`` alias (an alias counts as its
+            model, with all of its names). Other models are hidden from it: ``/v1/models`` leaves them out, and a
+            request naming one gets the same 404 ``model_not_found`` as a name no model has.
+    """
+
+    key_env: str
+    models: list[str]
+
+
 class ServerSection(Base, frozen=True, kw_only=True):
     """Server settings that belong with the models.
 
     Attributes:
         admin_token_env: Name of the env var that holds the admin bearer token.
-        api_key_env: Name of the env var that holds the API key guarding ``/v1/*`` (unset: no key).
+        api_key_env: Name of the env var that holds the API key guarding ``/v1/*`` (unset: no key). That key
+            may use every model.
+        api_keys: Keys limited to some models, each ``{key_env, models}``. Any of them (or the ``api_key_env``
+            key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
+            serving routes need a key.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
     api_key_env: str = DEFAULT_API_KEY_ENV
+    api_keys: list[ApiKeyScope] = msgspec.field(default_factory=list)
 
 
 class Profile(Base, frozen=True, kw_only=True):

@@ -53,10 +53,16 @@ def _free_port() -> int:
         return port
 
 
-def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str) -> LiveServer:
-    """Start ``turnout serve profile`` on a free port (returns at once; see :func:`wait_ready`)."""
+def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str, preload: bool = False) -> LiveServer:
+    """Start ``turnout serve profile`` on a free port (returns at once; see :func:`wait_ready`).
+
+    ``preload``: load the models the profile marks ``preload``; off by default (``--no-preload``), because each
+    is a second engine starting in the background, CPU that a test which does not need it takes from the rest.
+    """
     port = _free_port()
     command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(port), *args]
+    if not preload:
+        command.append("--no-preload")
     log = log_path.open("wb")
     process = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True

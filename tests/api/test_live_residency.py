@@ -36,14 +36,12 @@ def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
     text = (REPO / "profiles" / "demo.yaml").read_text()
     for name in ("tiny-tools", "tiny-plain"):
         text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
-    bracket = "    chat_template: ../templates/tiny-bracket.jinja\n"
-    assert bracket in text, "the demo's plain model names its template"
-    text = text.replace(bracket, f"{bracket}    preload: true\n")
+    assert "    preload: true\n" in text, "the demo preloads plain"
     parser = "    tool_call_parser: hermes\n"
     text = text.replace(parser, f"{parser}    idle_unload_s: {IDLE_S}\n")
     profile = root / "profiles" / "demo.yaml"
     profile.write_text(text)
-    live = start_server(profile, root / "serve.log", {"TURNOUT_ADMIN_TOKEN": TOKEN})
+    live = start_server(profile, root / "serve.log", {"TURNOUT_ADMIN_TOKEN": TOKEN}, preload=True)
     try:
         wait_ready(live, timeout=600)
         yield live

@@ -72,3 +72,34 @@ def test_an_engine_flag_is_every_models_default_and_a_bad_one_fails_before_any_e
     assert "model 'tools'" not in result.stderr
     assert "vLLM refused the engine arguments; not starting." in result.stderr
     assert "Loading" not in result.stderr + result.stdout  # no engine was started
+
+
+def test_an_unset_scoped_key_variable_stops_serve_before_any_engine(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    profile = tmp_path / "keys.yaml"
+    profile.write_text(
+        f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n"
+        "server:\n  api_keys:\n    - {key_env: T18_UNSET_KEY, models: [tools]}\n"
+    )
+    result = _serve(str(profile), "--port", "1", env={"T18_UNSET_KEY": ""})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"{profile}: error: server.api_keys[0].key_env: the environment variable T18_UNSET_KEY is not set" in (
+        result.stderr.replace("\n", " ")
+    )
+    assert "Traceback" not in result.stderr and "Loading" not in result.stderr + result.stdout
+
+
+def test_no_preload_turns_every_preload_off_and_keeps_the_rest() -> None:
+    from server.cli.serve import _without_preloads
+    from server.profiles.schema import ModelProfile, Profile
+
+    models = {
+        "a": ModelProfile(model="/m/a"),
+        "b": ModelProfile(model="/m/b", preload=True, pinned=True),
+    }
+    profile = Profile(path="/p.yaml", default_model="a", models=models)
+    loaded = _without_preloads(profile)
+    assert [model.preload for model in loaded.models.values()] == [False, False]
+    assert loaded.models["b"].pinned and loaded.models["b"].model == "/m/b"
+    assert profile.models["b"].preload  # the original is untouched

@@ -246,3 +246,21 @@ def test_profile_structs_are_frozen_and_keyword_only() -> None:
     model = ModelProfile(model="/m")
     with pytest.raises(AttributeError):
         model.model = "/other"  # type: ignore[misc]
+
+
+def test_api_keys_load_with_names_and_aliases(check: Check, env: dict[str, str]) -> None:
+    text = (
+        "models: {a: {model: models/tiny, served_model_name: a-alias}, b: {model: models/tiny}}\n"
+        "server:\n"
+        "  api_keys:\n"
+        "    - {key_env: TEAM_A_KEY, models: [a-alias]}\n"
+        "    - {key_env: TEAM_B_KEY, models: [a, b]}\n"
+    )
+    result = check(text, env={**env, "TEAM_A_KEY": "secret-a"})
+
+    assert result.errors == [] and result.profile is not None
+    keys = result.profile.server.api_keys
+    assert [(key.key_env, key.models) for key in keys] == [("TEAM_A_KEY", ["a-alias"]), ("TEAM_B_KEY", ["a", "b"])]
+    # An unset variable is only a warning here (validate may run where the secrets are not); serve refuses it.
+    assert [(w.line, w.col) for w in result.warnings] == [(5, 17)]
+    assert "$TEAM_B_KEY is not set" in result.warnings[0].message

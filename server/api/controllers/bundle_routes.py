@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar import Controller, Response, post
@@ -10,20 +9,18 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
-from server.api.admission import AdmittedRequest, provide_admitted
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.openapi import request_body
-from server.api.responses import respond
+from server.api.responses import answer
+from server.api.waiting import BundleCall, provide_admission
 
 __all__ = ["ADMITTED", "BundleCall", "bundle_route"]
 
-#: The admission dependency: reads the JSON body, admits it to its model and pins that model's bundle.
-ADMITTED = {"admitted": Provide(provide_admitted)}
+#: The admission dependency: reads the JSON body, admits it to its model and pins that model's bundle (a stream
+#: that must wait for its model gets its headers first, and waits in its body: ``waiting.py``).
+ADMITTED = {"admitted": Provide(provide_admission)}
 # The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
 _BODY_DOC = "An OpenAI (or, under /v1/messages, Anthropic) request object, as vLLM's server takes it."
-
-#: What a route asks of the bundle its request was admitted to.
-BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
 
 
 def bundle_route(
@@ -40,8 +37,9 @@ def bundle_route(
         api: The API the route speaks: its error bodies and how its streams end.
     """
 
-    async def handler(self: Controller, admitted: NamedDependency[AdmittedRequest]) -> Response[Any] | Stream:
-        return respond(admitted, await call(admitted), api)
+    # `admitted` is a `waiting.Admission` (declared Any: msgspec refuses a union of two dataclasses).
+    async def handler(self: Controller, admitted: NamedDependency[Any]) -> Response[Any] | Stream:
+        return await answer(admitted, call, api)
 
     handler.__name__ = handler.__qualname__ = name
     handler.__doc__ = summary

@@ -6,11 +6,12 @@ import time
 from typing import Any
 
 import msgspec
-from litestar import Controller, Response, get
+from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
 from server.api.admission import AdmittedRequest, ServingBundle
 from server.api.controllers.bundle_routes import bundle_route
+from server.api.key_scopes import allowed_model, visible
 from server.api.responses import respond
 from server.engine import EngineManager
 
@@ -46,14 +47,21 @@ class OpenAIController(Controller):
     )
 
     @get("/models")
-    async def list_models(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> dict[str, Any]:
+    async def list_models(
+        self, request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+    ) -> dict[str, Any]:
         """Every configured model (and alias) in OpenAI's shape, with its ``status``, whether it is ``active``,
-        and its ``restart`` plan while its engine is dead."""
+        and its ``restart`` plan while its engine is dead.
+
+        A key limited to some models (``server.api_keys``) sees only those.
+        """
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
         cards: list[dict[str, Any]] = []
         for name, profile in manager.models.items():
+            if not visible(request, name):
+                continue
             slot = snapshot[name]
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
             # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose. So is a
@@ -103,8 +111,11 @@ class TokenizeController(Controller):
 
 
 @get("/tokenizer_info", tags=["Tokenization"])
-async def tokenizer_info(manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
+async def tokenizer_info(
+    request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+) -> Response[Any]:
     """The active model's tokenizer configuration and chat template (``--enable-tokenizer-info-endpoint``)."""
+    allowed_model(request, None, None, manager.active_model)  # a key limited to other models: as for no model
     # A GET names no model: it is the active one's (in auto mode, the default's when none is active), as for the
     # Responses retrieve route. Nothing reaches the engine, so no abort hook is needed.
     lease = await manager.acquire(None)

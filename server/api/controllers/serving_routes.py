@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
@@ -20,8 +20,9 @@ from server.api.admission import AdmittedRequest, ServingBundle, install_abort_h
 from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
+from server.api.key_scopes import allowed_model, visible
 from server.api.openapi import request_body
-from server.api.responses import respond
+from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 from server.frontend.operations import Operation
@@ -41,21 +42,27 @@ class ResponsesController(Controller):
 
     @post("/", operation_class=request_body("ResponsesRequest"), dependencies=ADMITTED, status_code=200)
     async def create_response(
-        self, admitted: NamedDependency[AdmittedRequest], stored_responses: NamedDependency[StoredResponses]
+        self, admitted: NamedDependency[Any], stored_responses: NamedDependency[StoredResponses]
     ) -> Response[Any] | Stream:
         """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
 
         A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
+        ``admitted`` is a ``waiting.Admission`` (declared Any: msgspec refuses a union of two dataclasses).
         """
-        lease = admitted.lease
-        stored_responses.record(lease.request_id, lease.model, lease.bundle)
-        result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
-        hold_background_response(admitted, result)
-        return respond(admitted, result, RESPONSES_API)
+
+        async def create(request: AdmittedRequest) -> Any:
+            lease = request.lease
+            stored_responses.record(lease.request_id, lease.model, lease.bundle)
+            result = await request.bundle.call("responses.create", request.body, lease.request_id)
+            hold_background_response(request, result)
+            return result
+
+        return await answer(admitted, create, RESPONSES_API)
 
     @get("/{response_id:str}")
     async def retrieve_response(
         self,
+        request: Request[Any, Any, Any],
         response_id: FromPath[str],
         manager: NamedDependency[EngineManager[ServingBundle]],
         stored_responses: NamedDependency[StoredResponses],
@@ -64,34 +71,46 @@ class ResponsesController(Controller):
     ) -> Response[Any] | Stream:
         """A stored response (``stream=true`` replays its events) from the model that created it."""
         args = {"response_id": response_id, "starting_after": starting_after, "stream": stream}
-        return await _on_owner(manager, stored_responses, response_id, "responses.retrieve", args)
+        return await _on_owner(request, manager, stored_responses, response_id, "responses.retrieve", args)
 
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel_response(
         self,
+        request: Request[Any, Any, Any],
         response_id: FromPath[str],
         manager: NamedDependency[EngineManager[ServingBundle]],
         stored_responses: NamedDependency[StoredResponses],
     ) -> Response[Any] | Stream:
         """Cancel a background response of the model that created it."""
-        return await _on_owner(manager, stored_responses, response_id, "responses.cancel", {"response_id": response_id})
+        args = {"response_id": response_id}
+        return await _on_owner(request, manager, stored_responses, response_id, "responses.cancel", args)
 
 
 async def _on_owner(
+    request: Request[Any, Any, Any],
     manager: EngineManager[ServingBundle],
     stored: StoredResponses,
     response_id: str,
     operation: Operation,
     args: dict[str, Any],
 ) -> Response[Any] | Stream:
-    """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot."""
+    """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot.
+
+    A response of a model the API key may not use is looked up as an id this server never made.
+    """
     owner = stored.owner(response_id)
+    if owner is not None and not visible(request, owner.model):
+        owner = None
     active = manager.active_model
+    owner_model = owner.model if owner is not None else None
+    allowed_model(request, owner_model, owner_model, active)
     if owner is not None and owner.model != active:
-        # Never load a model just to look something up: its store went with its engine anyway.
+        # Never load a model just to look something up: its store went with its engine anyway. A key limited to
+        # some models is not told the name of an active model outside them.
+        shown = f" (the active model is {active!r})" if active is not None and visible(request, active) else ""
         raise NotFoundException(
-            f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now (the active "
-            f"model is {active!r}); stored responses live in their model's engine and end with it."
+            f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now{shown}; "
+            "stored responses live in their model's engine and end with it."
         )
     lease = await manager.acquire(owner.model if owner is not None else None)
     install_abort_hook(lease)

@@ -1,0 +1,127 @@
+"""API keys limited to some models (``server.api_keys``): which models the request's key may use.
+
+The guard (``auth.py``) matches the key and records its scope on the connection; every route that names a model
+asks :func:`allowed_model` before the manager sees the name. A model outside the scope is answered exactly as a
+name no model has (the same 404 ``model_not_found``, listing only the key's models, on the same code path), so a
+key cannot tell a hidden model from a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from litestar.connection import ASGIConnection
+
+from server.engine import EngineError, ModelNotFound
+from server.profiles.schema import ApiKeyScope, ModelProfile
+
+__all__ = [
+    "KeyNotSet",
+    "NoModelForKey",
+    "ScopedKey",
+    "allowed_model",
+    "record_scope",
+    "request_scope",
+    "scoped_keys",
+    "visible",
+]
+
+#: The connection state key the guard records the key's models under (absent: every model).
+_STATE_KEY: Final = "turnout_model_scope"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopedKey:
+    """One key of ``server.api_keys``, resolved.
+
+    Attributes:
+        key: The secret (never shown).
+        models: The models (their own names) it may use.
+    """
+
+    key: str = field(repr=False)
+    models: frozenset[str]
+
+
+class KeyNotSet(ValueError):
+    """A ``server.api_keys`` item names an environment variable that is not set (the server must not start)."""
+
+
+class NoModelForKey(EngineError):
+    """A request that names no model, while the active model is not one its key may use."""
+
+    status_code = 404
+    code = "model_not_found"
+
+    def __init__(self, available: Iterable[str]) -> None:
+        names = ", ".join(sorted(available))
+        super().__init__(f"The request names no model; name one of the models this API key may use: {names}.")
+
+
+def scoped_keys(
+    items: Sequence[ApiKeyScope], models: Mapping[str, ModelProfile], env: Mapping[str, str]
+) -> tuple[ScopedKey, ...]:
+    """Each item's key read from ``env``, with its names (models or aliases) resolved to the models they name.
+
+    Raises:
+        KeyNotSet: An item's env var is unset or empty; the message names the item and the variable.
+    """
+    owners = {name: name for name in models}
+    for name, model in models.items():
+        for alias in model.aliases:
+            owners.setdefault(alias, name)
+    keys = []
+    for index, item in enumerate(items):
+        secret = env.get(item.key_env)
+        if not secret:
+            raise KeyNotSet(
+                f"server.api_keys[{index}].key_env: the environment variable {item.key_env} is not set; "
+                "set it to the key, or remove the item"
+            )
+        keys.append(ScopedKey(key=secret, models=frozenset(owners[name] for name in item.models)))
+    return tuple(keys)
+
+
+def record_scope(connection: ASGIConnection[Any, Any, Any, Any], models: frozenset[str] | None) -> None:
+    """Note the models the connection's key may use (None: every model)."""
+    connection.state[_STATE_KEY] = models
+
+
+def request_scope(connection: ASGIConnection[Any, Any, Any, Any]) -> frozenset[str] | None:
+    """The models the connection's key may use; None (every model) when no limited key was used."""
+    scope: frozenset[str] | None = connection.state.get(_STATE_KEY)
+    return scope
+
+
+def visible(connection: ASGIConnection[Any, Any, Any, Any], model: str) -> bool:
+    """Whether the connection's key may see ``model`` (its own name)."""
+    scope = request_scope(connection)
+    return scope is None or model in scope
+
+
+def allowed_model(
+    connection: ASGIConnection[Any, Any, Any, Any], requested: str | None, resolved: str | None, active: str | None
+) -> None:
+    """Refuse a model the connection's key may not use, as the manager refuses a name no model has.
+
+    Args:
+        connection: The request.
+        requested: The name the client sent (None: the active model).
+        resolved: ``requested`` resolved to a model's own name (unknown names come back unchanged).
+        active: The active model, for a request that names none.
+
+    Raises:
+        ModelNotFound: ``resolved`` is not one of the key's models (configured or not: the same answer).
+        NoModelForKey: the request names no model, and the active model is not one of the key's.
+    """
+    scope = request_scope(connection)
+    if scope is None:
+        return
+    if requested is None:
+        if active not in scope:
+            raise NoModelForKey(scope)
+        return
+    if resolved not in scope:
+        raise ModelNotFound(requested, scope)

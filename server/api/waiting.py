@@ -1,0 +1,204 @@
+"""Feedback for a streaming request that waits for its model: SSE comments until it is admitted, then the stream.
+
+A request waits when its model is being switched to or loaded (the auto mode queue, or a manual switch under
+``stop``). Without feedback the client sees nothing until the switch ends, and a proxy with an idle timeout cuts
+the connection. So a streaming request that is not admitted within :data:`WAIT_NOTICE_AFTER_S` gets its headers
+at once and an SSE comment (``: waiting for 'NAME' to load``) every few seconds; SSE clients ignore comments, so
+the first data chunk is what it always is. A request admitted in time (nearly all of them) is answered as before,
+its errors as proper HTTP statuses; a waiting one's errors come as its API's error event, as after a switch.
+
+vLLM's ``--sse-keep-alive-interval`` uses the same comment mechanism: :func:`with_keep_alive` sends
+``: keep-alive`` whenever a stream is idle that long (between tokens, in prefill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+from litestar import Request
+from litestar.di import NamedDependency
+
+from server.api.admission import AdmissionTarget, AdmittedRequest, ServingBundle, admission_target, leased_stream
+from server.api.errors import ApiShape
+from server.api.settings import ApiSettings
+from server.engine import EngineError, EngineManager, Lease
+from server.frontend.results import StreamResult
+
+__all__ = [
+    "KEEP_ALIVE_COMMENT",
+    "SSE_HEADERS",
+    "WAIT_NOTICE_AFTER_S",
+    "Admission",
+    "WaitingRequest",
+    "provide_admission",
+    "with_keep_alive",
+]
+
+#: How long admission may take before a streaming request is answered with headers and waiting comments.
+WAIT_NOTICE_AFTER_S: Final = 0.5
+#: vLLM's keep-alive comment (``vllm.entrypoints.serve.utils.sse_keep_alive``).
+KEEP_ALIVE_COMMENT: Final = ": keep-alive\n\n"
+#: Headers of every SSE response: no caching, and no buffering by nginx (which would hold the comments back).
+SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+#: What a route asks of the bundle its request was admitted to.
+BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
+
+
+@dataclass(eq=False)
+class WaitingRequest:
+    """A streaming request whose admission is still under way.
+
+    Attributes:
+        target: What the request asked for.
+        acquiring: The admission; its result is the request's lease.
+        shown_name: The model named in the waiting comments (as the client named it).
+        interval_s: Seconds between two waiting comments.
+        keep_alive_s: ``--sse-keep-alive-interval`` for the stream once it runs (0: none).
+    """
+
+    target: AdmissionTarget
+    acquiring: asyncio.Future[Lease[ServingBundle]]
+    shown_name: str
+    interval_s: float
+    keep_alive_s: float = 0.0
+
+    def events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
+        """The SSE body: waiting comments until admitted, then the bundle's stream (or the error that ended it)."""
+        return self._events(call, api)
+
+    async def _events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
+        comment = f": waiting for {self.shown_name!r} to load\n\n"
+        admitted: AdmittedRequest | None = None
+        try:
+            while not self.acquiring.done():
+                yield comment
+                await asyncio.wait({self.acquiring}, timeout=self.interval_s)
+            try:
+                lease = self.acquiring.result()
+            except EngineError as exc:
+                for event in _error_events(api, exc):
+                    yield event
+                return
+            admitted = self.target.admitted(lease)
+            try:
+                result = await call(admitted)
+            except EngineError as exc:
+                for event in _error_events(api, exc):
+                    yield event
+                return
+            if not isinstance(result, StreamResult):  # vLLM refused the request: its error body as an event
+                for event in _json_error_events(api, result.status_code, result.payload):
+                    yield event
+                return
+            admitted.handed_over = True
+            stream = leased_stream(admitted, result.chunks, result.aclose, api)
+            async for chunk in with_keep_alive(stream, self.keep_alive_s):
+                yield chunk
+        finally:
+            if admitted is None:
+                self.abandon()
+            elif not admitted.handed_over:
+                admitted.release()
+
+    def abandon(self) -> None:
+        """Leave the queue (the client went away while it waited), or end the lease nobody took."""
+        if not self.acquiring.done():
+            self.acquiring.cancel()
+        elif not self.acquiring.cancelled() and self.acquiring.exception() is None:
+            self.target.manager.release(self.acquiring.result())
+
+
+#: What the admission dependency gives a route: an admitted request, or a streaming one still waiting. Routes
+#: declare it as ``Any``: Litestar hands a dependency's type to msgspec, which refuses a union of two dataclasses.
+Admission = AdmittedRequest | WaitingRequest
+
+
+async def provide_admission(
+    request: Request[Any, Any, Any],
+    manager: NamedDependency[EngineManager[ServingBundle]],
+    api_settings: NamedDependency[ApiSettings],
+) -> AsyncGenerator[Admission, None]:
+    """Admit the request for its ``model`` for as long as its response lives; a stream may start waiting.
+
+    A request that does not stream, or streams and is admitted within :data:`WAIT_NOTICE_AFTER_S`, is admitted
+    here (an admission error is its HTTP status). A stream still waiting then gets a :class:`WaitingRequest`,
+    whose SSE body owns the rest of the admission.
+    """
+    target = await admission_target(request, manager)
+    if target.body.get("stream") is not True:
+        admitted = target.admitted(await manager.acquire(target.name))
+    else:
+        acquiring = asyncio.ensure_future(manager.acquire(target.name))
+        try:
+            await asyncio.wait({acquiring}, timeout=WAIT_NOTICE_AFTER_S)
+        except asyncio.CancelledError:
+            acquiring.cancel()
+            raise
+        if not acquiring.done():
+            waiting = WaitingRequest(
+                target=target,
+                acquiring=acquiring,
+                shown_name=target.requested or manager.active_model or "the model",
+                interval_s=api_settings.wait_notice_interval_s,
+                keep_alive_s=api_settings.sse_keep_alive_interval_s,
+            )
+            # No cleanup here: Litestar runs it before the SSE body starts; the body's generator ends the wait.
+            yield waiting
+            return
+        admitted = target.admitted(acquiring.result())
+    admitted.keep_alive_s = api_settings.sse_keep_alive_interval_s
+    try:
+        yield admitted
+    finally:
+        if not admitted.handed_over:
+            admitted.release()
+
+
+def _error_events(api: ApiShape, error: EngineError) -> list[str]:
+    return [api.error_event(error), *([api.done] if api.done is not None else [])]
+
+
+def _json_error_events(api: ApiShape, status: int, payload: dict[str, Any]) -> list[str]:
+    body = api.translate_error(status, payload) if api.translate_error is not None else payload
+    event = f"data: {msgspec.json.encode(body).decode()}\n\n"
+    return [event, *([api.done] if api.done is not None else [])]
+
+
+async def with_keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:
+    """``chunks``, with :data:`KEEP_ALIVE_COMMENT` whenever none came for ``interval_s`` (0: ``chunks`` as they are).
+
+    As vLLM's ``with_sse_keep_alive``: one retained ``anext`` task, observed with ``asyncio.wait`` so that a
+    timeout never cancels the stream mid-step.
+    """
+    if not 0 < interval_s < float("inf"):
+        async for chunk in chunks:
+            yield chunk
+        return
+    iterator = aiter(chunks)
+    step: asyncio.Future[str] = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            done, _ = await asyncio.wait({step}, timeout=interval_s)
+            if not done:
+                yield KEEP_ALIVE_COMMENT
+                continue
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+            step = asyncio.ensure_future(anext(iterator))
+    finally:
+        step.cancel()
+        with contextlib.suppress(BaseException):
+            await step
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(BaseException):
+                await close()
