@@ -43,6 +43,9 @@ __all__ = [
 WAIT_NOTICE_AFTER_S: Final = 0.5
 #: vLLM's keep-alive comment (``vllm.entrypoints.serve.utils.sse_keep_alive``).
 KEEP_ALIVE_COMMENT: Final = ": keep-alive\n\n"
+#: How long a finished admission waits for its SSE body to start before it gives its lease back: the body starts
+#: milliseconds after the route returns, unless the client left in between (then nothing ever reads it).
+UNCLAIMED_LEASE_S: Final = 5.0
 #: Headers of every SSE response: no caching, and no buffering by nginx (which would hold the comments back).
 SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -67,12 +70,31 @@ class WaitingRequest:
     shown_name: str
     interval_s: float
     keep_alive_s: float = 0.0
+    #: Whether the SSE body has started (it owns the admission from then on) or the admission was given up.
+    claimed: bool = False
+    abandoned: bool = False
+
+    def __post_init__(self) -> None:
+        # A client that leaves after the headers but before Litestar starts the body leaves a body nobody reads,
+        # so its finally never runs: the admission itself then gives back the lease nobody took.
+        self.acquiring.add_done_callback(self._unclaimed_check)
+
+    def _unclaimed_check(self, _: asyncio.Future[Any]) -> None:
+        if not self.claimed:
+            asyncio.get_running_loop().call_later(UNCLAIMED_LEASE_S, self._release_if_unclaimed)
+
+    def _release_if_unclaimed(self) -> None:
+        if not self.claimed:
+            self.abandon()
 
     def events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
         """The SSE body: waiting comments until admitted, then the bundle's stream (or the error that ended it)."""
         return self._events(call, api)
 
     async def _events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
+        if self.abandoned:
+            return  # given up before the body started: its lease went back
+        self.claimed = True
         comment = f": waiting for {self.shown_name!r} to load\n\n"
         admitted: AdmittedRequest | None = None
         try:
@@ -108,6 +130,7 @@ class WaitingRequest:
 
     def abandon(self) -> None:
         """Leave the queue (the client went away while it waited), or end the lease nobody took."""
+        self.abandoned = True
         if not self.acquiring.done():
             self.acquiring.cancel()
         elif not self.acquiring.cancelled() and self.acquiring.exception() is None:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, cast
 
 import httpx
+import pytest
 
+from server.api import waiting
+from server.api.admission import AdmissionTarget
 from server.engine.strategies import StopStrategy
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
@@ -87,3 +91,29 @@ async def test_keep_alive_comments_fill_idle_gaps_of_a_stream(make_client: MakeC
     quiet, _ = await make_client()
     _, plain_blocks = await _read_stream(quiet, {**CHAT, "model": "tools", "max_tokens": 2, "step_s": 0.2})
     assert not any(block.startswith(":") for _, block in plain_blocks)
+
+
+async def test_a_lease_whose_stream_body_never_starts_goes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The client left after the headers, before Litestar started the body: nothing ever reads the body, so the
+    # admission itself must give the lease back, or every later drain would wait for it.
+    monkeypatch.setattr(waiting, "UNCLAIMED_LEASE_S", 0.05)
+    released: list[object] = []
+
+    class Manager:
+        def release(self, lease: object) -> None:
+            released.append(lease)
+
+    acquiring: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    target = AdmissionTarget(manager=cast(Any, Manager()), body={}, requested="plain", name="plain")
+    unread = waiting.WaitingRequest(target=target, acquiring=acquiring, shown_name="plain", interval_s=1.0)
+    read = waiting.WaitingRequest(
+        target=target, acquiring=asyncio.get_running_loop().create_future(), shown_name="plain", interval_s=1.0
+    )
+    body = read.events(cast(Any, None), cast(Any, None))
+    assert await anext(body) == ": waiting for 'plain' to load\n\n"  # this body started: it owns its lease
+    acquiring.set_result(lease := object())
+    read.acquiring.set_result(object())
+    await asyncio.sleep(0.2)
+    assert released == [lease]
+    assert [chunk async for chunk in unread.events(cast(Any, None), cast(Any, None))] == []  # too late: nothing
+    await body.aclose()
