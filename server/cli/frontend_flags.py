@@ -95,7 +95,6 @@ MODEL_FLAGS: Final = {
     "every generate model, as vLLM shares it",
 }
 
-_NOT_YET = "not implemented by Turnout yet"
 #: Flags ``turnout serve`` refuses, with why.
 REFUSED: Final = {
     "lora_modules": "LoRA adapters belong to one model: set lora_modules in its profile",
