@@ -234,6 +234,9 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
     for name, folder in tiny_models.items():
         text = text.replace(f"../.cache/tiny-models/{name}", str(folder))
     text = text.replace("../templates/", f"{ROOT / 'templates'}/")  # the copy lives elsewhere
+    # Ray places the models here (one per replica); a preload would start both engines on both replicas.
+    assert "preload: true" in text
+    text = text.replace("preload: true", "preload: false")
     profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
     profile.write_text(text, encoding="utf-8")
     application = build_application(
