@@ -184,8 +184,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
-    from server.frontend.vllm_adapter import build_renderer, request_body_schemas
-    from server.frontend.vllm_frontend_args import set_fingerprint_mode
+    from server.frontend.vllm_adapter import build_renderer, request_body_schemas, set_fingerprint_mode
 
     if options.no_preload:
         profile = _without_preloads(profile)
@@ -386,7 +385,7 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     that cannot apply to a multi-model server is refused with the reason.
     """
     from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
-    from server.frontend.vllm_frontend_args import load_parser_plugins, parse_frontend_flags
+    from server.frontend.vllm_adapter import load_parser_plugins, parse_frontend_flags
 
     own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
     try:

@@ -175,8 +175,7 @@ def cli_parser_registry(
     """
     if plugins:
         with contextlib.redirect_stdout(sys.stderr):
-            from server.frontend.vllm_adapter import parser_registry
-            from server.frontend.vllm_frontend_args import load_parser_plugins
+            from server.frontend.vllm_adapter import load_parser_plugins, parser_registry
 
             load_parser_plugins(**plugins)
             return parser_registry()

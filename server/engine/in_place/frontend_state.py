@@ -20,7 +20,7 @@ from server.vllm_plugin.protocol import LoadedModel
 __all__ = ["RendererFactory", "refresh_async_llm"]
 
 #: Builds ``AsyncLLM``'s renderer for a ``VllmConfig``, as ``AsyncLLM.__init__`` does. It comes from the frontend
-#: adapter (``server/frontend/vllm_adapter.py``: ``build_renderer``), the one module that imports vLLM's renderers;
+#: adapter (``server/frontend/vllm_adapter/``: ``build_renderer``), the one package that imports vLLM's renderers;
 #: the CLI wires it in, as it wires the bundle builder.
 RendererFactory = Callable[[Any], Any]
 

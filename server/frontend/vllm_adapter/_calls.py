@@ -1,9 +1,8 @@
 """How a call into one of vLLM's serving objects becomes a `JsonResult` or `StreamResult`.
 
-Shared by the two adapter modules (`vllm_adapter`, the serving objects `vllm serve` builds for every model, and
-`vllm_operations`, the rest of vLLM's routes): body validation into vLLM's request models, the mapping of what a
-serving call returns or raises, and the OpenAI error results. Like them, it imports vLLM's frontend; nothing
-else in Turnout does.
+Shared by `_frontend` (the serving objects `vllm serve` builds for every model) and `_operations` (the rest of
+vLLM's routes): body validation into vLLM's request models, the mapping of what a serving call returns or
+raises, and the OpenAI error results.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""The only module in Turnout that imports vLLM's OpenAI frontend: serving classes, protocol models, renderers
-and the tool and reasoning parser registries.
+"""vLLM's serving objects for one model (`VllmFrontend`), and the engine's renderer the in-place swap rebuilds.
 
 It builds vLLM's own serving objects for one model, the way `vllm serve` does in `init_app_state`, but from
 our frozen `FrontendSettings` instead of an `argparse.Namespace`, and drives them with plain dict bodies so
-that nothing above this module sees FastAPI, Starlette or pydantic. Results come back as `JsonResult` or
-`StreamResult`.
-
-Written against vLLM 0.32.0; the version check (``server/profiles/vllm_version.py``) refuses other versions
-before the imports below can fail obscurely.
+that nothing above this package sees FastAPI, Starlette or pydantic. Results come back as `JsonResult` or
+`StreamResult`. Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version).
 """
 
 from __future__ import annotations
 
-# Before any other vLLM import: importing this module is the version check.
-from server.profiles.vllm_version import SUPPORTED_VLLM_VERSIONS, check_vllm_version
-
-check_vllm_version()
-
-# isort: split
-import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,46 +23,25 @@ from vllm.entrypoints.openai.models.protocol import BaseModelPath, LoRAModulePat
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
-from vllm.entrypoints.serve.tokenize.protocol import (
-    DetokenizeRequest,
-    TokenizeChatRequest,
-    TokenizeCompletionRequest,
-)
+from vllm.entrypoints.serve.tokenize.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 from vllm.entrypoints.serve.tokenize.serving import ServingTokenization
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.exceptions import VLLMValidationError
 from vllm.parser.metrics import init_parser_metrics
-from vllm.reasoning import ReasoningParserManager
 from vllm.renderers import renderer_from_config
 from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
-from vllm.tool_parsers import ToolParserManager
 from vllm.utils.counter import AtomicCounter
 
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
-from server.frontend.vllm_calls import (
-    bad_request,
-    call_serving,
-    parse_request,
-    unsupported,
-)
-from server.frontend.vllm_operations import REQUEST_BODIES as OPERATION_REQUEST_BODIES
-from server.frontend.vllm_operations import ServingContext, ServingOperations
-from server.frontend.vllm_tool_server import open_tool_server
+from server.frontend.vllm_adapter._calls import bad_request, call_serving, parse_request, unsupported
+from server.frontend.vllm_adapter._operations import ServingContext, ServingOperations
+from server.frontend.vllm_adapter._parsers import parser_registry
+from server.frontend.vllm_adapter._tool_server import open_tool_server
 
-__all__ = [
-    "SUPPORTED_VLLM_VERSIONS",
-    "ParserRegistry",
-    "VllmFrontend",
-    "build_renderer",
-    "check_vllm_version",
-    "parser_registry",
-    "request_body_schemas",
-]
-
-_log = logging.getLogger(__name__)
+__all__ = ["VllmFrontend", "build_renderer"]
 
 #: The LoRA ids of every bundle in this process. vLLM numbers adapters per `OpenAIServingModels` from 1, and an
 #: engine's worker takes an id it already holds for the same adapter: a bundle rebuilt over a running engine (a
@@ -84,17 +52,6 @@ _LORA_IDS = AtomicCounter(0)
 _EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
 
 
-#: The request model of each documented request body, named as its OpenAPI component.
-_REQUEST_BODIES: dict[str, Any] = {
-    "ChatCompletionRequest": ChatCompletionRequest,
-    "CompletionRequest": CompletionRequest,
-    "EmbeddingRequest": EmbeddingRequest,
-    "TokenizeRequest": TokenizeCompletionRequest | TokenizeChatRequest,
-    "DetokenizeRequest": DetokenizeRequest,
-    **OPERATION_REQUEST_BODIES,
-}
-
-
 def build_renderer(vllm_config: Any) -> Any:
     """``AsyncLLM``'s renderer for ``vllm_config``, built as ``AsyncLLM.__init__`` builds it.
 
@@ -102,43 +59,6 @@ def build_renderer(vllm_config: Any) -> Any:
     core loaded another model; the CLI hands it this function, so vLLM's renderers stay imported here only.
     """
     return renderer_from_config(vllm_config)
-
-
-def request_body_schemas(ref_prefix: str = "#/components/schemas/") -> dict[str, dict[str, Any]]:
-    """vLLM's request models as JSON Schema, for the OpenAPI document (as `vllm serve` documents them).
-
-    Returns:
-        Component name to schema: one per entry of `_REQUEST_BODIES` (`ChatCompletionRequest`, ...), plus the
-        definitions they refer to as `{ref_prefix}{name}`.
-    """
-    adapters = [(name, "validation", pydantic.TypeAdapter(model)) for name, model in _REQUEST_BODIES.items()]
-    tops, definitions = pydantic.TypeAdapter.json_schemas(adapters, ref_template=ref_prefix + "{model}")  # type: ignore[arg-type]
-    schemas: dict[str, dict[str, Any]] = dict(definitions.get("$defs", {}))
-    for (name, _), schema in tops.items():
-        if schema.get("$ref") != f"{ref_prefix}{name}":  # unions come back inline, models as a reference
-            schemas[name] = dict(schema)
-    # OpenAI requires a prompt; vLLM's model leaves it optional only for prompt_embeds, which this server does
-    # not enable (vLLM answers 400 when both are missing).
-    completion = schemas["CompletionRequest"]
-    completion["required"] = sorted({*completion.get("required", []), "prompt"})
-    return schemas
-
-
-class ParserRegistry:
-    """The tool and reasoning parser names registered in the installed vLLM, read afresh on each call."""
-
-    def tool_parsers(self) -> Collection[str]:
-        """Names accepted as `tool_call_parser`."""
-        return frozenset(ToolParserManager.list_registered())
-
-    def reasoning_parsers(self) -> Collection[str]:
-        """Names accepted as `reasoning_parser`."""
-        return frozenset(ReasoningParserManager.list_registered())
-
-
-def parser_registry() -> ParserRegistry:
-    """The parser names vLLM knows (for `turnout validate`; import this module lazily, it pulls in vLLM)."""
-    return ParserRegistry()
 
 
 class VllmFrontend:

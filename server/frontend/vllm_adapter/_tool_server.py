@@ -4,7 +4,7 @@
 object; the Responses API then offers its tools (MCP servers' tools, or the ``demo`` browser and Python tools) to
 harmony models (gpt-oss) and runs them. Turnout does the same for every generate model's bundle: the first bundle
 built with a spec opens it, later bundles (other models, reloads, switches back) get the same object, since a tool
-server belongs to the process, not to one engine. One of the adapter modules: it imports vLLM's frontend.
+server belongs to the process, not to one engine.
 """
 
 from __future__ import annotations

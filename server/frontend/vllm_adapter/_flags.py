@@ -2,8 +2,7 @@
 
 Like the engine flags (``server/engine/vllm_flags.py``), each flag keeps vLLM's spelling, types and choices, and
 only the flags actually given come back. What Turnout does with each is ``server/cli/frontend_flags.py``'s table.
-Also here: loading custom tool and reasoning parser plugin files into vLLM's registries. One of the adapter
-modules: it imports vLLM's frontend.
+The parser plugin flags' files are loaded by ``_parsers``.
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ from typing import Any
 from vllm.entrypoints.launchers.cli_args import FrontendArgs
 from vllm.entrypoints.serve.utils.fingerprint import FingerprintMode, set_default_fingerprint_mode
 from vllm.utils.argparse_utils import FlexibleArgumentParser
-from vllm.utils.import_utils import import_plugin
 
-__all__ = ["frontend_flag_names", "load_parser_plugins", "parse_frontend_flags", "set_fingerprint_mode"]
+__all__ = ["frontend_flag_names", "parse_frontend_flags", "set_fingerprint_mode"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,22 +51,6 @@ def parse_frontend_flags(tokens: Sequence[str]) -> tuple[dict[str, Any], list[st
         raise ValueError(f"invalid vLLM frontend flag: {exc}") from None
     given = {key: value for key, value in vars(namespace).items() if value != defaults.get(key)}
     return given, rest
-
-
-def load_parser_plugins(*, tool_parser_plugin: str | None = None, reasoning_parser_plugin: str | None = None) -> None:
-    """Import custom parser files so that their parsers register with vLLM (as `vllm serve` does at start).
-
-    A plugin is a module name or a Python file; its ``@ToolParserManager.register_module(...)`` (or the
-    reasoning manager's) decorators register its parsers as it is imported. This is what
-    ``ToolParserManager.import_tool_parser`` does, except that a plugin which fails to import is an error here
-    (vLLM only logs it, and the server would then refuse the profile for a parser name it never saw).
-
-    Raises:
-        ValueError: A plugin that cannot be imported.
-    """
-    for path in (tool_parser_plugin, reasoning_parser_plugin):
-        if path and import_plugin(path) is None:
-            raise ValueError(f"parser plugin {path!r} cannot be loaded (see the log above)")
 
 
 def set_fingerprint_mode(mode: FingerprintMode, value: str | None = None) -> None:

@@ -7,7 +7,7 @@ tool parser and reasoning parser apply to the Responses and Messages APIs exactl
 (`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
 request model, the same JSON dump, the same SSE framing.
 
-Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check).
+Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from vllm.tasks import POOLING_TASKS, SupportedTask
 from server.frontend.operations import Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
-from server.frontend.vllm_calls import Dump, bad_request, call_serving, parse_request, unsupported
+from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
 
 __all__ = ["REQUEST_BODIES", "ServingContext", "ServingOperations"]
 
