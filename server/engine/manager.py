@@ -1,9 +1,11 @@
 """The engine manager: the face the API sees. It admits requests, runs switches and applies reloads.
 
 The state it acts on has one owner, the :class:`Device` (slots, leases in flight, the switch under way). Around
-it: the switch itself (``switch.py``), admission in both modes (``admission.py`` over the pure ``scheduler.py``),
-the switch history (``switch_history.py``), the observers (``observer.py``) and a reload's checks
-(``reload.py``).
+it, one role each: the switch's steps (``switch.py``) and its task and ending (``switch_tasks.py``), admission in
+both modes (``admission.py`` over the pure ``scheduler.py``), the residency entry points (``residency.py``),
+engine deaths (``engine_death.py``) and their healing (``healing.py``), a reload's swap-in (``models_reload.py``),
+the status snapshot (``manager_status.py``), the switch history (``switch_history.py``) and the observers
+(``observer.py``). This module wires them and keeps the public API; the switch's join-or-refuse rule is here.
 
 Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
     * A request is served only by the model and bundle it was admitted to (its :class:`Lease` pins them).
@@ -16,43 +18,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import suppress
 from typing import Any, Generic, TypeVar
 
 from server.engine.admission import Admission
-from server.engine.device import SUPERVISED, Device, SwitchUnderWay, describe_error
-from server.engine.engine_death import end_leases
-from server.engine.errors import (
-    EngineDied,
-    EngineError,
-    ManagerClosed,
-    ModelNotFound,
-    ReloadFailed,
-    ReloadRefused,
-    SwitchConflict,
-    SwitchFailed,
-)
+from server.engine.device import Device
+from server.engine.engine_death import EngineDeaths, end_leases
+from server.engine.errors import EngineError, ManagerClosed, ModelNotFound, SwitchConflict
 from server.engine.healing import Healer
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
+from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
+from server.engine.models_reload import ModelsReload
 from server.engine.observer import ManagerObserver, Observers
-from server.engine.report import (
-    ManagerSnapshot,
-    ModelsReplaced,
-    ResidencyReport,
-    SlotSnapshot,
-    SwitchAttempt,
-    SwitchReport,
-)
+from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyReport, SwitchReport
 from server.engine.residency import Residency
 from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
-from server.engine.supervision import engine_is_dead, engine_pids
-from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
+from server.engine.switch_tasks import SwitchTasks
 from server.profiles.schema import ModelProfile, Switching
 
 __all__ = ["BundleBuilder", "EngineManager"]
@@ -100,8 +86,6 @@ class EngineManager(Generic[B]):
         self._strategy = strategy
         self._build_bundle = build_bundle
         self._admission_timeout = ADMISSION_TIMEOUT_S if admission_timeout is None else admission_timeout
-        self._abort_grace = abort_grace
-        self._memory_probe = memory_probe
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
         self._healer = Healer(
@@ -124,6 +108,21 @@ class EngineManager(Generic[B]):
             self._published_for,
             abort_grace=abort_grace,
             hold_timeout=self._switching.drain_timeout + 60.0,
+        )
+        self._switches: SwitchTasks[B] = SwitchTasks(
+            self._device,
+            strategy,
+            self._published_for,
+            self._history,
+            self._observers,
+            self._healer,
+            self._admission,
+            memory_probe=memory_probe,
+            abort_grace=abort_grace,
+        )
+        self._deaths: EngineDeaths[B] = EngineDeaths(self._device, self._observers, self._admission, self._healer)
+        self._reload: ModelsReload[B] = ModelsReload(
+            self._device, self._admission, self._residency, self._switching, build_bundle
         )
 
     # -- read-only views ------------------------------------------------------------------------------------
@@ -170,39 +169,14 @@ class EngineManager(Generic[B]):
 
     def snapshot(self) -> ManagerSnapshot:
         """The manager's state for the status route."""
-        device, auto, now = self._device, self._switching.mode == "auto", time.monotonic()
-        return ManagerSnapshot(
-            active_model=device.active_model,
-            switching_to=self.switching_to,
-            mode=self._switching.mode,
+        return manager_snapshot(
+            device=self._device,
+            switching=self._switching,
             strategy=self._strategy.name,
-            in_flight=sum(device.in_flight(name) for name in device.models),
-            slots=[
-                SlotSnapshot(
-                    name=slot.name,
-                    model=slot.profile.model,
-                    state=slot.state.value,
-                    reason=slot.reason,
-                    in_flight=device.in_flight(slot.name),
-                    max_model_len=getattr(slot.published.bundle, "max_model_len", None) if slot.published else None,
-                    queued=self._admission.scheduler.queue_depth(slot.name),
-                    retry_in_s=self._admission.retry_in(slot.name) if auto else None,
-                    pinned=slot.profile.pinned,
-                    unloads_in_s=self._residency.unloads_in(slot.name, now),
-                    restart=self._healer.plan(
-                        slot.name,
-                        dead=slot.name in device.dead,
-                        restarting=self.switching_to == slot.name,
-                        retry_in_s=self._admission.retry_in(slot.name) if auto else None,
-                    ),
-                    pids=engine_pids(slot.engine) if slot.engine is not None else [],
-                )
-                for slot in device
-            ],
-            last_switch=self._history.last_report,
-            last_attempt=self._history.last_attempt,
-            recent_switches=self._history.recent,
-            memory=device.memory_plan,
+            admission=self._admission,
+            residency=self._residency,
+            healer=self._healer,
+            history=self._history,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -322,67 +296,12 @@ class EngineManager(Generic[B]):
             await device.wait_change(self._admission_timeout)  # a reload holds the device: it is brief
         timeout = self._switching.drain_timeout if drain_timeout is None else drain_timeout
         self._admission.switch_forced(target)
-        return await asyncio.shield(self._begin_switch(target, timeout, trigger).task)
+        return await asyncio.shield(self._switches.begin(target, timeout, trigger).task)
 
     def _start_auto_switch(self, source: str | None, target: str) -> None:
         """The scheduler's decision: ``source`` (published now) gives the device to ``target``."""
         assert source == self.active_model, (source, self.active_model)
-        self._begin_switch(target, self._switching.drain_timeout, "auto")
-
-    def _begin_switch(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
-        run = SwitchRun(
-            device=self._device,
-            strategy=self._strategy,
-            previous=self._device.published,
-            target=target,
-            publish=self._published_for,
-            memory_probe=self._memory_probe,
-            abort_grace=self._abort_grace,
-        )
-        task = asyncio.get_running_loop().create_task(self._run_switch(run, drain_timeout, trigger))
-        task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
-        return self._device.open_switch(target, task)
-
-    async def _run_switch(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
-        started_at, started = time.time(), time.perf_counter()
-        restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
-        if restart:
-            self._healer.restart_began(run.target)
-        error: str | None = "cancelled (the server is shutting down)"
-        published = run.previous
-        try:
-            outcome = await run.execute(drain_timeout)
-            published = outcome.published
-            if outcome.report is not None:
-                self._history.last_report = outcome.report
-            error = _failure_reason(outcome.error)
-            await self._device.unload_stale_parked()  # while the switch still holds the device
-            if outcome.error is not None:
-                raise outcome.error
-            assert outcome.report is not None
-            return outcome.report
-        finally:
-            if self._device.closed:
-                published = None
-            ended = self._device.close_switch(published)
-            self._history.record(
-                SwitchAttempt(
-                    source=ended.source,
-                    target=ended.target,
-                    trigger=trigger,
-                    strategy=self._strategy.name,
-                    outcome="ok" if error is None else "failed",
-                    error=error,
-                    restored=self.active_model if error is not None else None,
-                    started_at=round(started_at, 3),
-                    duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
-                )
-            )
-            if restart:
-                self._observers.engine_restarted(ended.target, ok=error is None)
-            if not self._device.closed:
-                # May start the next switch at once (the scheduler decides), so it comes after the switch closed.
-                self._admission.switch_ended(ended, ok=error is None)
+        self._switches.begin(target, self._switching.drain_timeout, "auto")
 
     async def _published_for(self, name: str) -> Published[B]:
         """The slot's snapshot for its engine, building the bundle only when the engine has none yet."""
@@ -421,30 +340,12 @@ class EngineManager(Generic[B]):
         brings it back for its waiters or its next request (with its own backoff). Other resident engines are
         untouched. A slot that a switch is moving is the switch's to fail.
         """
-        device = self._device
-        name = device.holder_of(engine)
-        if name is None or device.closed or device.slots[name].state not in SUPERVISED:
-            logger.warning("engine died (%s), but no serving or parked slot holds it: left to its owner", cause)
-            return
-        was_active = device.active_model == name
-        leases = device.leases(name)
-        freed = device.engine_died(name, cause)
-        self._observers.engine_died(name, cause)
-        await end_leases(leases, EngineDied(name, cause), name)
-        await device.free_engine(name, freed)
-        self._admission.device_changed()  # auto mode: the device is free for the next waiter's model
-        self._healer.died(name, was_active=was_active)  # manual mode restarts it (server/engine/healing.py)
+        await self._deaths.died(engine, cause)
 
     def failure_of(self, lease: Lease[B]) -> EngineError | None:
         """Why ``lease``'s request failed, when the manager knows: the error that ended it, or :class:`EngineDied`
         when its engine is dead (vLLM fails the requests a moment before the engine's watch reports)."""
-        if lease.aborted_by is not None:
-            return lease.aborted_by
-        slot = self._device.slots.get(lease.model)
-        engine = slot.engine if slot is not None else None
-        if engine is not None and engine_is_dead(engine):
-            return EngineDied(lease.model, "engine died (its watch has not reported the cause yet)")
-        return None
+        return self._deaths.failure_of(lease)
 
     # -- reload -------------------------------------------------------------------------------------------------
 
@@ -457,67 +358,16 @@ class EngineManager(Generic[B]):
         memory_plan: MemoryPlan | None = None,
         wait_timeout: float | None = None,
     ) -> ModelsReplaced:
-        """Replace the configured models live (``turnout reload``), as one operation of the device.
-
-        The reload waits (within ``wait_timeout``, default the drain timeout plus a minute) for a switch under way
-        to end and holds the device meanwhile, so none starts; it then builds the active model's new bundle over
-        its running engine when its frontend changed. Only when that worked is everything swapped in without an
-        await in between: the profiles, the slots of added and removed models, the active model's new published
-        snapshot, the memory plan and the strategy's view of the models. Requests in flight keep the snapshot
-        they were admitted to, so they finish on the old bundle. Then the parked engines of removed models, and
-        of models whose engine settings changed, are released. The active model's engine settings apply at its
-        next load: a switch that parks it unloads it, whatever the strategy.
-
-        Args:
-            models: The new models, in profile order; must include the active model.
-            new_frontend: Models whose frontend settings changed (their bundle is rebuilt).
-            new_engine: Models whose engine settings changed.
-            memory_plan: The new models' KV-cache budget (None: keep the current one).
-            wait_timeout: Most seconds to wait for a switch under way.
+        """Replace the configured models live (``turnout reload``), as one operation of the device: the active
+        model's new bundle is built first, then everything is swapped in at once, or nothing changes.
 
         Raises:
-            ReloadRefused: No switch-free moment came in time, or ``models`` lacks the active model.
-            ReloadFailed: The active model's new bundle could not be built; nothing changed.
-            ManagerClosed: The server is closing.
+            ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`ModelsReload.replace`.
         """
-        device = self._device
-        timeout = self._switching.drain_timeout + 60.0 if wait_timeout is None else wait_timeout
-        async with device.held_for_reload(timeout):
-            active = device.active_model
-            if active is not None and active not in models:
-                raise ReloadRefused(f"The profile removes the active model '{active}'; switch to another model first.")
-            bundle = None
-            if active is not None and active in new_frontend:
-                try:
-                    bundle = await self._build_bundle(active, models[active], device.slots[active].engine)
-                except Exception as exc:
-                    raise ReloadFailed(active, describe_error(exc)) from exc
-            released = device.replace_models(
-                models,
-                new_frontend=new_frontend,
-                new_engine=new_engine,
-                active_bundle=bundle,
-                memory_plan=memory_plan if memory_plan is not None else device.memory_plan,
-            )
-            self._admission.set_models(device.models)
-            for name, engine in released:
-                await device.free_engine(name, engine)
-        self._admission.device_changed()
-        self._residency.models_changed()
-        return ModelsReplaced(
-            republished=bundle is not None,
-            unloaded=[name for name, _ in released],
-            engine_pending=device.stale,
+        return await self._reload.replace(
+            models,
+            new_frontend=new_frontend,
+            new_engine=new_engine,
+            memory_plan=memory_plan,
+            wait_timeout=wait_timeout,
         )
-
-
-def _failure_reason(error: Exception | None) -> str | None:
-    """The reason a switch failed, for the admin status and the log (never for other clients)."""
-    if error is None:
-        return None
-    return error.reason if isinstance(error, SwitchFailed) else str(error)
-
-
-def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.debug("switch task ended with %r", task.exception())

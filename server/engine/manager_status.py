@@ -1,0 +1,67 @@
+"""The manager's state as the status route shows it: one :class:`ManagerSnapshot` built from the device, the
+admission, the residency, the healing and the switch history (``EngineManager.snapshot``). It only reads."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from server.engine.admission import Admission
+from server.engine.device import Device
+from server.engine.healing import Healer
+from server.engine.report import ManagerSnapshot, SlotSnapshot
+from server.engine.residency import Residency
+from server.engine.supervision import engine_pids
+from server.engine.switch_history import SwitchHistory
+from server.profiles.schema import Switching
+
+__all__ = ["manager_snapshot"]
+
+
+def manager_snapshot(
+    *,
+    device: Device[Any],
+    switching: Switching,
+    strategy: str,
+    admission: Admission[Any],
+    residency: Residency[Any],
+    healer: Healer,
+    history: SwitchHistory,
+) -> ManagerSnapshot:
+    """The manager's state for the status route (``strategy``: the strategy's name)."""
+    auto, now = switching.mode == "auto", time.monotonic()
+    switch = device.switch
+    switching_to = switch.target if switch is not None else None
+    return ManagerSnapshot(
+        active_model=device.active_model,
+        switching_to=switching_to,
+        mode=switching.mode,
+        strategy=strategy,
+        in_flight=sum(device.in_flight(name) for name in device.models),
+        slots=[
+            SlotSnapshot(
+                name=slot.name,
+                model=slot.profile.model,
+                state=slot.state.value,
+                reason=slot.reason,
+                in_flight=device.in_flight(slot.name),
+                max_model_len=getattr(slot.published.bundle, "max_model_len", None) if slot.published else None,
+                queued=admission.scheduler.queue_depth(slot.name),
+                retry_in_s=admission.retry_in(slot.name) if auto else None,
+                pinned=slot.profile.pinned,
+                unloads_in_s=residency.unloads_in(slot.name, now),
+                restart=healer.plan(
+                    slot.name,
+                    dead=slot.name in device.dead,
+                    restarting=switching_to == slot.name,
+                    retry_in_s=admission.retry_in(slot.name) if auto else None,
+                ),
+                pids=engine_pids(slot.engine) if slot.engine is not None else [],
+            )
+            for slot in device
+        ],
+        last_switch=history.last_report,
+        last_attempt=history.last_attempt,
+        recent_switches=history.recent,
+        memory=device.memory_plan,
+    )

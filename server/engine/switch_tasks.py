@@ -1,0 +1,145 @@
+"""A switch as the manager runs it: a task that the device records as the switch under way, and what happens when
+it ends, however it ends: its outcome published on the device, its attempt in the switch history, the healing and
+the observers told of a restart, and the admission told that the device is free (it may start the next switch).
+
+The steps of one switch (drain, park, bring up, roll back) are ``switch.py``'s :class:`SwitchRun`; when a switch
+starts, and whether a request joins it, is the manager's and the admission's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from server.engine.admission import Admission
+from server.engine.device import Device, SwitchUnderWay
+from server.engine.errors import SwitchFailed
+from server.engine.healing import Healer
+from server.engine.lease import Published
+from server.engine.observer import Observers
+from server.engine.report import SwitchAttempt, SwitchReport
+from server.engine.strategies.base import SwitchStrategy
+from server.engine.switch import SwitchRun
+from server.engine.switch_history import SwitchHistory
+
+__all__ = ["SwitchTasks"]
+
+logger = logging.getLogger("turnout.engine")
+
+B = TypeVar("B")
+
+
+class SwitchTasks(Generic[B]):
+    """Starts one manager's switches and closes each when it ends.
+
+    Args:
+        device: Records the switch under way and publishes its outcome.
+        strategy: What happens to the model being left.
+        publish: The slot's published snapshot for its engine (builds the bundle when it has none).
+        history: Keeps each attempt and the last report.
+        observers: Told of a restart's outcome.
+        healer: Told when a restart begins.
+        admission: Told when a switch ended.
+        memory_probe: Reads memory in MB for the switch report.
+        abort_grace: Seconds aborted requests get to leave before the old model is parked.
+    """
+
+    def __init__(
+        self,
+        device: Device[B],
+        strategy: SwitchStrategy,
+        publish: Callable[[str], Awaitable[Published[B]]],
+        history: SwitchHistory,
+        observers: Observers,
+        healer: Healer,
+        admission: Admission[B],
+        *,
+        memory_probe: Callable[[], float],
+        abort_grace: float,
+    ) -> None:
+        self._device = device
+        self._strategy = strategy
+        self._publish = publish
+        self._history = history
+        self._observers = observers
+        self._healer = healer
+        self._admission = admission
+        self._memory_probe = memory_probe
+        self._abort_grace = abort_grace
+
+    def begin(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
+        """Start the switch to ``target`` as a task, recorded on the device as the switch under way.
+
+        Args:
+            target: The model to activate.
+            drain_timeout: Seconds the model being left gets to finish its requests.
+            trigger: Why it runs (``admin``, ``auto``, ``restart``, ``startup``), for the history.
+        """
+        run = SwitchRun(
+            device=self._device,
+            strategy=self._strategy,
+            previous=self._device.published,
+            target=target,
+            publish=self._publish,
+            memory_probe=self._memory_probe,
+            abort_grace=self._abort_grace,
+        )
+        task = asyncio.get_running_loop().create_task(self._run(run, drain_timeout, trigger))
+        task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
+        return self._device.open_switch(target, task)
+
+    async def _run(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
+        started_at, started = time.time(), time.perf_counter()
+        restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
+        if restart:
+            self._healer.restart_began(run.target)
+        error: str | None = "cancelled (the server is shutting down)"
+        published = run.previous
+        try:
+            outcome = await run.execute(drain_timeout)
+            published = outcome.published
+            if outcome.report is not None:
+                self._history.last_report = outcome.report
+            error = _failure_reason(outcome.error)
+            await self._device.unload_stale_parked()  # while the switch still holds the device
+            if outcome.error is not None:
+                raise outcome.error
+            assert outcome.report is not None
+            return outcome.report
+        finally:
+            if self._device.closed:
+                published = None
+            ended = self._device.close_switch(published)
+            self._history.record(
+                SwitchAttempt(
+                    source=ended.source,
+                    target=ended.target,
+                    trigger=trigger,
+                    strategy=self._strategy.name,
+                    outcome="ok" if error is None else "failed",
+                    error=error,
+                    restored=self._device.active_model if error is not None else None,
+                    started_at=round(started_at, 3),
+                    duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
+                )
+            )
+            if restart:
+                self._observers.engine_restarted(ended.target, ok=error is None)
+            if not self._device.closed:
+                # May start the next switch at once (the scheduler decides), so it comes after the switch closed.
+                self._admission.switch_ended(ended, ok=error is None)
+
+
+def _failure_reason(error: Exception | None) -> str | None:
+    """The reason a switch failed, for the admin status and the log (never for other clients)."""
+    if error is None:
+        return None
+    return error.reason if isinstance(error, SwitchFailed) else str(error)
+
+
+def _retrieve_exception(task: asyncio.Task[SwitchReport]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("switch task ended with %r", task.exception())
