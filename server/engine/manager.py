@@ -379,6 +379,7 @@ class EngineManager(Generic[B]):
                 )
             )
             if restart:
+                self._healer.restart_ended(ended.target, ok=error is None)
                 self._observers.engine_restarted(ended.target, ok=error is None)
             if not self._device.closed:
                 # May start the next switch at once (the scheduler decides), so it comes after the switch closed.
