@@ -2,7 +2,10 @@
 
 Manual mode restarts the model that was active at once, then with the failure backoff
 (``failure_backoff_s x 2^(n-1)``, capped: :meth:`SchedulerPolicy.backoff_s`), at most ``switching.max_restarts``
-times; then it stays failed until an admin switch or a reload asks again. Auto mode leaves it to the scheduler:
+times; then it stays failed until an admin switch or a reload asks again. An engine that dies again within
+:data:`STABLE_AFTER_S` of a restart that brought it back did not really come back (a crash loop: a bad request
+replayed, a leak that kills it at once): its count goes on, with the backoff, instead of starting again, so such a
+model also stops after ``max_restarts``. Auto mode leaves it to the scheduler:
 the model comes back for its waiters or its next request, after the scheduler's own backoff when a restart
 failed. Either way :meth:`Healer.plan` says what comes next, computed here, where the backoff lives, so that
 ``/v1/models``, ``/admin/status``, ``turnout status`` and the status page show one plan.
@@ -20,12 +23,15 @@ from server.engine.report import RestartPlan
 from server.engine.scheduling_types import SchedulerPolicy
 from server.profiles.schema import Switching
 
-__all__ = ["GIVEN_UP", "Healer"]
+__all__ = ["GIVEN_UP", "STABLE_AFTER_S", "Healer"]
 
 logger = logging.getLogger("turnout.engine")
 
 #: The plan's note once no restart will come by itself.
 GIVEN_UP = "stays failed until a switch or reload"
+#: How long a restarted engine must live for its restart count to start again at its next death. A minute is
+#: well past any crash caused by the start itself, and well short of a real server's time between faults.
+STABLE_AFTER_S = 60.0
 
 
 class Healer:
@@ -54,18 +60,29 @@ class Healer:
         self._taken_over = taken_over
         self._clock = clock
         self._restarts: dict[str, int] = {}
+        self._back_at: dict[str, float] = {}  # when a restart last brought the model back
         self._task: asyncio.Task[None] | None = None
         self._healing: str | None = None
         self._next_at: float | None = None
 
     def died(self, name: str, *, was_active: bool) -> None:
-        """``name``'s engine died: its restart count starts again, and in manual mode, when it was the active
-        model, its restarts begin."""
-        self._restarts[name] = 0
+        """``name``'s engine died: its restart count starts again (unless a restart brought it back less than
+        :data:`STABLE_AFTER_S` ago), and in manual mode, when it was the active model, its restarts begin."""
+        back_at = self._back_at.pop(name, None)
+        if back_at is None or self._clock() - back_at >= STABLE_AFTER_S:
+            self._restarts[name] = 0
+        else:
+            logger.warning(
+                "%s's engine died %.0f s after a restart brought it back: its restart count stays at %d of %d",
+                name,
+                self._clock() - back_at,
+                self._restarts.get(name, 0),
+                self._max,
+            )
         if not was_active or self._mode != "manual" or self._task is not None:
             return
-        if self._max == 0:
-            logger.error("%s's engine died and max_restarts is 0; it %s", name, GIVEN_UP)
+        if self._restarts.get(name, 0) >= self._max:
+            logger.error("%s's engine died after %d restarts (max_restarts); it %s", name, self._max, GIVEN_UP)
             return
         self._healing, self._next_at = name, None
         self._task = asyncio.get_running_loop().create_task(self._heal(name), name=f"heal {name}")
@@ -74,6 +91,11 @@ class Healer:
     def restart_began(self, name: str) -> None:
         """A switch to the dead ``name`` began (its own restart, the scheduler's or an admin's): one more try."""
         self._restarts[name] = self._restarts.get(name, 0) + 1
+
+    def restart_ended(self, name: str, *, ok: bool) -> None:
+        """A switch that restarted ``name`` ended; when ``ok``, the model serves again from now."""
+        if ok:
+            self._back_at[name] = self._clock()
 
     def cancel(self) -> None:
         """Stop restarting (shutdown)."""
@@ -113,7 +135,8 @@ class Healer:
         return RestartPlan(restarts=tried, max_restarts=self._max, note=GIVEN_UP, given_up=True)
 
     async def _heal(self, name: str) -> None:
-        for attempt in range(self._max):
+        # A crash loop's count goes on (see died): its next restart waits for the backoff its count has reached.
+        for attempt in range(self._restarts.get(name, 0), self._max):
             if attempt:
                 delay = self._backoff(attempt)
                 logger.warning("restarting %s in %.0f s (attempt %d of %d)", name, delay, attempt + 1, self._max)

@@ -41,7 +41,7 @@ class SwitchTasks(Generic[B]):
         publish: The slot's published snapshot for its engine (builds the bundle when it has none).
         history: Keeps each attempt and the last report.
         observers: Told of a restart's outcome.
-        healer: Told when a restart begins.
+        healer: Told when a restart begins and how it ended.
         admission: Told when a switch ended.
         memory_probe: Reads memory in MB for the switch report.
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
@@ -127,6 +127,7 @@ class SwitchTasks(Generic[B]):
                 )
             )
             if restart:
+                self._healer.restart_ended(ended.target, ok=error is None)
                 self._observers.engine_restarted(ended.target, ok=error is None)
             if not self._device.closed:
                 # May start the next switch at once (the scheduler decides), so it comes after the switch closed.

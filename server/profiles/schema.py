@@ -216,7 +216,8 @@ class Switching(Base, frozen=True, kw_only=True):
             take. On expiry the engine's processes are killed and the load fails; the switch then rolls back
             as any failed switch does.
         max_restarts: Manual mode: how often the active model is restarted after its engine died, at once and
-            then after the failure backoff, before it stays ``failed`` until an admin switch or reload. Auto
+            then after the failure backoff, before it stays ``failed`` until an admin switch or reload (a death
+            within a minute of a restart that brought it back counts on: a crash loop stops too). Auto
             mode brings a dead model back when it is next wanted, with the failure backoff.
     """
 

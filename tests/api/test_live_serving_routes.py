@@ -8,6 +8,9 @@ resident: after the first visit a switch is a pointer swap, and a stored respons
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,29 +205,68 @@ def test_a_switch_while_responses_and_messages_streams_run(
         assert result.body["error"]["type"] == "overloaded_error" and "switched from 'tools'" in str(result.body)
 
 
-@pytest.mark.xfail(
-    reason="known bug, #16: while a background response generates, the server may answer the next request (here "
-    "the switch) only after the response has finished (measured: a GET 5.5 s late, in 2 of 3 tries), so the switch "
-    "finds nothing to drain. The drain itself is tested with fakes (test_background_responses_fake.py).",
-    strict=False,
-)
+def _pipelined(url: str, requests: list[tuple[str, dict[str, Any], dict[str, str]]]) -> list[tuple[int, Any]]:
+    """POST ``requests`` (path, JSON body, headers) on one HTTP/1.1 connection in one write; their answers in order.
+
+    The server reads the next request as soon as it has answered the one before (uvicorn pipelines them), with no
+    round trip through the client in between.
+    """
+    host, port = url.removeprefix("http://").split(":")
+    wire = b""
+    for path, body, headers in requests:
+        payload = json.dumps(body).encode()
+        head = {"Host": host, "Content-Type": "application/json", "Content-Length": str(len(payload)), **headers}
+        wire += f"POST {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode()
+        wire += b"\r\n" + payload
+    answers = []
+    # One buffer for every answer: a read-ahead must not lose the next one.
+    with socket.create_connection((host, int(port)), timeout=300) as sock, sock.makefile("rb") as reader:
+        sock.sendall(wire)
+
+        class _Shared:
+            """The shared buffer, which an answer read to its end must not close."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(reader, name)
+
+            def close(self) -> None:
+                pass
+
+        class _Sock:
+            def makefile(self, *_: Any) -> Any:
+                return _Shared()
+
+        for _ in requests:
+            answer = http.client.HTTPResponse(_Sock())  # type: ignore[arg-type]
+            answer.begin()
+            answers.append((answer.status, json.loads(answer.read())))
+    return answers
+
+
 def test_a_switch_ends_a_background_response_as_failed_and_retrieve_says_why(
     server: LiveServer, client: openai.OpenAI
 ) -> None:
     _activate(server, "tools")
+    # The switch goes in the same write as the create, so the server reads it the moment it has answered the
+    # create, while the response generates. Sent by the test after the create's answer, it could come too late:
+    # on a busy 2-core machine the engine's processes keep the cores while the tiny model generates (about 4 s
+    # for these 900 tokens), and the client's next request reached the server 1.5-3.6 s after the create's
+    # answer, or only once the response had finished, while the server answered each request in milliseconds
+    # (measured with curl; vLLM's own server shows the same client-side delays).
     # ignore_eos keeps it generating until the switch drains it out.
-    created = client.responses.create(
-        model="tools",
-        input="Hello!",
-        max_output_tokens=900,
-        background=True,
-        store=True,
-        extra_body={"ignore_eos": True},
+    create = {"model": "tools", "input": "Hello!", "max_output_tokens": 900, "background": True, "store": True}
+    switch = {"model": "plain", "drain_timeout": 0.2}
+    (create_status, created), (switch_status, switched) = _pipelined(
+        server.url,
+        [
+            ("/v1/responses", {**create, "ignore_eos": True}, {"Authorization": f"Bearer {KEY}"}),
+            ("/v1/models/switch", switch, {"Authorization": f"Bearer {TOKEN}"}),
+        ],
     )
-    assert created.status in ("queued", "in_progress")
-    _activate(server, "plain", drain_timeout=0.2)
+    assert create_status == 200 and created["status"] in ("queued", "in_progress"), created
+    assert switch_status == 200, switched
     _activate(server, "tools")  # the keep strategy kept tools' engine and its store
-    retrieved = client.responses.retrieve(created.id)
+    retrieved = client.responses.retrieve(created["id"])
     assert retrieved.status == "failed", retrieved
     assert retrieved.error is not None and retrieved.error.code == "model_switched"
     assert "tools" in retrieved.error.message

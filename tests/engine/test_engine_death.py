@@ -125,3 +125,23 @@ async def test_a_request_that_failed_on_a_dead_engine_is_told_engine_died(make_m
     await manager.engine_died(engine, CAUSE)
     assert manager.failure_of(lease) is lease.aborted_by and isinstance(lease.aborted_by, EngineDied)
     manager.release(lease)
+
+
+async def test_an_engine_that_dies_right_after_each_restart_stops_after_max_restarts(
+    make_manager: MakeManager,
+) -> None:
+    # Each restart succeeds, and its engine dies at once (a crash loop): were the count to start again at each
+    # death, it would restart forever.
+    manager = make_manager("stop", switching=Switching(failure_backoff_s=0.05, max_failure_backoff_s=1, max_restarts=2))
+    counter = RecordingObserver()
+    manager.add_observer(counter)
+    await manager.initialize("a")
+    for restarts in (1, 2):
+        await manager.engine_died(await served_engine(manager), CAUSE)
+        await _until(lambda restarts=restarts: len(counter.restarts) == restarts and manager.switching_to is None)
+        assert state_of(manager, "a") is SlotState.ACTIVE
+    await manager.engine_died(await served_engine(manager), CAUSE)
+    await asyncio.sleep(0.3)  # four times the backoff a third restart would have waited
+    assert counter.restarts == [("a", True)] * 2 and state_of(manager, "a") is SlotState.FAILED
+    plan = next(slot.restart for slot in manager.snapshot().slots if slot.name == "a")
+    assert plan is not None and plan.given_up and plan.restarts == 2
