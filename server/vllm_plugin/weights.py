@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from server.vllm_plugin import weight_reuse
+
 __all__ = ["forget_reload_state", "incompatibility", "load_weights", "prefetch"]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
@@ -144,7 +146,8 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     # The layers registered at model construction (attention: keyed by name, holding the KV cache views) go
     # with the model; the target's runner and KV cache allocation look them up in the target's config.
     layers = dict(worker.vllm_config.compilation_config.static_forward_context)
-    clear_layer_kv_caches(layers.values())  # the old KV cache goes now, before the new one is allocated
+    kv_backing = weight_reuse.kv_cache_backing(old_runner)  # handed to the new runner if the size matches
+    clear_layer_kv_caches(layers.values())  # the layers let go of the old KV cache; only its backing stays
     worker.vllm_config.compilation_config.static_forward_context.clear()
     worker.model_runner = None
     del old_runner
@@ -154,6 +157,8 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     with set_current_vllm_config(vllm_config):
         runner = worker._turnout_build_runner()
     runner.model = model
+    weight_reuse.keep_kv_cache(runner, kv_backing)
+    del kv_backing
     worker.model_runner = runner
     built = time.perf_counter()
     try:
@@ -182,7 +187,8 @@ def _reload(model: Any, vllm_config: Any) -> None:
     tied = _tied_modules(model)
     initialize_layerwise_reload(model)
     try:
-        loaded = model.load_weights(loader.get_all_weights(model_config, model))
+        with weight_reuse.reusing_layer_buffers():
+            loaded = model.load_weights(loader.get_all_weights(model_config, model))
     except Exception:
         _put_back_storage(model)
         raise
