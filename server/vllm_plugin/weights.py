@@ -5,10 +5,12 @@ again is pure overhead: when the target has the same architecture, shapes, dtype
 layout, the worker keeps the model object (its modules and parameter storage) and loads the target's weights
 into it with vLLM's own weight-update path (``vllm.model_executor.model_loader.reload``, the one RL weight sync
 uses: per layer, the checkpoint tensors are loaded and processed, e.g. repacked for the CPU GEMM, then copied
-into the original storage). Everything else comes from the target's ``VllmConfig``: the model runner (input
-batch, sampler, max length, batch limits) is built anew from it around the kept model, and the engine core
-rebuilds the KV cache and the scheduler as for any load, so no block, prefix-cache entry, grammar or
-multi-modal cache entry of the old model survives.
+into the original storage), with the memory it would first-touch reused instead (``weight_reuse.py``:
+layer buffers, the old packed weights, the KV cache allocation). Everything else comes from the target's
+``VllmConfig``: the model runner (input batch, sampler, max length, batch limits) is built anew from it
+around the kept model, and the engine core
+rebuilds the KV cache (in the old allocation when its size is unchanged, zeroed) and the scheduler as for
+any load, so no block, prefix-cache entry, grammar or multi-modal cache entry of the old model survives.
 
 :func:`incompatibility` decides, in the engine core, whether a target may take this path; anything it refuses
 takes the full in-place load (``reconfigure``). A failure half-way through a weights load leaves a model with
@@ -180,6 +182,7 @@ def _reload(model: Any, vllm_config: Any) -> None:
     """
     from vllm.model_executor.model_loader import get_model_loader
     from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+    from vllm.platforms import current_platform
 
     model_config = vllm_config.model_config
     loader: Any = get_model_loader(vllm_config.load_config)  # DefaultModelLoader for the streamable formats
@@ -187,7 +190,8 @@ def _reload(model: Any, vllm_config: Any) -> None:
     tied = _tied_modules(model)
     initialize_layerwise_reload(model)
     try:
-        with weight_reuse.reusing_layer_buffers():
+        # Layers processed on a helper thread: CPU only (a CUDA worker's device and streams are per thread).
+        with weight_reuse.reusing_layer_buffers(overlap=current_platform.is_cpu()):
             loaded = model.load_weights(loader.get_all_weights(model_config, model))
     except Exception:
         _put_back_storage(model)
