@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 __all__ = ["keep_kv_cache", "kv_cache_backing", "reusing_layer_buffers"]
@@ -59,14 +58,15 @@ def _unshared(buffer: Any) -> bool:
 
 
 @contextlib.contextmanager
-def reusing_layer_buffers(overlap: bool = True) -> Iterator[None]:
+def reusing_layer_buffers() -> Iterator[None]:
     """While active, vLLM's layer-wise reload materializes layers from a :class:`_BufferPool`.
 
     It also drops a layer's CPU GEMM closure (which holds its packed weight) before the layer is processed
-    again, so the new packed weight can take the old one's memory. With ``overlap``, a complete layer is
-    processed (copied in, packed) on one helper thread while the loading thread reads on: both steps wait
-    on page faults as much as on the CPU. Written against vLLM 0.32.0's ``reload.layerwise`` (the plugin
-    refuses other versions); on exit every layer is processed, the first failure raised, the pool freed.
+    again, so the new packed weight can take the old one's memory. Written against vLLM 0.32.0's
+    ``reload.layerwise`` (the plugin refuses other versions); the pool and its memory go on exit.
+
+    (Processing complete layers on a helper thread while the loader reads on was tried: on 2 cores both the
+    copies and the packing already run on every core, and no gain showed beyond the noise.)
     """
     from vllm.model_executor.model_loader.reload import layerwise as layerwise_module
     from vllm.model_executor.model_loader.reload import meta
@@ -87,33 +87,11 @@ def reusing_layer_buffers(overlap: bool = True) -> Iterator[None]:
                 if name not in meta.SKIP_TENSORS and tensor.is_meta:
                     setattr(layer, name, pool.take(tensor))
 
-    process: Callable[[Any, Any], None] = layerwise._layerwise_process
-    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnout-reload") if overlap else None
-    pending: list[Future[None]] = []
-
-    def layerwise_process(layer: Any, info: Any) -> None:
-        assert helper is not None
-        pending.append(helper.submit(process, layer, info))
-        _raise_failure(pending)
-
     layerwise.materialize_layer = materialize_layer
-    if helper is not None:
-        layerwise._layerwise_process = layerwise_process
     try:
         yield
     finally:
-        layerwise._layerwise_process = process
         layerwise.materialize_layer = original
-        if helper is not None:
-            helper.shutdown(wait=True)
-    _raise_failure(pending)
-
-
-def _raise_failure(pending: list[Future[None]]) -> None:
-    """Raise the first failure among the finished layers; drop those that went well."""
-    for future in [f for f in pending if f.done()]:
-        pending.remove(future)
-        future.result()
 
 
 def kv_cache_backing(runner: Any) -> Any:

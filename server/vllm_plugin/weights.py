@@ -182,7 +182,6 @@ def _reload(model: Any, vllm_config: Any) -> None:
     """
     from vllm.model_executor.model_loader import get_model_loader
     from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
-    from vllm.platforms import current_platform
 
     model_config = vllm_config.model_config
     loader: Any = get_model_loader(vllm_config.load_config)  # DefaultModelLoader for the streamable formats
@@ -190,8 +189,7 @@ def _reload(model: Any, vllm_config: Any) -> None:
     tied = _tied_modules(model)
     initialize_layerwise_reload(model)
     try:
-        # Layers processed on a helper thread: CPU only (a CUDA worker's device and streams are per thread).
-        with weight_reuse.reusing_layer_buffers(overlap=current_platform.is_cpu()):
+        with weight_reuse.reusing_layer_buffers():
             loaded = model.load_weights(loader.get_all_weights(model_config, model))
     except Exception:
         _put_back_storage(model)

@@ -51,18 +51,18 @@ def test_materializing_a_layer_drops_its_old_packed_gemm_and_the_patch_goes_on_e
     layer = torch.nn.Module()
     layer.register_parameter("weight", _meta_weight())
     layer.cpu_linear = lambda x, weight, bias: x  # what vLLM's CPU dispatch leaves: a closure on the packed weight
-    with reusing_layer_buffers(overlap=False):
+    with reusing_layer_buffers():
         layerwise.materialize_layer(layer, _Info())
     assert not layer.weight.is_meta
     assert "cpu_linear" not in layer.__dict__
     assert layerwise.materialize_layer is original
 
 
-def test_a_layer_that_fails_on_the_helper_thread_fails_the_reload() -> None:
-    original = layerwise._layerwise_process
-    with pytest.raises(AttributeError), reusing_layer_buffers(overlap=True):
-        layerwise._layerwise_process(torch.nn.Module(), object())  # no restore_device: fails on the helper
-    assert layerwise._layerwise_process is original
+def test_the_patch_goes_when_the_reload_fails() -> None:
+    original = layerwise.materialize_layer
+    with pytest.raises(RuntimeError, match="checkpoint"), reusing_layer_buffers():
+        raise RuntimeError("a corrupt checkpoint")
+    assert layerwise.materialize_layer is original
 
 
 class _Runner:
