@@ -1,7 +1,8 @@
 """Memory the ``weights`` path reuses instead of allocating anew: layer buffers, packed weights, the KV cache.
 
 Profiled on the 1 GiB benchmark models (CPU, float32), a same-shape swap through vLLM's layer-wise reload spent
-its time in three places, all of them first touches of fresh memory rather than the copies themselves:
+its time in the copies from the page cache and the CPU GEMM packing (both a fresh load pays too), made dearer
+by first touches of fresh memory in three places:
 
 - every layer's parameters are materialized in fresh memory (``torch.empty``: for a 32 MiB ``gate_up_proj``, an
   ``mmap`` whose pages fault in one by one while the checkpoint tensor is copied in);
@@ -12,9 +13,9 @@ its time in three places, all of them first touches of fresh memory rather than 
 :func:`reusing_layer_buffers` gives the reload one buffer per tensor shape, handed from layer to layer (vLLM
 materializes, loads, processes and copies back one layer at a time, so a buffer is free again once its layer is
 done), and drops a layer's packed weight just before the new one is packed. :func:`keep_kv_cache` hands the old
-KV cache's memory to the new runner when the new layout needs exactly as many bytes; it is zeroed, as a fresh
-allocation is, so nothing the old model wrote survives (the scheduler, its block pool and prefix cache are new
-in any case).
+KV cache's memory to the new runner when both models fix the same KV cache size (:func:`kv_cache_size_fixed`)
+and the new layout needs exactly as many bytes; it is zeroed, as a fresh allocation is, so nothing the old
+model wrote survives (the scheduler, its block pool and prefix cache are new in any case).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["keep_kv_cache", "kv_cache_backing", "reusing_layer_buffers"]
+__all__ = ["keep_kv_cache", "kv_cache_backing", "kv_cache_size_fixed", "reusing_layer_buffers"]
 
 
 class _BufferPool:
@@ -92,6 +93,16 @@ def reusing_layer_buffers() -> Iterator[None]:
         yield
     finally:
         layerwise.materialize_layer = original
+
+
+def kv_cache_size_fixed(current: Any, target: Any) -> bool:
+    """Whether both ``VllmConfig`` objects fix the KV cache at the same size (``kv_cache_memory_bytes``).
+
+    Only then may the old KV cache stay until the new one is allocated: a size vLLM derives from the free
+    memory (or, on CPU, from the worker's RSS) would come out smaller by the memory still held.
+    """
+    size = target.cache_config.kv_cache_memory_bytes
+    return size is not None and size == current.cache_config.kv_cache_memory_bytes
 
 
 def kv_cache_backing(runner: Any) -> Any:

@@ -148,7 +148,9 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     # The layers registered at model construction (attention: keyed by name, holding the KV cache views) go
     # with the model; the target's runner and KV cache allocation look them up in the target's config.
     layers = dict(worker.vllm_config.compilation_config.static_forward_context)
-    kv_backing = weight_reuse.kv_cache_backing(old_runner)  # handed to the new runner if the size matches
+    kv_backing = None
+    if weight_reuse.kv_cache_size_fixed(worker.vllm_config, vllm_config):
+        kv_backing = weight_reuse.kv_cache_backing(old_runner)  # handed to the new runner if the size matches
     clear_layer_kv_caches(layers.values())  # the layers let go of the old KV cache; only its backing stays
     worker.vllm_config.compilation_config.static_forward_context.clear()
     worker.model_runner = None

@@ -7,13 +7,20 @@ tests/engine/test_weight_swap_engines.py; these pin the reuse rules themselves, 
 from __future__ import annotations
 
 import weakref
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from vllm.model_executor.model_loader.reload import layerwise
 
-from server.vllm_plugin.weight_reuse import _BufferPool, keep_kv_cache, kv_cache_backing, reusing_layer_buffers
+from server.vllm_plugin.weight_reuse import (
+    _BufferPool,
+    keep_kv_cache,
+    kv_cache_backing,
+    kv_cache_size_fixed,
+    reusing_layer_buffers,
+)
 
 
 def _meta_weight(rows: int = 4, cols: int = 8) -> Any:
@@ -104,3 +111,15 @@ def test_the_backing_is_the_one_allocation_behind_every_layer_view() -> None:
     runner.kv_caches = [buffer[:128], torch.zeros(128, dtype=torch.int8)]  # type: ignore[attr-defined]
     assert kv_cache_backing(runner) is None  # two allocations: nothing to hand over as one
     assert kv_cache_backing(_Runner()) is None
+
+
+def _config(kv_bytes: int | None) -> Any:
+    return SimpleNamespace(cache_config=SimpleNamespace(kv_cache_memory_bytes=kv_bytes))
+
+
+def test_the_old_kv_cache_stays_only_when_both_models_fix_the_same_size() -> None:
+    assert kv_cache_size_fixed(_config(2**28), _config(2**28))
+    assert not kv_cache_size_fixed(_config(2**28), _config(2**27))
+    # Sized from free memory (or the worker's RSS on CPU): memory still held would shrink the new one.
+    assert not kv_cache_size_fixed(_config(None), _config(None))
+    assert not kv_cache_size_fixed(_config(None), _config(2**28))
