@@ -91,8 +91,10 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
         setattr(core, _KEPT_ATTR, False)  # first: after a failure below, nothing kept is fit to reuse
         _abort_leftovers(core)
         started = time.perf_counter()
+        steps: dict[str, float] = {}
         if reason is None:
-            core.collective_rpc(worker.load_weights_on_worker, kwargs={"vllm_config": new_config})
+            answers = core.collective_rpc(worker.load_weights_on_worker, kwargs={"vllm_config": new_config})
+            steps = _slowest_steps(answers, ("runner_ms", "weights_ms"))
         elif kept:
             unload_model_now(core)
         unloaded = time.perf_counter()
@@ -126,6 +128,7 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
             "load_ms": load_ms,
             "kv_cache_ms": (kv_done - loaded) * 1000.0,
             "scheduler_ms": (done - kv_done) * 1000.0,
+            **steps,
             "loaded": loaded_model(core),
         }
 
@@ -145,6 +148,11 @@ def unload_model_now(core: Any) -> float:
 
 
 # -- steps ----------------------------------------------------------------------------------------------------
+
+
+def _slowest_steps(answers: list[dict[str, float]], keys: tuple[str, ...]) -> dict[str, float]:
+    """Each step's time on the slowest worker: the switch waits for the last one."""
+    return {key: max((float(a.get(key, 0.0)) for a in answers), default=0.0) for key in keys}
 
 
 def _after_pause(core: Any, step: Callable[[], dict[str, Any]]) -> dict[str, Any] | Future[dict[str, Any]]:

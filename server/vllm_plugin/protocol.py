@@ -81,6 +81,8 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
             (the kept model dropped, the target built and loaded in full).
         weights_refused: Why the ``weights`` path could not run (None when it ran).
         unload_ms: Dropping the kept model before a ``reconfigure`` load (0 for ``weights``).
+        runner_ms: Of ``load_ms`` on the ``weights`` path, the model runner rebuilt around the kept model.
+        weights_ms: Of ``load_ms`` on the ``weights`` path, the target's weights loaded into it.
     """
 
     load_ms: float
@@ -90,6 +92,8 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
     method: str = "reconfigure"
     weights_refused: str | None = None
     unload_ms: float = 0.0
+    runner_ms: float = 0.0
+    weights_ms: float = 0.0
 
 
 def decode_result(value: Any, kind: type[msgspec.Struct]) -> Any:

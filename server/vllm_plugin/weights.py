@@ -5,10 +5,12 @@ again is pure overhead: when the target has the same architecture, shapes, dtype
 layout, the worker keeps the model object (its modules and parameter storage) and loads the target's weights
 into it with vLLM's own weight-update path (``vllm.model_executor.model_loader.reload``, the one RL weight sync
 uses: per layer, the checkpoint tensors are loaded and processed, e.g. repacked for the CPU GEMM, then copied
-into the original storage). Everything else comes from the target's ``VllmConfig``: the model runner (input
-batch, sampler, max length, batch limits) is built anew from it around the kept model, and the engine core
-rebuilds the KV cache and the scheduler as for any load, so no block, prefix-cache entry, grammar or
-multi-modal cache entry of the old model survives.
+into the original storage), with the memory it would first-touch reused instead (``weight_reuse.py``:
+layer buffers, the old packed weights, the KV cache allocation). Everything else comes from the target's
+``VllmConfig``: the model runner (input batch, sampler, max length, batch limits) is built anew from it
+around the kept model, and the engine core
+rebuilds the KV cache (in the old allocation when its size is unchanged, zeroed) and the scheduler as for
+any load, so no block, prefix-cache entry, grammar or multi-modal cache entry of the old model survives.
 
 :func:`incompatibility` decides, in the engine core, whether a target may take this path; anything it refuses
 takes the full in-place load (``reconfigure``). A failure half-way through a weights load leaves a model with
@@ -24,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from server.vllm_plugin import weight_reuse
 
 __all__ = ["forget_reload_state", "incompatibility", "load_weights", "prefetch"]
 
@@ -144,7 +148,10 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     # The layers registered at model construction (attention: keyed by name, holding the KV cache views) go
     # with the model; the target's runner and KV cache allocation look them up in the target's config.
     layers = dict(worker.vllm_config.compilation_config.static_forward_context)
-    clear_layer_kv_caches(layers.values())  # the old KV cache goes now, before the new one is allocated
+    kv_backing = None
+    if weight_reuse.kv_cache_size_fixed(worker.vllm_config, vllm_config):
+        kv_backing = weight_reuse.kv_cache_backing(old_runner)  # handed to the new runner if the size matches
+    clear_layer_kv_caches(layers.values())  # the layers let go of the old KV cache; only its backing stays
     worker.vllm_config.compilation_config.static_forward_context.clear()
     worker.model_runner = None
     del old_runner
@@ -154,6 +161,8 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     with set_current_vllm_config(vllm_config):
         runner = worker._turnout_build_runner()
     runner.model = model
+    weight_reuse.keep_kv_cache(runner, kv_backing)
+    del kv_backing
     worker.model_runner = runner
     built = time.perf_counter()
     try:
@@ -182,7 +191,8 @@ def _reload(model: Any, vllm_config: Any) -> None:
     tied = _tied_modules(model)
     initialize_layerwise_reload(model)
     try:
-        loaded = model.load_weights(loader.get_all_weights(model_config, model))
+        with weight_reuse.reusing_layer_buffers():
+            loaded = model.load_weights(loader.get_all_weights(model_config, model))
     except Exception:
         _put_back_storage(model)
         raise

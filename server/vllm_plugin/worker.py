@@ -133,6 +133,9 @@ class ReconfigureWorkerExtension:
         started = time.perf_counter()
         worker: Any = self
         answer = load_weights(worker, vllm_config, worker._turnout_adopt_config)
+        # The old model's packed weights were freed layer by layer, into malloc's free lists: hand the free
+        # pages back, or the engine's RSS would keep what the old and the new model held together.
+        _return_memory(worker)
         return {
             **answer,
             "load_ms": (time.perf_counter() - started) * 1000.0,
