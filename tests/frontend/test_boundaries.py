@@ -12,7 +12,7 @@ from tests.fresh_python import fresh_python
 SERVER = Path(__file__).resolve().parents[2] / "server"
 ADAPTER = SERVER / "frontend" / "vllm_adapter.py"
 #: The adapter and the modules it is split into: the other serving routes, the call-to-result mapping, the flags,
-#: the Responses API's tool server.
+#: the Responses API's tool server, the speech routes.
 ADAPTERS = tuple(
     SERVER / "frontend" / name
     for name in (
@@ -21,6 +21,7 @@ ADAPTERS = tuple(
         "vllm_calls.py",
         "vllm_frontend_args.py",
         "vllm_tool_server.py",
+        "vllm_speech.py",
     )
 )
 VLLM_FRONTEND = ("vllm.entrypoints", "vllm.tool_parsers", "vllm.reasoning", "vllm.renderers", "vllm.parser")
