@@ -8,12 +8,8 @@ is a generated sine tone written with the stdlib ``wave`` module at 8 kHz, so vL
 
 from __future__ import annotations
 
-import io
 import json
-import math
-import struct
 import warnings
-import wave
 from collections.abc import Iterator
 
 import httpx
@@ -22,6 +18,7 @@ import pytest
 
 from server.tinymodels.speech import WHISPER_ANSWER_TOKEN, build_tiny_whisper
 from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.audio import sine_wav
 
 pytestmark = pytest.mark.engine
 
@@ -39,21 +36,6 @@ models:
     kv_cache_memory_bytes: 16777216
     enforce_eager: true
 """
-
-
-def sine_wav(seconds: float = 1.0, rate: int = 8000, hertz: float = 440.0) -> bytes:
-    """A mono 16-bit WAV of a sine tone."""
-    frames = b"".join(
-        struct.pack("<h", int(0.3 * 32767 * math.sin(2 * math.pi * hertz * i / rate)))
-        for i in range(int(seconds * rate))
-    )
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(frames)
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
