@@ -369,14 +369,10 @@ class ServingOperations:
             "rerank": _Route("Rerank", _validator(RerankRequest), pooled(scores)),
             "embed.cohere": _Route("Embed", _validator(CohereEmbedRequest), pooled(self._embedding)),
             "audio.transcriptions": _Route(
-                "Transcriptions",
-                VALIDATE_TRANSCRIPTION,
-                present(speech, lambda call: speech.transcribe(call)),  # type: ignore[union-attr]
+                "Transcriptions", VALIDATE_TRANSCRIPTION, speech.transcribe if speech is not None else None
             ),
             "audio.translations": _Route(
-                "Translations",
-                VALIDATE_TRANSLATION,
-                present(speech, lambda call: speech.translate(call)),  # type: ignore[union-attr]
+                "Translations", VALIDATE_TRANSLATION, speech.translate if speech is not None else None
             ),
         }
 

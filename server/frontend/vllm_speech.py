@@ -34,7 +34,14 @@ from vllm.tasks import SupportedTask
 
 from server.frontend.operations import AudioUpload
 
-__all__ = ["REQUEST_BODIES", "SPEECH_TASK", "SpeechCall", "SpeechOperations"]
+__all__ = [
+    "REQUEST_BODIES",
+    "SPEECH_TASK",
+    "VALIDATE_TRANSCRIPTION",
+    "VALIDATE_TRANSLATION",
+    "SpeechCall",
+    "SpeechOperations",
+]
 
 #: The task whose models vLLM serves both speech routes for (``register_speech_to_text_api_routers``).
 SPEECH_TASK: Final = "transcription"

@@ -53,18 +53,14 @@ def bundle_route(
 
     handler.__name__ = handler.__qualname__ = name
     handler.__doc__ = summary
-    if form:
-        decorate = post(
-            path,
-            operation_class=request_body(component, "multipart/form-data"),
-            dependencies=ADMITTED,
-            status_code=200,
-            description=_FORM_DOC,
-            opt={FORM_BODY: True},
-            request_max_body_size=form_body_limit(),
-        )
-    else:
-        decorate = post(
-            path, operation_class=request_body(component), dependencies=ADMITTED, status_code=200, description=_BODY_DOC
-        )
+    # A form route has its own body limit (vLLM's audio upload limit) and tells the admission to read a form.
+    form_options: dict[str, Any] = {"opt": {FORM_BODY: True}, "request_max_body_size": form_body_limit()}
+    decorate = post(
+        path,
+        operation_class=request_body(component, "multipart/form-data" if form else "application/json"),
+        dependencies=ADMITTED,
+        status_code=200,
+        description=_FORM_DOC if form else _BODY_DOC,
+        **(form_options if form else {}),
+    )
     return decorate(handler)
