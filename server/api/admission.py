@@ -1,11 +1,11 @@
 """Per-request admission, provided through Litestar DI.
 
-The provider reads the JSON body, admits the request to the model it names (or the active one) through the
-manager, installs the lease's abort hook (the one way a switch aborts a request: through the bundle that started
-it), and yields an :class:`AdmittedRequest` whose lease pins that model's bundle. A non-streaming response is
-done when the handler returns, so the provider's cleanup releases the lease; a stream takes the lease over and
-releases it in its generator's ``finally``, because Litestar runs a yield dependency's cleanup before it sends a
-streamed body.
+The provider reads the JSON body (the speech routes' multipart form: ``forms.py``), admits the request to the
+model it names (or the active one) through the manager, installs the lease's abort hook (the one way a switch
+aborts a request: through the bundle that started it), and yields an :class:`AdmittedRequest` whose lease pins
+that model's bundle. A non-streaming response is done when the handler returns, so the provider's cleanup
+releases the lease; a stream takes the lease over and releases it in its generator's ``finally``, because
+Litestar runs a yield dependency's cleanup before it sends a streamed body.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from litestar import Request
 from litestar.exceptions import ValidationException
 
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
@@ -158,7 +159,9 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
         ValidationException: the body is not a JSON object, or its ``model`` not a string.
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``).
     """
-    body = await read_json_object(request)
+    # The speech routes take vLLM's multipart forms (their handlers set FORM_BODY); every other route JSON.
+    form = bool(request.route_handler.opt.get(FORM_BODY))
+    body = await (read_form_object(request) if form else read_json_object(request))
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")

@@ -29,6 +29,7 @@ from server.api.controllers import (
     ReloadController,
     ResponsesController,
     ServingController,
+    SpeechController,
     StatusPageController,
     SwitchController,
     TokenizeController,
@@ -109,6 +110,7 @@ def create_app(
             ResponsesController,
             MessagesController,
             ServingController,
+            SpeechController,
             # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
             *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
         ],

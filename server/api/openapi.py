@@ -42,8 +42,11 @@ ADMIN_SECURITY: list[SecurityRequirement] = [{_ADMIN_SCHEME: []}]
 API_KEY_SECURITY: list[SecurityRequirement] = [{_API_KEY_SCHEME: []}]
 
 
-def request_body(component: str) -> type[Operation]:
-    """An operation class whose request body is the JSON schema component ``component`` (required)."""
+def request_body(component: str, media_type: str = "application/json") -> type[Operation]:
+    """An operation class whose request body is the schema component ``component`` (required), as ``media_type``.
+
+    The speech routes' bodies are vLLM's form models sent as ``multipart/form-data``.
+    """
 
     @dataclass
     class _WithBody(Operation):
@@ -51,7 +54,7 @@ def request_body(component: str) -> type[Operation]:
             if self.request_body is None:
                 schema = Reference(ref=REF_PREFIX + component)
                 self.request_body = RequestBody(
-                    content={"application/json": OpenAPIMediaType(schema=schema)},
+                    content={media_type: OpenAPIMediaType(schema=schema)},
                     required=True,
                     description=f"An OpenAI-compatible `{component}` (vLLM's request model).",
                 )

@@ -22,6 +22,7 @@ from ray import serve
 from server.api import ApiSettings
 from server.api.auth import AdminGuard
 from server.api.errors import ANTHROPIC_API, EXCEPTION_HANDLERS, OPENAI_API, RESPONSES_API, ApiShape, error_response
+from server.api.forms import form_body_limit
 from server.cluster.asgi_bridge import ForwardedRequest
 from server.cluster.errors import ReplicaLost, ReplicaUnknown
 from server.cluster.registry import registry_handle
@@ -56,6 +57,15 @@ def _model_of(body: bytes, default: str | None) -> str | None:
         return default
     model = decoded.get("model") if isinstance(decoded, dict) else None
     return model if isinstance(model, str) and model else default
+
+
+async def _requested_model(request: Request[Any, Any, Any], body: bytes, default: str | None) -> str | None:
+    """The model a POST names: a form's ``model`` field (the speech routes' multipart forms), else the JSON body's."""
+    media_type, _ = request.content_type
+    if media_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        model = (await request.form()).get("model")  # Litestar parses the body already read
+        return model if isinstance(model, str) and model else default
+    return _model_of(body, default)
 
 
 def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | None) -> Litestar:
@@ -106,7 +116,8 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
                 raise ReplicaUnknown(str(replica)) from None
         return Response(answer["body"].encode(), status_code=answer["status"], media_type="application/json")
 
-    @route("/{path:path}", http_method=_METHODS)
+    # As large as the largest body a node's route takes (a speech upload); each node route applies its own limit.
+    @route("/{path:path}", http_method=_METHODS, request_max_body_size=form_body_limit())
     async def forward(request: Request[Any, Any, Any], path: str) -> Response[Any]:
         body = await request.body()
         # The node's app is mounted at its root: the application's route prefix (ASGI's root_path) goes.
@@ -119,7 +130,7 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
             "headers": list(request.scope["headers"]),
             "body": body,
         }
-        model = _model_of(body, default_model) if request.method == "POST" else None
+        model = await _requested_model(request, body, default_model) if request.method == "POST" else None
         handle = node.options(stream=True, multiplexed_model_id=model or "")
         items = handle.handle.remote(forwarded)
         try:

@@ -7,9 +7,10 @@ vLLM (``server/frontend/vllm_adapter/_operations.py``). Nothing here imports vLL
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-__all__ = ["OPERATIONS", "Operation"]
+__all__ = ["OPERATIONS", "AudioUpload", "Operation"]
 
 Operation = Literal[
     "responses.create",
@@ -25,9 +26,27 @@ Operation = Literal[
     "score",
     "rerank",
     "embed.cohere",
+    "audio.transcriptions",
+    "audio.translations",
 ]
 """A serving operation. ``responses.retrieve`` and ``responses.cancel`` take ``{"response_id", ...}`` bodies
-built from the path and query; the others take the request's JSON body."""
+built from the path and query; the two ``audio.*`` operations take the request's multipart form fields, its
+``file`` an `AudioUpload`; the others take the request's JSON body."""
 
 #: Every operation, in the order the API documents them (the Literal's own order: one list, not two).
 OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioUpload:
+    """The ``file`` part of a speech request's multipart form, read by the API layer.
+
+    Attributes:
+        data: The file's bytes, as uploaded (vLLM decodes them: WAV, FLAC, MP3, ...).
+        filename: The name the client gave, if any.
+        content_type: The part's content type, if any.
+    """
+
+    data: bytes
+    filename: str | None = None
+    content_type: str | None = None

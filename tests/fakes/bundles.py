@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from server.frontend.openai_errors import error_body
+from server.frontend.operations import AudioUpload
 from server.frontend.results import JsonResult, StreamResult
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine
@@ -27,6 +28,8 @@ class FakeServingBundle:
         self.engine = engine
         self.max_model_len = 256
         self.auto_tools = bool(profile.enable_auto_tool_choice)
+        #: Whether it answers the speech routes (vLLM's ``transcription`` task): a model path naming whisper.
+        self.speech = "whisper" in profile.model
         self._running: dict[str, set[str]] = {}
         self._stored: dict[str, dict[str, Any]] = {}
         self._background: dict[str, asyncio.Task[None]] = {}
@@ -86,6 +89,8 @@ class FakeServingBundle:
             if stored is None:
                 return JsonResult(404, error_body(404, f"Response with id '{body['response_id']}' not found."))
             return JsonResult(200, stored)
+        if operation in ("audio.transcriptions", "audio.translations") and self.speech:
+            return await self._speech(body, request_id)
         if operation not in ("responses.create", "messages.create"):
             return JsonResult(404, error_body(404, f"The model '{self.name}' does not support it.", param="model"))
         if body.get("fail_with"):
@@ -104,6 +109,30 @@ class FakeServingBundle:
         answer = {"id": request_id, "model": self.name, "text": text}
         self._stored[request_id] = answer
         return JsonResult(200, answer)
+
+    async def _speech(self, form: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        """As vLLM's speech routes: a form with the audio as an `AudioUpload` ``file``; ``data:`` chunks and
+        ``[DONE]`` when ``stream`` (a boolean by now: the API layer reads it before admission)."""
+        upload = form.get("file")
+        if not isinstance(upload, AudioUpload):
+            return JsonResult(400, error_body(400, "file: Field required", param="file"))
+        engine_id = f"transcribe-{request_id}"
+        self._running[request_id] = {engine_id}
+        steps, step_s = int(form.get("max_completion_tokens", 3)), float(form.get("step_s", 0.001))
+        if form.get("stream") is True:
+            return StreamResult(self._stream(request_id, engine_id, steps, step_s, 1))
+        try:
+            text = " ".join([t async for t in self.engine.generate(engine_id, steps, step_s)])
+        finally:
+            self._running.pop(request_id, None)
+        heard = {
+            "filename": upload.filename,
+            "size": len(upload.data),
+            "fields": sorted(form),
+            "granularities": form.get("timestamp_granularities[]"),
+            "stream": form.get("stream"),
+        }
+        return JsonResult(200, {"text": text, "model": self.name, "heard": heard})
 
     def _start_background(self, request_id: str, engine_id: str, steps: int, step_s: float) -> JsonResult:
         """As vLLM: store the response ``queued``, answer with it, generate in a task that completes it."""

@@ -18,16 +18,15 @@ def start_engine(model: Path, served_name: str, **engine_args: Any) -> Any:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    args = AsyncEngineArgs(
-        model=str(model),
-        served_model_name=[served_name],
-        max_model_len=MAX_MODEL_LEN,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=64 << 20,
-        enforce_eager=True,
-        disable_log_stats=True,
-        **engine_args,
-    )
+    defaults: dict[str, Any] = {
+        "max_model_len": MAX_MODEL_LEN,
+        "max_num_seqs": 8,
+        "kv_cache_memory_bytes": 64 << 20,
+        "enforce_eager": True,
+        "disable_log_stats": True,
+    }
+    # `engine_args` may override the defaults (the tiny Whisper's decoder has only 448 positions).
+    args = AsyncEngineArgs(model=str(model), served_model_name=[served_name], **{**defaults, **engine_args})
     return AsyncLLM.from_engine_args(args)
 
 

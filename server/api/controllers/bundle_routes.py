@@ -10,6 +10,7 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.forms import FORM_BODY, form_body_limit
 from server.api.openapi import request_body
 from server.api.responses import answer
 from server.api.waiting import BundleCall, provide_admission
@@ -21,10 +22,18 @@ __all__ = ["ADMITTED", "BundleCall", "bundle_route"]
 ADMITTED = {"admitted": Provide(provide_admission)}
 # The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
 _BODY_DOC = "An OpenAI (or, under /v1/messages, Anthropic) request object, as vLLM's server takes it."
+_FORM_DOC = "An OpenAI audio request: a multipart form with the audio as its `file`, as vLLM's server takes it."
 
 
 def bundle_route(
-    path: str, component: str, name: str, call: BundleCall, summary: str, api: ApiShape = OPENAI_API
+    path: str,
+    component: str,
+    name: str,
+    call: BundleCall,
+    summary: str,
+    api: ApiShape = OPENAI_API,
+    *,
+    form: bool = False,
 ) -> HTTPRouteHandler:
     """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
 
@@ -35,6 +44,7 @@ def bundle_route(
         call: The bundle call for the admitted request.
         summary: The handler's docstring (the operation's summary in the OpenAPI document).
         api: The API the route speaks: its error bodies and how its streams end.
+        form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size.
     """
 
     # `admitted` is a `waiting.Admission` (declared Any: msgspec refuses a union of two dataclasses).
@@ -43,7 +53,14 @@ def bundle_route(
 
     handler.__name__ = handler.__qualname__ = name
     handler.__doc__ = summary
+    # A form route has its own body limit (vLLM's audio upload limit) and tells the admission to read a form.
+    form_options: dict[str, Any] = {"opt": {FORM_BODY: True}, "request_max_body_size": form_body_limit()}
     decorate = post(
-        path, operation_class=request_body(component), dependencies=ADMITTED, status_code=200, description=_BODY_DOC
+        path,
+        operation_class=request_body(component, "multipart/form-data" if form else "application/json"),
+        dependencies=ADMITTED,
+        status_code=200,
+        description=_FORM_DOC if form else _BODY_DOC,
+        **(form_options if form else {}),
     )
     return decorate(handler)

@@ -27,7 +27,7 @@ from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 from server.frontend.operations import Operation
 
-__all__ = ["MessagesController", "ResponsesController", "ServingController"]
+__all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
 
 
 def _operation(operation: Operation) -> Any:
@@ -192,3 +192,31 @@ class ServingController(Controller):
     rerank_v1 = _route("/v1/rerank", "RerankRequest", "rerank_v1", "rerank", "As /rerank.")
     rerank_v2 = _route("/v2/rerank", "RerankRequest", "rerank_v2", "rerank", "As /rerank.")
     cohere_embed = _route("/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.")
+
+
+class SpeechController(Controller):
+    """``/v1/audio``: OpenAI's speech-to-text routes (speech models: vLLM's ``transcription`` task).
+
+    The body is a multipart form (``forms.py``), forwarded to the model's vLLM transcription or translation
+    object; ``stream=true`` answers OpenAI's transcription chunks as SSE, ending in ``[DONE]``.
+    """
+
+    path = "/v1/audio"
+    tags = ["OpenAI"]
+
+    create_transcription = bundle_route(
+        "/transcriptions",
+        "TranscriptionRequest",
+        "create_transcription",
+        _operation("audio.transcriptions"),
+        "Transcribe an audio file (speech models).",
+        form=True,
+    )
+    create_translation = bundle_route(
+        "/translations",
+        "TranslationRequest",
+        "create_translation",
+        _operation("audio.translations"),
+        "Translate an audio file into English text (speech models).",
+        form=True,
+    )

@@ -49,6 +49,8 @@ from server.frontend.operations import Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
+from server.frontend.vllm_adapter._speech import REQUEST_BODIES as SPEECH_REQUEST_BODIES
+from server.frontend.vllm_adapter._speech import VALIDATE_TRANSCRIPTION, VALIDATE_TRANSLATION, SpeechOperations
 
 __all__ = ["REQUEST_BODIES", "ServingContext", "ServingOperations"]
 
@@ -67,6 +69,7 @@ REQUEST_BODIES: dict[str, Any] = {
     "ScoreRequest": ScoreRequest,
     "RerankRequest": RerankRequest,
     "CohereEmbedRequest": CohereEmbedRequest,
+    **SPEECH_REQUEST_BODIES,
 }
 
 
@@ -231,6 +234,9 @@ class ServingOperations:
             if enable_scoring_api(tasks, model_config)
             else None
         )
+        self._speech = SpeechOperations.for_tasks(
+            tasks, engine, models, logger=context.logger, enable_force_include_usage=settings.enable_force_include_usage
+        )
         self._embedding: Callable[..., Awaitable[Any]] | None = None
         self._routes = self._route_table()
 
@@ -296,7 +302,7 @@ class ServingOperations:
         return result
 
     def _route_table(self) -> dict[Operation, _Route]:
-        responses, messages, scores = self._responses, self._messages, self._scores
+        responses, messages, scores, speech = self._responses, self._messages, self._scores, self._speech
 
         def present(serving: Any, call: _Call) -> _Call | None:
             return call if serving is not None else None
@@ -362,6 +368,12 @@ class ServingOperations:
             "score": _Route("Score", _validator(ScoreRequest), pooled(scores)),
             "rerank": _Route("Rerank", _validator(RerankRequest), pooled(scores)),
             "embed.cohere": _Route("Embed", _validator(CohereEmbedRequest), pooled(self._embedding)),
+            "audio.transcriptions": _Route(
+                "Transcriptions", VALIDATE_TRANSCRIPTION, speech.transcribe if speech is not None else None
+            ),
+            "audio.translations": _Route(
+                "Translations", VALIDATE_TRANSLATION, speech.translate if speech is not None else None
+            ),
         }
 
 
