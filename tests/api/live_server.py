@@ -10,13 +10,14 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import httpx
 
-__all__ = ["LiveServer", "start_server"]
+__all__ = ["LiveServer", "serving", "start_server"]
 
 
 @dataclass
@@ -87,3 +88,16 @@ def wait_ready(server: LiveServer, timeout: float = 300.0, *, verify: ssl.SSLCon
         time.sleep(0.5)
     server.stop()
     raise RuntimeError(f"turnout serve was not ready after {timeout:.0f}s:\n{server.log()[-4000:]}")
+
+
+@contextlib.contextmanager
+def serving(
+    profile: Path, log_path: Path, env: dict[str, str], *args: str, preload: bool = False
+) -> Iterator[LiveServer]:
+    """A started and ready :func:`start_server` for the block, stopped after it (a module fixture's body)."""
+    live = start_server(profile, log_path, env, *args, preload=preload)
+    try:
+        wait_ready(live)
+        yield live
+    finally:
+        live.stop()

@@ -20,7 +20,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.api.live_server import LiveServer, serving
 
 pytestmark = pytest.mark.engine
 
@@ -47,12 +47,8 @@ WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 @pytest.fixture(scope="module")
 def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The demo profile (manual mode) with an admin token."""
-    live = start_server(DEMO, tmp_path_factory.mktemp("live") / "demo.log", {"TURNOUT_ADMIN_TOKEN": TOKEN})
-    try:
-        wait_ready(live)
+    with serving(DEMO, tmp_path_factory.mktemp("live") / "demo.log", {"TURNOUT_ADMIN_TOKEN": TOKEN}) as live:
         yield live
-    finally:
-        live.stop()
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +59,8 @@ def auto_server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathF
     text = DEMO.read_text().replace("../", f"{REPO}/").replace("switching:\n", "switching:\n  mode: auto\n", 1)
     profile = folder / "auto.yaml"
     profile.write_text(text)
-    live = start_server(profile, folder / "auto.log", {"TURNOUT_ADMIN_TOKEN": ""})
-    try:
-        wait_ready(live)
+    with serving(profile, folder / "auto.log", {"TURNOUT_ADMIN_TOKEN": ""}) as live:
         yield live
-    finally:
-        live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.api.live_server import LiveServer, serving
 
 pytestmark = pytest.mark.engine
 
@@ -44,12 +44,8 @@ GREEDY = {"temperature": 0}
 def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The demo profile with an API key, and vLLM's Responses store on (as `vllm serve` turns it on)."""
     env = {"TURNOUT_ADMIN_TOKEN": TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-    live = start_server(DEMO, tmp_path_factory.mktemp("routes") / "demo.log", env, "--api-key", KEY)
-    try:
-        wait_ready(live)
+    with serving(DEMO, tmp_path_factory.mktemp("routes") / "demo.log", env, "--api-key", KEY) as live:
         yield live
-    finally:
-        live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from server.tinymodels.speech import WHISPER_ANSWER_TOKEN, build_tiny_whisper
-from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.api.live_server import LiveServer, serving
 from tests.audio import sine_wav
 
 pytestmark = pytest.mark.engine
@@ -43,12 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     folder = tmp_path_factory.mktemp("speech")
     profile = folder / "speech.yaml"
     profile.write_text(PROFILE.format(model=build_tiny_whisper()), encoding="utf-8")
-    live = start_server(profile, folder / "speech.log", {"VLLM_MAX_AUDIO_CLIP_FILESIZE_MB": str(LIMIT_MB)})
-    try:
-        wait_ready(live)
+    with serving(profile, folder / "speech.log", {"VLLM_MAX_AUDIO_CLIP_FILESIZE_MB": str(LIMIT_MB)}) as live:
         yield live
-    finally:
-        live.stop()
 
 
 @pytest.fixture(scope="module")
