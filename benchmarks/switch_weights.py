@@ -95,6 +95,8 @@ class RowSummary(Base, frozen=True, kw_only=True):
     engine_rss_mb: float | None
     over_safetensors: float | None
     over_memcpy: float | None
+    #: The switch over the CPU load floor (safetensors copy plus GEMM packing; None where not measured).
+    over_cpu_load: float | None = None
 
 
 class Row(Base, frozen=True, kw_only=True):
@@ -121,6 +123,7 @@ class Row(Base, frozen=True, kw_only=True):
             engine_rss_mb=median([s.engine_rss_mb for s in warm]),
             over_safetensors=round(switch_ms / floors.safetensors_copy_ms, 2) if switch_ms else None,
             over_memcpy=round(switch_ms / floors.memcpy_ms, 2) if switch_ms else None,
+            over_cpu_load=_ratio(switch_ms, floors.cpu_load_ms),
         )
 
 
@@ -224,10 +227,19 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 def report(rows: list[Row], floors: Floors, config: SwitchWeightsConfig) -> SwitchWeights:
     """Print the table, the floors and the goals; return the result."""
     summaries = {row.label: row.summary(floors) for row in rows if not row.label.endswith("RSS drift")}
-    columns = ("switch_ms", "first_switch_ms", "over_safetensors", "ttft_ms", *PHASES, "engine_rss_mb")
+    columns = (
+        "switch_ms",
+        "first_switch_ms",
+        "over_safetensors",
+        "over_cpu_load",
+        "ttft_ms",
+        *PHASES,
+        "engine_rss_mb",
+    )
     print(
         f"\nfloors for {floors.weight_bytes / 2**30:.2f} GiB: memcpy {floors.memcpy_ms} ms, page-cache read "
-        f"{floors.page_cache_read_ms} ms, safetensors get_tensor + copy {floors.safetensors_copy_ms} ms\n"
+        f"{floors.page_cache_read_ms} ms, safetensors get_tensor + copy {floors.safetensors_copy_ms} ms, "
+        f"CPU GEMM packing {floors.cpu_gemm_packing_ms} ms (copy + packing: {floors.cpu_load_ms} ms)\n"
     )
     print(f"{'row':<26}" + "".join(f"{c:>17}" for c in columns) + "  method")
     for label, s in summaries.items():
@@ -299,6 +311,7 @@ def _table_rows(data: SwitchWeights) -> list[list[str]]:
             fmt(s.switch_ms),
             fmt(s.first_switch_ms),
             f"**{s.over_safetensors}x**" if s.over_safetensors is not None else "n/a",
+            f"{s.over_cpu_load}x" if s.over_cpu_load is not None else "n/a",
             fmt(s.load_ms),
             fmt(s.kv_cache_ms),
             fmt(s.unload_ms),
@@ -314,6 +327,7 @@ _HEADER = (
     "warm switch ms",
     "first switch ms",
     "x safetensors floor",
+    "x copy + CPU packing floor",
     "load ms",
     "KV cache ms",
     "unload ms",
@@ -334,7 +348,13 @@ def page_section(data: SwitchWeights | None, before: SwitchWeights | None = None
         lines += [
             f"{title} ({result.machine.date}, commit `{result.machine.turnout_commit}`): floors for "
             f"{f.weight_bytes / 2**30:.2f} GiB, measured in the same run: memcpy {f.memcpy_ms} ms, page-cache "
-            f"read {f.page_cache_read_ms} ms, safetensors get_tensor + copy **{f.safetensors_copy_ms} ms**.",
+            f"read {f.page_cache_read_ms} ms, safetensors get_tensor + copy **{f.safetensors_copy_ms} ms**"
+            + (
+                "."
+                if f.cpu_gemm_packing_ms is None
+                else f"; vLLM's CPU GEMM packing of the linear weights {f.cpu_gemm_packing_ms} ms (copy + packing: "
+                f"**{f.cpu_load_ms} ms**, the least any CPU load costs; CUDA and HPU do not pack)."
+            ),
             "",
             "| " + " | ".join(_HEADER) + " |",
             "|" + "---|" * len(_HEADER),

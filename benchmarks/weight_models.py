@@ -5,6 +5,11 @@ builds, once and cached, random float32 Llamas of about 1 GiB (two of one shape 
 another shape) from tiny-plain's tokenizer, and measures in the calling process what moving that many bytes
 costs at best: a memcpy, a read of the weight files from the page cache, and safetensors' ``get_tensor`` plus a
 copy of every tensor into memory allocated beforehand (what a loader into existing parameters does).
+
+On vLLM's CPU backend a load does one more thing no copy floor holds: it packs every linear layer's weight
+for its GEMM (oneDNN's ``create_onednn_mm``), on CUDA or HPU there is no such step. That is a fourth figure,
+the packing floor, measured as the engine's worker packs (glibc's heap settings of ``IN_PLACE_ENGINE_ENV``, the
+previous packing freed first), so the in-place swaps can also be held to what the platform itself needs.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from server.tinymodels.spec import REPO_ROOT
+from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV
 
 __all__ = [
     "CACHE_ENV",
@@ -30,6 +38,7 @@ __all__ = [
     "WeightModel",
     "build_weight_models",
     "measure_floors",
+    "packing_floor_ms",
 ]
 
 #: Env var that moves the cache of the benchmark's models (about 3 GiB).
@@ -72,6 +81,15 @@ class Floors(msgspec.Struct, frozen=True, kw_only=True):
     memcpy_ms: float
     page_cache_read_ms: float
     safetensors_copy_ms: float
+    #: vLLM's CPU GEMM packing of every linear weight (None: not measured, or no oneDNN on this platform).
+    cpu_gemm_packing_ms: float | None = None
+
+    @property
+    def cpu_load_ms(self) -> float | None:
+        """The least a CPU load into existing parameters costs: the safetensors copy, then the packing."""
+        if self.cpu_gemm_packing_ms is None:
+            return None
+        return round(self.safetensors_copy_ms + self.cpu_gemm_packing_ms, 1)
 
 
 def default_cache_dir() -> Path:
@@ -189,6 +207,7 @@ def measure_floors(folder: Path, repeats: int = 3) -> Floors:
         memcpy_ms=_memcpy_floor(sum(f.stat().st_size for f in files), repeats),
         page_cache_read_ms=_read_floor(files, repeats),
         safetensors_copy_ms=_safetensors_floor(files, repeats),
+        cpu_gemm_packing_ms=_packing_floor_as_the_worker(folder, repeats),
     )
 
 
@@ -232,3 +251,42 @@ def _safetensors_floor(files: list[Path], repeats: int) -> float:
 
     copy_all()
     return _median_ms(copy_all, repeats)
+
+
+def _packing_floor_as_the_worker(folder: Path, repeats: int) -> float | None:
+    """:func:`packing_floor_ms` in a fresh interpreter started with the worker's heap settings."""
+    code = f"from benchmarks.weight_models import packing_floor_ms as f; print(f({str(folder)!r}, {repeats}))"
+    env = {**os.environ, **IN_PLACE_ENGINE_ENV, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=900
+    )
+    last = done.stdout.strip().splitlines()[-1]
+    return None if last == "None" else float(last)
+
+
+def packing_floor_ms(folder: str | Path, repeats: int = 3) -> float | None:
+    """vLLM's CPU GEMM packing of every linear weight of the model in ``folder``, from tensors in memory.
+
+    Each weight's previous packing is freed just before it is packed again, as the worker's reload does
+    (``weight_reuse.reusing_layer_buffers``). None where vLLM's CPU ops have no oneDNN.
+    """
+    from safetensors import safe_open
+    from vllm import _custom_ops as ops
+
+    if not ops._supports_onednn:
+        return None
+    weights = []
+    for file in _weight_files(Path(folder)):
+        with safe_open(str(file), framework="pt") as shard:
+            for key in shard.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                if key.endswith("proj.weight"):  # the linear layers; norms and the embedding are not packed
+                    weights.append(shard.get_tensor(key).clone())
+    packed: list[object] = [None] * len(weights)
+
+    def pack_all() -> None:
+        for index, weight in enumerate(weights):
+            packed[index] = None
+            packed[index] = ops.create_onednn_mm(weight.t(), 32)
+
+    pack_all()
+    return _median_ms(pack_all, repeats)

@@ -6,6 +6,8 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
+Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
+in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV
 
 __all__ = [
     "INSECURE_SERIALIZATION_ENV",
@@ -36,6 +39,7 @@ __all__ = [
     "memory_check",
     "quant_config_env",
     "ram_allows_another_engine",
+    "spawn_env",
     "stash_host_factory",
 ]
 
@@ -50,20 +54,27 @@ _env_lock = asyncio.Lock()
 
 
 @contextlib.contextmanager
-def quant_config_env(quant_config: str | None) -> Iterator[None]:
-    """Set ``QUANT_CONFIG`` to ``quant_config`` (or remove it) for the duration, then restore it."""
-    saved = os.environ.get(QUANT_CONFIG_ENV)
-    if quant_config is None:
-        os.environ.pop(QUANT_CONFIG_ENV, None)
-    else:
-        os.environ[QUANT_CONFIG_ENV] = quant_config
+def spawn_env(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (or, for None, remove) each variable of ``values`` for the duration, then restore them."""
+    saved = {name: os.environ.get(name) for name in values}
+
+    def apply(settings: Mapping[str, str | None]) -> None:
+        for name, value in settings.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    apply(values)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(QUANT_CONFIG_ENV, None)
-        else:
-            os.environ[QUANT_CONFIG_ENV] = saved
+        apply(saved)
+
+
+def quant_config_env(quant_config: str | None) -> contextlib.AbstractContextManager[None]:
+    """Set ``QUANT_CONFIG`` to ``quant_config`` (or remove it) for the duration, then restore it."""
+    return spawn_env({QUANT_CONFIG_ENV: quant_config})
 
 
 def build_engine_args(
@@ -140,7 +151,8 @@ class VllmEngineLoader:
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
-            with quant_config_env(model.quant_config):
+            in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
+            with spawn_env({QUANT_CONFIG_ENV: model.quant_config, **in_place_env}):
                 before = _spawned_pids()
                 start = asyncio.ensure_future(
                     asyncio.to_thread(AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER)

@@ -142,7 +142,8 @@ def unload_model_now(core: Any) -> float:
     """
     setattr(core, _LOADED_ATTR, False)
     setattr(core, _KEPT_ATTR, False)
-    answers = core.collective_rpc(worker.unload_on_worker)
+    # The load that follows takes the freed pages and a KV cache of its size, and trims the heap after.
+    answers = core.collective_rpc(worker.unload_on_worker, kwargs={"load_follows": True})
     gc.collect()  # the engine core's own share: cached grammars, multimodal receiver cache entries
     return max((float(a.get("gc_ms", 0.0)) for a in answers), default=0.0)
 

@@ -15,7 +15,12 @@ materializes, loads, processes and copies back one layer at a time, so a buffer 
 done), and drops a layer's packed weight just before the new one is packed. :func:`keep_kv_cache` hands the old
 KV cache's memory to the new runner when both models fix the same KV cache size (:func:`kv_cache_size_fixed`)
 and the new layout needs exactly as many bytes; it is zeroed, as a fresh allocation is, so nothing the old
-model wrote survives (the scheduler, its block pool and prefix cache are new in any case).
+model wrote survives (the scheduler, its block pool and prefix cache are new in any case). A full in-place
+load (another architecture) keeps the KV cache the same way (``worker.turnout_unload_model(load_follows=True)``).
+
+The packing's own new memory is reused through glibc (``IN_PLACE_ENGINE_ENV`` in ``protocol.py``): with its
+default settings every allocation over 32 MiB was a fresh ``mmap``, so even the memory freed just before was
+faulted in again.
 """
 
 from __future__ import annotations

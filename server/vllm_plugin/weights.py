@@ -137,8 +137,6 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     Raises:
         Exception: Whatever loading the weights raised; the worker holds no model runner then.
     """
-    import gc
-
     from vllm.config import set_current_vllm_config
     from vllm.v1.worker.utils import clear_layer_kv_caches
 
@@ -155,7 +153,7 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     worker.vllm_config.compilation_config.static_forward_context.clear()
     worker.model_runner = None
     del old_runner
-    gc.collect()  # the old runner's cycles (input batch, sampler); the kept model stays reachable
+    worker._turnout_collect_garbage(model_kept=True)  # the old runner's cycles (input batch, sampler)
     adopt_config(vllm_config)
     vllm_config.compilation_config.static_forward_context.update(layers)
     with set_current_vllm_config(vllm_config):

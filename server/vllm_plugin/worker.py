@@ -12,8 +12,12 @@ target too.
 
 Garbage collection: a model runner holds reference cycles, so only the collector frees it. A full pass over a
 worker that imported torch and vLLM costs about 0.3 s, so after the first unload the surviving heap (imports,
-distributed state; no model) is frozen and later passes walk only what the last model allocated. vLLM's CUDA
-worker freezes its heap itself after warm-up, the model included; then the heap is unfrozen first.
+distributed state; no model) is frozen and later passes walk only what the last model allocated. A ``weights``
+swap keeps its model, so the model is frozen with the rest; the full unload that drops it unfreezes first. vLLM's
+CUDA worker freezes its heap itself after warm-up, the model included; then the heap is unfrozen first.
+
+A load (full or ``weights``) runs on every core the engine core may use (``load_cores.py``), and an unload that
+a load follows leaves the freed heap pages to it (``IN_PLACE_ENGINE_ENV``): the load trims what is left over.
 """
 
 from __future__ import annotations
@@ -26,16 +30,19 @@ import sys
 import time
 from typing import Any
 
+from server.vllm_plugin import weight_reuse
 from server.vllm_plugin.config_attrs import WORKER_CONFIG_ATTRS
+from server.vllm_plugin.load_cores import on_engine_cores
+from server.vllm_plugin.start_heap import frozen_at_start
 
 __all__ = ["ReconfigureWorkerExtension", "load_on_worker", "load_weights_on_worker", "unload_on_worker"]
 
 logger = logging.getLogger("turnout.engine.reconfigure")
 
 
-def unload_on_worker(wrapper: Any) -> dict[str, float]:
-    """``collective_rpc`` entry: release the worker's model and KV cache."""
-    answer: dict[str, float] = _extended_worker(wrapper).turnout_unload_model()
+def unload_on_worker(wrapper: Any, load_follows: bool = False) -> dict[str, float]:
+    """``collective_rpc`` entry: release the worker's model and KV cache (see ``turnout_unload_model``)."""
+    answer: dict[str, float] = _extended_worker(wrapper).turnout_unload_model(load_follows)
     return answer
 
 
@@ -69,8 +76,14 @@ class ReconfigureWorkerExtension:
     """Methods vLLM adds to its worker class. Every name carries the ``turnout_`` prefix: vLLM refuses an
     extension whose attributes collide with the worker's."""
 
-    def turnout_unload_model(self) -> dict[str, float]:
+    def turnout_unload_model(self, load_follows: bool = False) -> dict[str, float]:
         """Drop the model runner (model, KV cache, input batch) and free its memory.
+
+        Args:
+            load_follows: A load follows at once. The freed heap pages are then left to the new model's
+                tensors (``IN_PLACE_ENGINE_ENV``; the load trims what is left over), and a KV cache of a fixed
+                size stays allocated for a target that fixes the same size (``weight_reuse.keep_kv_cache``):
+                zeroing it costs less than faulting a new one in.
 
         Returns:
             ``unload_ms`` and ``gc_ms`` (the collector's share), and ``memory_mb``: this worker's RSS on CPU,
@@ -79,6 +92,9 @@ class ReconfigureWorkerExtension:
         started = time.perf_counter()
         worker: Any = self
         runner = getattr(worker, "model_runner", None)
+        worker._turnout_kept_kv = None
+        if runner is not None and load_follows:
+            worker._turnout_kept_kv = (worker.vllm_config, weight_reuse.kv_cache_backing(runner))
         if runner is not None:
             from server.vllm_plugin.weights import forget_reload_state
 
@@ -95,7 +111,8 @@ class ReconfigureWorkerExtension:
             if hasattr(worker, saved):
                 setattr(worker, saved, {})
         gc_ms = worker._turnout_collect_garbage()
-        _return_memory(worker)
+        if not load_follows:
+            _return_memory(worker)
         return {
             "unload_ms": (time.perf_counter() - started) * 1000.0,
             "gc_ms": gc_ms,
@@ -114,12 +131,20 @@ class ReconfigureWorkerExtension:
         started = time.perf_counter()
         worker: Any = self
         if getattr(worker, "model_runner", None) is not None:
-            worker.turnout_unload_model()
+            worker.turnout_unload_model(load_follows=True)
+        kept_kv, worker._turnout_kept_kv = getattr(worker, "_turnout_kept_kv", None), None
+        if kept_kv is not None and not weight_reuse.kv_cache_size_fixed(kept_kv[0], vllm_config):
+            kept_kv = None  # another size: the old KV cache goes before the model is loaded
         worker._turnout_adopt_config(vllm_config)
         with set_current_vllm_config(vllm_config):
             set_random_seed(vllm_config.model_config.seed)
             worker.model_runner = worker._turnout_build_runner()
-        worker.load_model()
+        if kept_kv is not None:
+            weight_reuse.keep_kv_cache(worker.model_runner, kept_kv[1])
+        del kept_kv
+        with on_engine_cores():
+            worker.load_model()
+        _return_memory(worker)  # what the previous model left beyond this one's needs
         return {"load_ms": (time.perf_counter() - started) * 1000.0, "memory_mb": _memory_in_use_mb(worker)}
 
     def turnout_load_weights(self, vllm_config: Any) -> dict[str, float]:
@@ -132,7 +157,8 @@ class ReconfigureWorkerExtension:
 
         started = time.perf_counter()
         worker: Any = self
-        answer = load_weights(worker, vllm_config, worker._turnout_adopt_config)
+        with on_engine_cores():
+            answer = load_weights(worker, vllm_config, worker._turnout_adopt_config)
         # The old model's packed weights were freed layer by layer, into malloc's free lists: hand the free
         # pages back, or the engine's RSS would keep what the old and the new model held together.
         _return_memory(worker)
@@ -178,20 +204,27 @@ class ReconfigureWorkerExtension:
             )
         return make_runner()
 
-    def _turnout_collect_garbage(self) -> float:
-        """Free the dropped runner's reference cycles; returns the milliseconds spent."""
+    def _turnout_collect_garbage(self, model_kept: bool = False) -> float:
+        """Free the dropped runner's reference cycles; returns the milliseconds spent.
+
+        Args:
+            model_kept: The worker keeps its model (a ``weights`` swap), which may then stay in the frozen heap.
+        """
         worker: Any = self
         started = time.perf_counter()
-        # The first time, vLLM may have frozen a heap that holds the model (the engine core freezes its start-up
-        # heap, and with the uni executor the worker lives in that process); vLLM's CUDA warm-up freezes the heap,
-        # the new model included, after every load. Then everything is unfrozen first: one full pass.
-        if not getattr(worker, "_turnout_heap_frozen", False) or worker.device.type == "cuda":
+        # What the frozen heap holds: None (not frozen by Turnout yet), "bare" (no model; so is the heap frozen
+        # at start, start_heap.py) or "model". A heap frozen by someone else may hold the model: the engine core
+        # freezes its start-up heap (with the uni executor the worker lives in that process), and vLLM's CUDA
+        # warm-up freezes the heap, the new model included, after every load. Whenever a frozen model is to be
+        # freed, everything is unfrozen first: one full pass (0.3 s on CPU).
+        frozen = getattr(worker, "_turnout_frozen_heap", None) or ("bare" if frozen_at_start() else None)
+        if frozen is None or worker.device.type == "cuda" or (frozen == "model" and not model_kept):
             gc.unfreeze()
         gc.collect()
-        # What survives now is the worker without a model: freeze it, so the next pass skips it. (Checking
-        # gc.get_freeze_count() instead would walk the whole frozen heap: 0.1 s here.)
+        # What survives now is the worker (with the kept model, or without one): freeze it, so the next pass
+        # skips it. (Checking gc.get_freeze_count() instead would walk the whole frozen heap: 0.1 s here.)
         gc.freeze()
-        worker._turnout_heap_frozen = True
+        worker._turnout_frozen_heap = "model" if model_kept else "bare"
         return (time.perf_counter() - started) * 1000.0
 
 

@@ -56,3 +56,16 @@ def test_the_page_shows_both_runs_floors_and_goals() -> None:
     assert "| reconfigure, same arch | 500 | 900 | **1.25x** |" in page
     assert "**MISSED**: reconfigure, other arch / safetensors floor" in page, "an unmeasured goal is not met"
     assert "Not measured" in "\n".join(page_section(None))
+
+
+def test_the_cpu_packing_floor_adds_a_ratio_and_a_run_without_it_shows_none() -> None:
+    floors = msgspec.structs.replace(FLOORS, cpu_gemm_packing_ms=250.0)
+    data = report([_row("reconfigure, same arch", [900.0, 1300.0])], floors, CONFIG)
+    assert floors.cpu_load_ms == 650.0
+    assert data.summary["reconfigure, same arch"].over_cpu_load == 2.0  # 1300 / (400 + 250)
+    page = "\n".join(page_section(data))
+    assert "GEMM packing of the linear weights 250.0 ms (copy + packing: **650.0 ms**" in page
+    assert "| reconfigure, same arch | 1,300 | 900 | **3.25x** | 2.0x |" in page
+    without = report([_row("reconfigure, same arch", [900.0, 1300.0])], FLOORS, CONFIG)
+    assert without.summary["reconfigure, same arch"].over_cpu_load is None
+    assert "| **3.25x** | n/a |" in "\n".join(page_section(without))

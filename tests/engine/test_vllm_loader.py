@@ -1,4 +1,4 @@
-"""The real loader's wiring, without starting engines: engine args and per-load ``QUANT_CONFIG``."""
+"""The real loader's wiring, without starting engines: engine args and each load's environment."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from server.engine.vllm_loader import QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, WORKER_EXTENSION
 
 
 def test_engine_args_carry_the_profile_and_served_name() -> None:
@@ -50,6 +51,26 @@ async def test_each_load_sees_only_its_own_quant_config(monkeypatch: pytest.Monk
     await loader.load("qwen", ModelProfile(model="/m/qwen"))
     assert seen == ["/q/llama.json", None]
     assert QUANT_CONFIG_ENV not in os.environ
+
+
+async def test_only_engines_for_in_place_swaps_are_spawned_with_the_heap_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    seen: list[dict[str, str | None]] = []
+
+    def fake_from_engine_args(args: Any, **kwargs: Any) -> str:
+        seen.append({name: os.environ.get(name) for name in IN_PLACE_ENGINE_ENV})
+        return f"engine:{args.model}"
+
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(fake_from_engine_args))
+    for name in IN_PLACE_ENGINE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    await VllmEngineLoader(worker_extension=WORKER_EXTENSION).load("a", ModelProfile(model="/m/a"))
+    await VllmEngineLoader().load("b", ModelProfile(model="/m/b"))
+    assert seen == [dict(IN_PLACE_ENGINE_ENV), dict.fromkeys(IN_PLACE_ENGINE_ENV)]
+    assert not set(IN_PLACE_ENGINE_ENV) & set(os.environ), "the server's own process keeps glibc's defaults"
 
 
 async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkeypatch: pytest.MonkeyPatch) -> None:
