@@ -20,14 +20,25 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "profiles" / "demo.yaml"
 DRAIN_S = 2.0
-# 64 choices of 900 tokens (8 at a time): far longer than the drain timeout, and more than the socket buffers hold.
+# 64 choices of 900 tokens (all at once, see _profile): far longer than the drain timeout, and more than the socket
+# buffers hold.
 LONG = {"model": "tools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 900, "ignore_eos": True}
 
 
 def _profile(folder: Path) -> Path:
-    """The demo profile, with absolute paths and a short drain timeout."""
-    text = DEMO.read_text().replace("../", f"{REPO}/").replace("drain_timeout: 30", f"drain_timeout: {DRAIN_S}")
-    assert f"drain_timeout: {DRAIN_S}" in text
+    """The demo profile, with absolute paths, a short drain timeout and room for all of LONG's choices at once.
+
+    With the demo's 8 sequences and 16 MiB of KV cache, 56 of the 64 choices would wait in the scheduler's queue,
+    and a short request sent meanwhile behind them: on a loaded machine it did not get its answer in 60 s.
+    """
+    text = (
+        DEMO.read_text()
+        .replace("../", f"{REPO}/")
+        .replace("drain_timeout: 30", f"drain_timeout: {DRAIN_S}")
+        .replace("max_num_seqs: 8", "max_num_seqs: 72")
+        .replace("kv_cache_memory_bytes: 16777216", f"kv_cache_memory_bytes: {96 * 2**20}")
+    )
+    assert f"drain_timeout: {DRAIN_S}" in text and "max_num_seqs: 72" in text and str(96 * 2**20) in text
     profile = folder / "lifecycle.yaml"
     profile.write_text(text)
     return profile
