@@ -27,9 +27,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["keep_kv_cache", "kv_cache_backing", "kv_cache_size_fixed", "reusing_layer_buffers"]
+__all__ = [
+    "KeptKvCache",
+    "hand_kv_cache",
+    "keep_kv_cache",
+    "kv_cache_backing",
+    "kv_cache_size_fixed",
+    "reusing_layer_buffers",
+    "take_kv_cache",
+]
 
 
 class _BufferPool:
@@ -98,6 +106,36 @@ def reusing_layer_buffers() -> Iterator[None]:
         yield
     finally:
         layerwise.materialize_layer = original
+
+
+class KeptKvCache(NamedTuple):
+    """A dropped runner's KV cache allocation, and the ``VllmConfig`` that sized it."""
+
+    config: Any
+    backing: Any
+
+
+def take_kv_cache(runner: Any, config: Any, target: Any | None = None) -> KeptKvCache | None:
+    """``runner``'s KV cache allocation (its ``config``'s), kept for the next runner; None when it cannot serve one.
+
+    None when ``config`` fixes no size, or ``target`` (when already known) fixes another: its memory then goes
+    with the runner.
+    """
+    if config.cache_config.kv_cache_memory_bytes is None:
+        return None
+    if target is not None and not kv_cache_size_fixed(config, target):
+        return None
+    backing = kv_cache_backing(runner)
+    return None if backing is None else KeptKvCache(config, backing)
+
+
+def hand_kv_cache(kept: KeptKvCache | None, runner: Any, target: Any) -> None:
+    """Have ``runner`` (built for ``target``) allocate its KV cache in ``kept`` when both fix the same size.
+
+    Otherwise nothing: ``kept``'s memory goes when the caller drops it (before the model loads).
+    """
+    if kept is not None and kv_cache_size_fixed(kept.config, target):
+        keep_kv_cache(runner, kept.backing)
 
 
 def kv_cache_size_fixed(current: Any, target: Any) -> bool:

@@ -146,9 +146,7 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     # The layers registered at model construction (attention: keyed by name, holding the KV cache views) go
     # with the model; the target's runner and KV cache allocation look them up in the target's config.
     layers = dict(worker.vllm_config.compilation_config.static_forward_context)
-    kv_backing = None
-    if weight_reuse.kv_cache_size_fixed(worker.vllm_config, vllm_config):
-        kv_backing = weight_reuse.kv_cache_backing(old_runner)  # handed to the new runner if the size matches
+    kept_kv = weight_reuse.take_kv_cache(old_runner, worker.vllm_config, vllm_config)  # for the new runner
     clear_layer_kv_caches(layers.values())  # the layers let go of the old KV cache; only its backing stays
     worker.vllm_config.compilation_config.static_forward_context.clear()
     worker.model_runner = None
@@ -159,8 +157,8 @@ def load_weights(worker: Any, vllm_config: Any, adopt_config: Callable[[Any], No
     with set_current_vllm_config(vllm_config):
         runner = worker._turnout_build_runner()
     runner.model = model
-    weight_reuse.keep_kv_cache(runner, kv_backing)
-    del kv_backing
+    weight_reuse.hand_kv_cache(kept_kv, runner, vllm_config)
+    del kept_kv
     worker.model_runner = runner
     built = time.perf_counter()
     try:

@@ -94,7 +94,7 @@ class ReconfigureWorkerExtension:
         runner = getattr(worker, "model_runner", None)
         worker._turnout_kept_kv = None
         if runner is not None and load_follows:
-            worker._turnout_kept_kv = (worker.vllm_config, weight_reuse.kv_cache_backing(runner))
+            worker._turnout_kept_kv = weight_reuse.take_kv_cache(runner, worker.vllm_config)
         if runner is not None:
             from server.vllm_plugin.weights import forget_reload_state
 
@@ -133,15 +133,12 @@ class ReconfigureWorkerExtension:
         if getattr(worker, "model_runner", None) is not None:
             worker.turnout_unload_model(load_follows=True)
         kept_kv, worker._turnout_kept_kv = getattr(worker, "_turnout_kept_kv", None), None
-        if kept_kv is not None and not weight_reuse.kv_cache_size_fixed(kept_kv[0], vllm_config):
-            kept_kv = None  # another size: the old KV cache goes before the model is loaded
         worker._turnout_adopt_config(vllm_config)
         with set_current_vllm_config(vllm_config):
             set_random_seed(vllm_config.model_config.seed)
             worker.model_runner = worker._turnout_build_runner()
-        if kept_kv is not None:
-            weight_reuse.keep_kv_cache(worker.model_runner, kept_kv[1])
-        del kept_kv
+        weight_reuse.hand_kv_cache(kept_kv, worker.model_runner, vllm_config)
+        del kept_kv  # another size: the old KV cache goes before the model is loaded
         with on_engine_cores():
             worker.load_model()
         _return_memory(worker)  # what the previous model left beyond this one's needs

@@ -16,10 +16,12 @@ from vllm.model_executor.model_loader.reload import layerwise
 
 from server.vllm_plugin.weight_reuse import (
     _BufferPool,
+    hand_kv_cache,
     keep_kv_cache,
     kv_cache_backing,
     kv_cache_size_fixed,
     reusing_layer_buffers,
+    take_kv_cache,
 )
 
 
@@ -123,3 +125,20 @@ def test_the_old_kv_cache_stays_only_when_both_models_fix_the_same_size() -> Non
     # Sized from free memory (or the worker's RSS on CPU): memory still held would shrink the new one.
     assert not kv_cache_size_fixed(_config(None), _config(None))
     assert not kv_cache_size_fixed(_config(None), _config(2**28))
+
+
+def test_a_kept_kv_cache_is_handed_only_to_a_runner_whose_target_fixes_its_size() -> None:
+    old = _Runner()
+    buffer = torch.full((64,), 7, dtype=torch.int8)
+    old.kv_caches = [buffer[:32], buffer[32:]]  # type: ignore[attr-defined]
+    assert take_kv_cache(old, _config(None)) is None  # a size from free memory is never kept
+    assert take_kv_cache(old, _config(64), target=_config(128)) is None  # a known target of another size
+    kept = take_kv_cache(old, _config(64))
+    assert kept is not None and kept.backing.data_ptr() == buffer.data_ptr()
+    other = _Runner()
+    hand_kv_cache(kept, other, _config(128))
+    assert other.initialize_kv_cache_tensors(64).data_ptr() != buffer.data_ptr()
+    same = _Runner()
+    hand_kv_cache(kept, same, _config(64))
+    reused = same.initialize_kv_cache_tensors(64)
+    assert reused.data_ptr() == buffer.data_ptr() and int(reused.abs().sum()) == 0
