@@ -11,8 +11,10 @@ from server.profiles import ProfileIssue
 
 __all__ = ["err_console", "out_console", "print_issues"]
 
-out_console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a printed message is never hard-wrapped at the console's width (80 columns when the output is not a
+# terminal), so every error stays one line that editors, CI logs and grep can read as ``file:line:col: message``.
+out_console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_issues(issues: Iterable[ProfileIssue]) -> None:
