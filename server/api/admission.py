@@ -22,6 +22,7 @@ from litestar.exceptions import ValidationException
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model
+from server.api.model_names import resolve_model_name
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
 
@@ -34,7 +35,6 @@ __all__ = [
     "install_abort_hook",
     "leased_stream",
     "read_json_object",
-    "resolve_model_name",
 ]
 
 logger = logging.getLogger("turnout.api")
@@ -165,23 +165,9 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
-    name = resolve_model_name(manager, model or None)
+    name = resolve_model_name(manager.models, model or None)
     allowed_model(request, model or None, name, manager.active_model)
     return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name)
-
-
-def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:
-    """The model a request names: a model's own name, one of its ``served_model_name`` aliases, or one of its
-    LoRA adapters (``lora_modules``: the base model's bundle serves it, vLLM applies the adapter).
-
-    An unknown name comes back as it is, for the manager's 404 to name it.
-    """
-    if requested is None or requested in manager.models:
-        return requested
-    for name, profile in manager.models.items():
-        if requested in profile.aliases or requested in (profile.lora_modules or {}):
-            return name
-    return requested
 
 
 #: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an

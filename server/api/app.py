@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from litestar import Litestar, Router
 from litestar.config.cors import CORSConfig
@@ -17,6 +17,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
+from litestar.types import ControllerRouterHandler
 
 from server import __version__
 from server.api.admission import ServingBundle
@@ -44,11 +45,13 @@ from server.api.settings import ApiSettings
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
-__all__ = ["BackgroundTask", "create_app"]
+__all__ = ["APP_DEPENDENCIES", "BackgroundTask", "create_app", "node_routes"]
 
 #: Runs while the server serves (after the default model loaded); cancelled at shutdown. ``serve --watch`` uses it.
 BackgroundTask = Callable[[], Awaitable[None]]
 _TEMPLATES = Path(__file__).parent / "templates"
+#: The app-wide dependencies the routes name (``create_app`` gives their values; the ingress's route table none).
+APP_DEPENDENCIES: Final = ("manager", "metrics_registry", "reloader", "api_settings", "stored_responses")
 
 logger = logging.getLogger("turnout.api")
 
@@ -99,6 +102,33 @@ def create_app(
 
     registry = metrics_registry(manager)
     stored_responses = StoredResponses()
+    values = dict(zip(APP_DEPENDENCIES, (manager, registry, reloader, settings, stored_responses), strict=True))
+    app = Litestar(
+        route_handlers=node_routes(settings),
+        # Constants for the app's life: resolved once, then served from Litestar's cache on every request.
+        dependencies={name: _constant(value) for name, value in values.items()},
+        template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        state=State({"manager": manager}),
+        openapi_config=OpenAPIConfig(
+            title="Turnout",
+            version=__version__,
+            path="/docs",
+            render_plugins=[SwaggerRenderPlugin(path="/")],
+            components=security_components(),
+        ),
+        cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
+        before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
+        debug=False,
+    )
+    document_request_bodies(app, request_schemas)
+    return app
+
+
+def node_routes(settings: ApiSettings) -> list[ControllerRouterHandler]:
+    """Every route of a node's app, with its guards: the app serves them, and the Ray ingress checks a request
+    against them before it places it (``server/api/route_table.py``)."""
     # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
     # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
     keyed = settings.keyed
@@ -123,33 +153,11 @@ def create_app(
         guards=[AdminGuard(settings)],
         security=ADMIN_SECURITY,
     )
-    app = Litestar(
-        route_handlers=[openai_routes, admin_routes, OpsController, StatusPageController],
-        # Constants for the app's life: resolved once, then served from Litestar's cache on every request.
-        dependencies={
-            "manager": Provide(lambda: manager, sync_to_thread=False, use_cache=True),
-            "metrics_registry": Provide(lambda: registry, sync_to_thread=False, use_cache=True),
-            "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
-            "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
-            "stored_responses": Provide(lambda: stored_responses, sync_to_thread=False, use_cache=True),
-        },
-        template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
-        exception_handlers=EXCEPTION_HANDLERS,
-        lifespan=[lifespan],
-        state=State({"manager": manager}),
-        openapi_config=OpenAPIConfig(
-            title="Turnout",
-            version=__version__,
-            path="/docs",
-            render_plugins=[SwaggerRenderPlugin(path="/")],
-            components=security_components(),
-        ),
-        cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
-        before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
-        debug=False,
-    )
-    document_request_bodies(app, request_schemas)
-    return app
+    return [openai_routes, admin_routes, OpsController, StatusPageController]
+
+
+def _constant(value: Any) -> Provide:
+    return Provide(lambda: value, sync_to_thread=False, use_cache=True)
 
 
 async def _logged(run: BackgroundTask) -> None:

@@ -71,12 +71,7 @@ def ray_serve(
         serve.start(http_options={"host": host, "port": port})
         application = build_application(
             replicas=replicas,
-            node_options={"profile": path, "dev": dev},
-            ingress_options={
-                "default_model": loaded.default_model,
-                "admin_token_env": loaded.server.admin_token_env,
-                "dev": dev,
-            },
+            options={"profile": path, "dev": dev},
             num_gpus=num_gpus,
             resources={ACCELERATOR: 1},
             max_ongoing_requests=max_ongoing_requests,

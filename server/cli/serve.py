@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import os
 import secrets
@@ -104,20 +105,6 @@ def _without_preloads(profile: Profile) -> Profile:
     return msgspec.structs.replace(profile, models=models)
 
 
-def _sse_intervals(frontend: FrontendFlags) -> dict[str, float]:
-    """vLLM's ``--sse-keep-alive-interval`` for the API settings; it paces the waiting comments too."""
-    keep_alive = float(frontend.server.get("sse_keep_alive_interval", 0) or 0)
-    return {
-        "sse_keep_alive_interval_s": keep_alive,
-        **({"wait_notice_interval_s": keep_alive} if keep_alive > 0 else {}),
-    }
-
-
-def _secret_from_env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
-
-
 def engine_defaults(
     flags: Mapping[str, Any], reasoning_parser: str | None, frontend: FrontendFlags | None = None
 ) -> dict[str, Any]:
@@ -177,10 +164,11 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import ApiSettings, create_app
-    from server.api.key_scopes import KeyNotSet, scoped_keys
+    from server.api import create_app
+    from server.api.key_scopes import KeyNotSet
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
+    from server.api.serving_settings import ServingFlags, api_settings
     from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
@@ -205,8 +193,16 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
+    flags = ServingFlags(
+        api_key=options.api_key,
+        dev=options.dev,
+        cors=options.frontend.cors(),
+        sse_keep_alive_interval_s=float(server_flags.get("sse_keep_alive_interval", 0) or 0),
+        enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
+        enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
+    )
     try:
-        limited_keys = scoped_keys(profile.server.api_keys, profile.models, os.environ)
+        settings = api_settings(profile, flags, os.environ)
     except KeyNotSet as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
@@ -221,26 +217,13 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
-    admin_token_env = profile.server.admin_token_env
-    admin_token = _secret_from_env(admin_token_env)
-    if admin_token is None and options.generate_admin_token:
-        admin_token = secrets.token_urlsafe(24)
-        out_console.print(f"Admin token (for this run only): [bold]{admin_token}[/]")
-        out_console.print(f"  export {admin_token_env}={admin_token}", markup=False)
-    dev_mode = options.dev or os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
-    if admin_token is None and not dev_mode:
+    admin_token_env = settings.admin_token_env
+    if settings.admin_token is None and options.generate_admin_token:
+        settings = dataclasses.replace(settings, admin_token=secrets.token_urlsafe(24))
+        out_console.print(f"Admin token (for this run only): [bold]{settings.admin_token}[/]")
+        out_console.print(f"  export {admin_token_env}={settings.admin_token}", markup=False)
+    if settings.admin_token is None and not settings.dev_mode:
         err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
-    settings = ApiSettings(
-        admin_token=admin_token,
-        admin_token_env=admin_token_env,
-        api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
-        scoped_keys=limited_keys,
-        dev_mode=dev_mode,
-        cors=options.frontend.cors(),
-        **_sse_intervals(options.frontend),
-        enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
-        enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
-    )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of

@@ -15,10 +15,12 @@ from ray.serve import Application
 from server.cluster.ingress import TurnoutIngressDeployment
 from server.cluster.node import TurnoutNode
 
-__all__ = ["ACCELERATOR", "PROFILE_BUILDER", "app_builder", "build_application"]
+__all__ = ["ACCELERATOR", "PROFILE_BUILDER", "PROFILE_EDGE", "app_builder", "build_application"]
 
 #: The production node builder.
 PROFILE_BUILDER = "server.cluster.build:profile_node"
+#: The production edge builder (the ingress's; the node builder builds its edge with the same function).
+PROFILE_EDGE = "server.cluster.edge:profile_edge"
 #: The custom resource a replica takes one of where accelerators are not GPUs Ray knows (``--resources``).
 ACCELERATOR = "turnout_accel"
 
@@ -26,9 +28,9 @@ ACCELERATOR = "turnout_accel"
 def build_application(
     *,
     replicas: int,
+    options: Mapping[str, Any],
     builder: str = PROFILE_BUILDER,
-    node_options: Mapping[str, Any] | None = None,
-    ingress_options: Mapping[str, Any] | None = None,
+    edge: str = PROFILE_EDGE,
     num_gpus: float = 0.0,
     resources: Mapping[str, float] | None = None,
     max_ongoing_requests: int = 16,
@@ -36,6 +38,9 @@ def build_application(
 ) -> Application:
     """The application: ``replicas`` node replicas (or an autoscaling range), each with ``num_gpus`` and
     ``resources`` (one accelerator set: Ray sets each replica's visible devices), behind the ingress.
+
+    The nodes (``builder``) and the ingress (``edge``) are built from the same ``options`` (``profile``, ``dev``),
+    so that the ingress checks a request with the settings and models of the node that answers it.
 
     ``max_ongoing_requests`` bounds a replica's concurrent requests; past it Ray routes a model's requests to a
     second replica (which loads the model).
@@ -50,29 +55,19 @@ def build_application(
     )
     node = serve.deployment(
         name="TurnoutNode", ray_actor_options=actor_options, max_ongoing_requests=max_ongoing_requests, **scale
-    )(TurnoutNode).bind(builder, dict(node_options or {}))
+    )(TurnoutNode).bind(builder, dict(options))
     ingress = serve.deployment(name="TurnoutIngress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)(
         TurnoutIngressDeployment
     )
-    return ingress.bind(node, dict(ingress_options or {}))
+    return ingress.bind(node, edge, dict(options))
 
 
 def app_builder(args: Mapping[str, Any]) -> Application:
     """A Ray Serve config file's application: ``args`` are ``profile``, ``replicas``, ``num_gpus`` (per
     replica), ``resources``, ``max_ongoing_requests`` and ``dev``."""
-    from server.cluster.build import serving_profile
-
-    profile = str(args["profile"])
-    loaded = serving_profile(profile)
-    dev = bool(args.get("dev", False))
     return build_application(
         replicas=int(args.get("replicas", 1)),
-        node_options={"profile": profile, "dev": dev},
-        ingress_options={
-            "default_model": loaded.default_model,
-            "admin_token_env": loaded.server.admin_token_env,
-            "dev": dev,
-        },
+        options={"profile": str(args["profile"]), "dev": bool(args.get("dev", False))},
         num_gpus=float(args.get("num_gpus", 0.0)),
         resources=args.get("resources"),
         max_ongoing_requests=int(args.get("max_ongoing_requests", 16)),

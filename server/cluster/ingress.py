@@ -1,4 +1,5 @@
-"""The OpenAI ingress: a Litestar app that reads ``model`` from the body and calls the node deployment with it as
+"""The OpenAI ingress: a Litestar app that gates each request as a node would (``gate.py``: key or admin token,
+body limit, the model's name resolved and in the key's scope), then calls the node deployment with the model as
 the multiplexed model id (Ray routes to a replica that holds the model), streaming the answer through.
 
 It also serves the cluster view (``/v1/models``, ``/admin/status``) and the admin switch, which can name a
@@ -13,20 +14,31 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-import msgspec
 from litestar import Litestar, Request, Response, get, post, route
 from litestar.datastructures import State
+from litestar.exceptions import HTTPException
 from litestar.response import Stream
 from ray import serve
 
-from server.api import ApiSettings
-from server.api.auth import AdminGuard
-from server.api.errors import ANTHROPIC_API, EXCEPTION_HANDLERS, OPENAI_API, RESPONSES_API, ApiShape, error_response
-from server.api.forms import form_body_limit
+from server.api.auth import AdminGuard, ApiKeyGuard
+from server.api.errors import (
+    ANTHROPIC_API,
+    ANTHROPIC_EXCEPTION_HANDLERS,
+    EXCEPTION_HANDLERS,
+    OPENAI_API,
+    RESPONSES_API,
+    ApiShape,
+    error_response,
+)
+from server.api.key_scopes import visible
+from server.api.model_names import resolve_model_name
 from server.cluster.asgi_bridge import ForwardedRequest
 from server.cluster.errors import ReplicaLost, ReplicaUnknown
+from server.cluster.gate import IngressGate
+from server.cluster.parts import EdgeParts, import_builder
 from server.cluster.registry import registry_handle
 from server.cluster.view import merged_models, replica_summaries
+from server.engine import EngineError, ModelNotFound
 
 __all__ = ["TurnoutIngress", "build_ingress_app"]
 
@@ -49,27 +61,11 @@ def _shape(path: str) -> ApiShape:
     return OPENAI_API
 
 
-def _model_of(body: bytes, default: str | None) -> str | None:
-    """The body's ``model`` (the default model when it names none); None for a body that is not a JSON object."""
-    try:
-        decoded = msgspec.json.decode(body) if body else None
-    except msgspec.DecodeError:
-        return default
-    model = decoded.get("model") if isinstance(decoded, dict) else None
-    return model if isinstance(model, str) and model else default
-
-
-async def _requested_model(request: Request[Any, Any, Any], body: bytes, default: str | None) -> str | None:
-    """The model a POST names: a form's ``model`` field (the speech routes' multipart forms), else the JSON body's."""
-    media_type, _ = request.content_type
-    if media_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        model = (await request.form()).get("model")  # Litestar parses the body already read
-        return model if isinstance(model, str) and model else default
-    return _model_of(body, default)
-
-
-def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | None) -> Litestar:
-    """The ingress app around the node deployment's handle."""
+def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
+    """The ingress app around the node deployment's handle, gating by ``edge`` (what the nodes are built from)."""
+    settings = edge.settings
+    gate = IngressGate(edge)
+    key_guards = [ApiKeyGuard(settings)] if settings.keyed else None
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -89,9 +85,12 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
     async def health(state: State) -> dict[str, Any]:
         return {"status": "ok", "replicas": len(await reports(state))}
 
-    @get("/v1/models")
-    async def models(state: State) -> dict[str, Any]:
-        return merged_models(await reports(state), int(time.time()))
+    @get("/v1/models", guards=key_guards)
+    async def models(request: Request[Any, Any, Any], state: State) -> dict[str, Any]:
+        listed = merged_models(await reports(state), int(time.time()))
+        # A key limited to some models sees only those, as on one node.
+        listed["data"] = [card for card in listed["data"] if visible(request, card["parent"] or card["id"])]
+        return listed
 
     @get("/admin/status", guards=[AdminGuard(settings)])
     async def status(state: State) -> dict[str, Any]:
@@ -102,9 +101,12 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
 
     @post("/v1/models/switch", guards=[AdminGuard(settings)], status_code=200)
     async def switch(data: dict[str, Any], state: State) -> Response[Any]:
-        model, replica = data.get("model"), data.get("replica")
-        if not isinstance(model, str):
+        requested, replica = data.get("model"), data.get("replica")
+        if not isinstance(requested, str):
             return error_response(400, "model is required (a string)", param="model")
+        model = resolve_model_name(edge.models, requested) or requested
+        if model not in edge.models:
+            raise ModelNotFound(requested, edge.models)  # before Ray's multiplexer tries to load the name
         if replica is None:
             answer = await node.options(multiplexed_model_id=model).switch.remote(model)
         elif replica not in await reports(state):
@@ -116,22 +118,23 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
                 raise ReplicaUnknown(str(replica)) from None
         return Response(answer["body"].encode(), status_code=answer["status"], media_type="application/json")
 
-    # As large as the largest body a node's route takes (a speech upload); each node route applies its own limit.
-    @route("/{path:path}", http_method=_METHODS, request_max_body_size=form_body_limit())
-    async def forward(request: Request[Any, Any, Any], path: str) -> Response[Any]:
-        body = await request.body()
+    @route("/{path:path}", http_method=_METHODS)
+    async def forward(request: Request[Any, Any, Any]) -> Response[Any]:
         # The node's app is mounted at its root: the application's route prefix (ASGI's root_path) goes.
         full, root = request.scope["path"], request.scope.get("root_path", "")
         own_path = full[len(root) :] if root and full.startswith(root) else full
+        try:
+            placed = await gate.admit(request, own_path)
+        except (EngineError, HTTPException) as refused:
+            return _refusal(request, own_path, refused)
         forwarded: ForwardedRequest = {
             "method": request.method,
             "path": own_path,
             "query_string": request.scope["query_string"],
             "headers": list(request.scope["headers"]),
-            "body": body,
+            "body": placed.body,
         }
-        model = await _requested_model(request, body, default_model) if request.method == "POST" else None
-        handle = node.options(stream=True, multiplexed_model_id=model or "")
+        handle = node.options(stream=True, multiplexed_model_id=placed.model)
         items = handle.handle.remote(forwarded)
         try:
             start = await items.__anext__()
@@ -153,6 +156,14 @@ def build_ingress_app(node: Any, settings: ApiSettings, default_model: str | Non
     )
 
 
+def _refusal(request: Request[Any, Any, Any], path: str, refused: Exception) -> Response[Any]:
+    """A request the gate refused, answered in its route's API shape (Anthropic's on the Messages routes)."""
+    handlers = ANTHROPIC_EXCEPTION_HANDLERS if _shape(path) is ANTHROPIC_API else EXCEPTION_HANDLERS
+    kind = EngineError if isinstance(refused, EngineError) else HTTPException
+    response: Response[Any] = handlers[kind](request, refused)
+    return response
+
+
 async def _rest(items: Any, shape: ApiShape, content_type: str) -> AsyncIterator[bytes]:
     """The body chunks as the replica yields them; a stream whose replica dies ends with the API's retryable
     error event (and its end marker), never silently."""
@@ -172,23 +183,17 @@ class TurnoutIngress:
 
     Args:
         node: The node deployment's handle.
-        options: ``default_model``, and ``admin_token_env``/``dev`` for the admin routes.
+        edge_builder: The ``module:function`` that builds the edge (the nodes' builder builds theirs the same way).
+        options: The options the nodes are built from (``profile``, ``dev``).
     """
 
-    def __init__(self, node: Any, options: Mapping[str, Any]) -> None:
-        import os
-
-        token_env = str(options.get("admin_token_env", "TURNOUT_ADMIN_TOKEN"))
-        self._settings = ApiSettings(
-            admin_token=os.environ.get(token_env) or None,
-            admin_token_env=token_env,
-            dev_mode=bool(options.get("dev", False)),
-        )
+    # Ray Serve awaits an async constructor (the edge builder is a coroutine); mypy knows no such thing.
+    async def __init__(self, node: Any, edge_builder: str, options: Mapping[str, Any]) -> None:  # type: ignore[misc]
         self._node = node
-        self._default = options.get("default_model")
+        self._edge: EdgeParts = await import_builder(edge_builder)(options)
 
     def __serve_build_asgi_app__(self) -> Litestar:
-        return build_ingress_app(self._node, self._settings, self._default)
+        return build_ingress_app(self._node, self._edge)
 
 
 TurnoutIngressDeployment = serve.ingress()(TurnoutIngress)

@@ -72,7 +72,7 @@ class TurnoutNode:
         manager = parts.manager
         self._manager = manager
         self._capacity = models_held_at_once(manager.strategy_name, parts.max_active, len(manager.models))
-        self._app = create_app(manager, parts.settings)
+        self._app = create_app(manager, parts.edge.settings)
         self._started = False
         self._held: list[str] = []
         self._loads = 0

@@ -1,4 +1,4 @@
-"""What a node replica is built from, and how many models Ray may place on it."""
+"""What a node replica and the ingress are built from, and how many models Ray may place on a replica."""
 
 from __future__ import annotations
 
@@ -10,37 +10,54 @@ from typing import Any
 from server.api import ApiSettings
 from server.api.admission import ServingBundle
 from server.engine import EngineManager
+from server.profiles import ModelProfile
 
-__all__ = ["NodeBuilder", "NodeParts", "import_builder"]
+__all__ = ["EdgeBuilder", "EdgeParts", "NodeBuilder", "NodeParts", "import_builder"]
 
-#: Strategies that hold one engine at a time: a replica serves one model, and Ray's LRU has room for one.
+
+@dataclass(frozen=True, kw_only=True)
+class EdgeParts:
+    """What every replica (node and ingress alike) serves requests by: built once per replica by the edge builder,
+    so that the ingress gates a request exactly as the node that answers it would.
+
+    Attributes:
+        settings: The app's settings (``server.api.serving_settings.api_settings``): keys, admin token, dev mode.
+        models: The profile's models, whose names, aliases and adapters the ingress resolves a request's name by.
+        default_model: The model a request that names none goes to.
+    """
+
+    settings: ApiSettings
+    models: Mapping[str, ModelProfile]
+    default_model: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class NodeParts:
-    """One replica's engine manager and app settings.
+    """One replica's engine manager and what its app serves by.
 
     Attributes:
         manager: Not initialized yet: the replica's first multiplexed load starts it with the requested model.
-        settings: The app's secrets and dev mode.
+        edge: The same parts the ingress is built from (its app uses ``edge.settings``).
         max_active: The profile's residency limit (``switching.max_active``); None: unset.
         counters: Extra figures for the replica's report (the fakes' load counts); empty in production.
     """
 
     manager: EngineManager[ServingBundle]
-    settings: ApiSettings
+    edge: EdgeParts
     max_active: int | None = None
     counters: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
 
 
-#: Builds a replica's parts from the deployment's ``options`` (plain data: it comes from a Ray Serve config file).
+#: Builds the edge (or a replica's parts) from the deployment's ``options`` (plain data: it comes from a Ray Serve
+#: config file, and is the same for the node and the ingress).
+EdgeBuilder = Callable[[Mapping[str, Any]], Awaitable[EdgeParts]]
 NodeBuilder = Callable[[Mapping[str, Any]], Awaitable[NodeParts]]
 
 
-def import_builder(path: str) -> NodeBuilder:
+def import_builder(path: str) -> Callable[[Mapping[str, Any]], Awaitable[Any]]:
     """The builder named ``module:function`` (a name, so that a Ray Serve config file can give it)."""
     module, _, attribute = path.partition(":")
     if not module or not attribute:
-        raise ValueError(f"a node builder is named 'module:function', got {path!r}")
-    builder: NodeBuilder = getattr(importlib.import_module(module), attribute)
+        raise ValueError(f"a builder is named 'module:function', got {path!r}")
+    builder: Callable[[Mapping[str, Any]], Awaitable[Any]] = getattr(importlib.import_module(module), attribute)
     return builder

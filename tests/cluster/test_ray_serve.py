@@ -2,9 +2,9 @@
 
 One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators) with two
 applications: ``pair`` (two capacity-1 replicas, the ``stop`` strategy, models a, b, c) at ``/`` and ``lru`` (one
-capacity-1 replica) at ``/lru``; the engine test adds ``real`` (the demo profile's tiny vLLM models on two
-replicas) at ``/real``. The ``pair`` tests run in file order on the same replicas, each stating what it
-expects to find; the last one kills a replica.
+capacity-1 replica) at ``/lru``; the engine tests add ``real`` (the demo profile's tiny vLLM models on two
+replicas, with only ``server.api_keys``) at ``/real``. The ``pair`` tests run in file order on the same replicas,
+each stating what it expects to find; the last one kills a replica.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+#: The real application's keys (``server.api_keys`` only): one for both models, one limited to ``tools``.
+KEYS = {"TURNOUT_TEST_EVERY_MODEL_KEY": "every-model-key", "TURNOUT_TEST_TOOLS_KEY": "tools-only-key"}
+EVERY_MODEL = {"Authorization": "Bearer every-model-key"}
+TOOLS_ONLY = {"Authorization": "Bearer tools-only-key"}
 #: How long a real tiny engine's start may take on a replica (a busy CI machine).
 ENGINE_START_S = 400.0
 #: The fakes' engine load time: a switch costs time, as a real one does.
@@ -43,12 +47,11 @@ def _free_port() -> int:
 
 
 def _app(replicas: int, max_ongoing: int) -> Any:
-    options = {"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S}
     return build_application(
         replicas=replicas,
         builder="tests.fakes.cluster:fake_node",
-        node_options=options,
-        ingress_options={"default_model": "a", "admin_token_env": "TURNOUT_TEST_CLUSTER_TOKEN"},
+        edge="tests.fakes.cluster:fake_edge",
+        options={"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S},
         resources={ACCELERATOR: 1},
         max_ongoing_requests=max_ongoing,
     )
@@ -56,9 +59,9 @@ def _app(replicas: int, max_ongoing: int) -> Any:
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    # The replicas import the fakes from this checkout and read the ingress's admin token from the environment.
+    # The replicas import the fakes from this checkout and read the real application's keys from the environment.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {"PYTHONPATH": path, "TURNOUT_TEST_CLUSTER_TOKEN": ADMIN_TOKEN}
+    env = {"PYTHONPATH": path, **KEYS}
     ray.init(
         address="local",
         num_cpus=2,
@@ -105,9 +108,19 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0
         await asyncio.sleep(0.25)
 
 
-async def chat(client: httpx.AsyncClient, model: str, prefix: str = "", timeout: float = 60.0, **body: Any) -> str:
+async def chat(
+    client: httpx.AsyncClient,
+    model: str,
+    prefix: str = "",
+    timeout: float = 60.0,
+    headers: dict[str, str] | None = None,
+    **body: Any,
+) -> str:
     response = await client.post(
-        f"{prefix}/v1/chat/completions", json={"model": model, "max_tokens": 2, **body}, timeout=timeout
+        f"{prefix}/v1/chat/completions",
+        json={"model": model, "max_tokens": 2, **body},
+        timeout=timeout,
+        headers=headers,
     )
     assert response.status_code == 200, response.text
     content: str = response.json()["choices"][0]["message"]["content"]
@@ -233,7 +246,8 @@ async def test_a_replica_killed_mid_stream(client: httpx.AsyncClient) -> None:
 
 @pytest.fixture(scope="module")
 def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The README's demo profile (its tiny models where this machine keeps them) on two replicas."""
+    """The README's demo profile (its tiny models where this machine keeps them) on two replicas, with an alias
+    for ``tools`` and only scoped keys (``server.api_keys``): no request is served without one."""
     text = (ROOT / "profiles" / "demo.yaml").read_text(encoding="utf-8")
     for name, folder in tiny_models.items():
         text = text.replace(f"../.cache/tiny-models/{name}", str(folder))
@@ -241,12 +255,14 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
     # Ray places the models here (one per replica); a preload would start both engines on both replicas.
     assert "preload: true" in text
     text = text.replace("preload: true", "preload: false")
+    text = text.replace("    model: ../.cache", "    served_model_name: [tools, helper]\n    model: ../.cache", 1)
+    keys = [("TURNOUT_TEST_EVERY_MODEL_KEY", "[tools, plain]"), ("TURNOUT_TEST_TOOLS_KEY", "[helper]")]
+    text += "server:\n  api_keys:\n" + "".join(f"    - {{key_env: {e}, models: {m}}}\n" for e, m in keys)
     profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
     profile.write_text(text, encoding="utf-8")
     application = build_application(
         replicas=2,
-        node_options={"profile": str(profile), "dev": True},
-        ingress_options={"default_model": "tools", "dev": True},
+        options={"profile": str(profile), "dev": True},
         resources={ACCELERATOR: 1},
     )
     serve.run(application, name="real", route_prefix="/real")
@@ -256,15 +272,68 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
         serve.delete("real")
 
 
+def _engines(found: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Each held model's engine-core pids, by model (a reload or eviction changes them)."""
+    return {
+        slot["name"]: slot["pids"]
+        for report in found
+        for slot in report["manager"]["slots"]
+        if slot["name"] in report["held"]
+    }
+
+
 @pytest.mark.engine
 @pytest.mark.timeout(900)
 async def test_real_tiny_engines_on_two_replicas(client: httpx.AsyncClient, real_prefix: str) -> None:
     # Each model's first request starts its engine on a replica: minutes on a busy 2-core machine.
     hi = [{"role": "user", "content": "Hi"}]
-    tools = await chat(client, "tools", real_prefix, ENGINE_START_S, messages=hi, max_tokens=8)
-    plain = await chat(client, "plain", real_prefix, ENGINE_START_S, messages=hi, max_tokens=8)
+    tools = await chat(client, "tools", real_prefix, ENGINE_START_S, EVERY_MODEL, messages=hi, max_tokens=8)
+    plain = await chat(client, "plain", real_prefix, ENGINE_START_S, EVERY_MODEL, messages=hi, max_tokens=8)
     assert (tools, plain) == ("Hello from tiny-tools.", "Hello from tiny-plain.")
     found = await settled(client, real_prefix)
     assert sorted(r["held"] for r in found) == [["plain"], ["tools"]]  # one engine each, no swap
-    models = {card["id"]: card for card in (await client.get(f"{real_prefix}/v1/models")).json()["data"]}
+    models = {
+        card["id"]: card for card in (await client.get(f"{real_prefix}/v1/models", headers=EVERY_MODEL)).json()["data"]
+    }
     assert models["tools"]["active"] and models["plain"]["active"]
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+async def test_the_ingress_gates_before_it_places(client: httpx.AsyncClient, real_prefix: str) -> None:
+    hi = [{"role": "user", "content": "Hi"}]
+    # Both engines run (the test above started them; alone, this starts them).
+    for model in ("tools", "plain"):
+        await chat(client, model, real_prefix, ENGINE_START_S, EVERY_MODEL, messages=hi, max_tokens=8)
+    before = await settled(client, real_prefix)
+    engines = _engines(before)
+    assert sorted(engines) == ["plain", "tools"] and all(engines.values())
+
+    chat_url = f"{real_prefix}/v1/chat/completions"
+    # No key: refused at the ingress, whatever the body names (another model, none, no model at all).
+    for body in ({"model": "plain", "messages": hi}, {"messages": hi}, {"model": "nope"}):
+        refused = await client.post(chat_url, json=body)
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"]["message"].startswith("Missing or invalid API key")
+    assert (await client.post(f"{real_prefix}/v1/nope", json={"model": "plain"})).status_code == 404
+    assert (await client.get(f"{real_prefix}/v1/models")).status_code == 401
+    # A key limited to tools: plain does not exist for it, and /v1/models lists only tools and its alias.
+    hidden = await client.post(chat_url, json={"model": "plain", "messages": hi}, headers=TOOLS_ONLY)
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "model_not_found"
+    assert "plain" not in hidden.json()["error"]["message"].replace("'plain'", "")
+    listed = (await client.get(f"{real_prefix}/v1/models", headers=TOOLS_ONLY)).json()["data"]
+    assert sorted(card["id"] for card in listed) == ["helper", "tools"]
+    # The alias routes to tools, on the replica that holds it, and answers under the name it was asked by.
+    aliased = await client.post(
+        chat_url, json={"model": "helper", "messages": hi, "max_tokens": 8}, headers=TOOLS_ONLY, timeout=60
+    )
+    assert aliased.status_code == 200, aliased.text
+    assert aliased.json()["model"] == "helper"
+    assert aliased.json()["choices"][0]["message"]["content"] == "Hello from tiny-tools."
+
+    # Nothing moved: the same models held, no load or eviction, the same engine processes.
+    after = await settled(client, real_prefix)
+    assert [(r["held"], r["loads"], r["evictions"]) for r in after] == [
+        (r["held"], r["loads"], r["evictions"]) for r in before
+    ]
+    assert _engines(after) == engines

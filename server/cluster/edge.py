@@ -1,0 +1,38 @@
+"""The production edge builder: the profile's app settings and models, as ``turnout serve`` reads them.
+
+Light on purpose (no engine, no vLLM import): the ingress builds its gate from it, and each node its app.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from server.api.serving_settings import ServingFlags, api_settings
+from server.cluster.parts import EdgeParts
+from server.profiles import Profile, load_profile
+
+__all__ = ["edge_parts", "profile_edge"]
+
+
+def edge_parts(profile: Profile, options: Mapping[str, Any]) -> EdgeParts:
+    """``profile``'s edge: its settings from this process's environment and ``options["dev"]``.
+
+    Raises:
+        KeyNotSet: A ``server.api_keys`` item's variable is unset (the replica does not start).
+    """
+    flags = ServingFlags(dev=bool(options.get("dev", False)))
+    return EdgeParts(
+        settings=api_settings(profile, flags, os.environ), models=profile.models, default_model=profile.default_model
+    )
+
+
+async def profile_edge(options: Mapping[str, Any]) -> EdgeParts:
+    """``options["profile"]``'s edge (the ingress's builder). The profile is checked without vLLM's parser
+    registry: the ingress never renders a chat, and each node checks the parser names as it starts.
+
+    Raises:
+        ProfileInvalid: The profile has errors; Ray shows them in the deployment's status.
+    """
+    return edge_parts(load_profile(str(options["profile"])), options)

@@ -1,0 +1,70 @@
+"""The nodes and the ingress of a Ray Serve application are built from one edge, by the same settings builder
+``turnout serve`` uses: a setting read from the profile reaches all of them, or none."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.api.key_scopes import ScopedKey
+from server.api.serving_settings import ServingFlags, api_settings
+from server.cluster import build, edge
+from server.cluster.edge import profile_edge
+from server.profiles import load_profile
+from tests.fakes.profile_files import make_workspace, write_profile
+
+PROFILE = """\
+default_model: tiny
+models:
+  tiny:
+    model: models/tiny
+    served_model_name: [tiny, small]
+  other:
+    model: ./models/tiny
+server:
+  admin_token_env: EDGE_ADMIN
+  api_key_env: EDGE_KEY
+  api_keys:
+    - key_env: EDGE_SMALL_KEY
+      models: [small]
+"""
+ENV = {"EDGE_ADMIN": "admin-secret", "EDGE_KEY": "full-secret", "EDGE_SMALL_KEY": "small-secret"}
+
+
+@pytest.fixture
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    return str(write_profile(make_workspace(tmp_path), PROFILE))
+
+
+async def test_the_edge_reads_every_key_as_turnout_serve_does(profile: str) -> None:
+    parts = await profile_edge({"profile": profile, "dev": True})
+    settings = parts.settings
+    assert (settings.admin_token, settings.api_key, settings.dev_mode) == ("admin-secret", "full-secret", True)
+    assert settings.scoped_keys == (ScopedKey(key="small-secret", models=frozenset({"tiny"})),)
+    # `turnout serve --dev` assembles the same settings from the same profile.
+    assert settings == api_settings(load_profile(profile), ServingFlags(dev=True), os.environ)
+    assert (list(parts.models), parts.default_model) == (["tiny", "other"], "tiny")
+
+
+async def test_a_node_and_the_ingress_get_the_same_edge(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(args[0].path)
+        return api_settings(*args)
+
+    monkeypatch.setattr(edge, "api_settings", spy)
+    # The node's engines are not the point here: its manager is a stand-in, its edge the real one.
+    monkeypatch.setattr(build, "prepare_profile", lambda loaded: (loaded, None))
+    monkeypatch.setattr(build, "build_manager", lambda *args, **kwargs: "manager")
+    options = {"profile": profile, "dev": False}
+    node = await build.profile_node(options)
+    ingress = await profile_edge(options)
+    assert node.edge == ingress
+    assert node.edge.settings.scoped_keys and node.edge.settings.admin_token == "admin-secret"
+    assert len(calls) == 2  # each through the one builder

@@ -1,0 +1,182 @@
+"""The Ray ingress's gate, without Ray: what it places a request by, and what it refuses before placing it.
+
+The probe app answers with the placement the ingress would hand Ray's multiplexer; a refused request never gets
+one (``placed`` stays empty), which is what keeps an unauthenticated body from loading or evicting a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from litestar import Litestar, Request, route
+
+from server.api import ApiSettings
+from server.api import admission as node_admission
+from server.api.errors import EXCEPTION_HANDLERS
+from server.api.key_scopes import ScopedKey
+from server.api.model_names import resolve_model_name
+from server.cluster import gate as ingress_gate
+from server.cluster.gate import IngressGate
+from server.cluster.parts import EdgeParts
+from server.profiles.schema import ModelProfile
+
+ALPHA_KEY, FULL_KEY, ADMIN = "alpha-only-key", "every-model-key", "admin-token"
+MODELS = {
+    "alpha": ModelProfile(model="/m/alpha", served_model_name=["alpha", "a-alias"], lora_modules={"a-pirate": "/a"}),
+    "beta": ModelProfile(model="/m/beta"),
+}
+
+
+def _edge(**settings: Any) -> EdgeParts:
+    keys = (ScopedKey(key=ALPHA_KEY, models=frozenset({"alpha"})),)
+    return EdgeParts(
+        settings=ApiSettings(admin_token=ADMIN, scoped_keys=keys, **settings), models=MODELS, default_model="alpha"
+    )
+
+
+@pytest.fixture
+async def probe() -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+    gate = IngressGate(_edge(api_key=FULL_KEY))
+    placed: list[str] = []
+
+    @route("/{path:path}", http_method=["GET", "POST"])
+    async def forward(request: Request[Any, Any, Any]) -> dict[str, Any]:
+        placement = await gate.admit(request, request.scope["path"])
+        placed.append(placement.model)
+        return {"model": placement.model, "body": len(placement.body)}
+
+    app = Litestar(route_handlers=[forward], exception_handlers=EXCEPTION_HANDLERS)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
+        yield client, placed
+
+
+def _key(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_no_key_is_refused_before_any_placement(probe: tuple[httpx.AsyncClient, list[str]]) -> None:
+    client, placed = probe
+    for body in ({"model": "beta"}, {"model": "nope"}, {}):
+        refused = await client.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"]["message"].startswith("Missing or invalid API key")
+        assert refused.headers["www-authenticate"] == "Bearer"
+    wrong = await client.post("/v1/chat/completions", json={"model": "alpha"}, headers=_key("guess"))
+    assert wrong.status_code == 401
+    assert (await client.post("/admin/reload", json={}, headers=_key(ALPHA_KEY))).status_code == 401
+    assert placed == []
+
+
+async def test_a_scoped_key_naming_a_hidden_or_unknown_model_gets_404_naming_only_its_own(
+    probe: tuple[httpx.AsyncClient, list[str]],
+) -> None:
+    client, placed = probe
+    hidden = await client.post("/v1/chat/completions", json={"model": "beta"}, headers=_key(ALPHA_KEY))
+    unknown = await client.post("/v1/chat/completions", json={"model": "nope"}, headers=_key(ALPHA_KEY))
+    for answer in (hidden, unknown):
+        assert answer.status_code == 404
+        assert answer.json()["error"]["code"] == "model_not_found"
+        assert answer.json()["error"]["message"].endswith("Configured models: alpha.")  # only the key's own
+    # A hidden model is answered exactly as a name no model has.
+    assert hidden.json()["error"]["message"].replace("beta", "nope") == unknown.json()["error"]["message"]
+    full = await client.post("/v1/chat/completions", json={"model": "nope"}, headers=_key(FULL_KEY))
+    assert full.status_code == 404 and full.json()["error"]["code"] == "model_not_found"
+    assert placed == []
+
+
+async def test_names_are_resolved_to_their_model_before_placement(probe: tuple[httpx.AsyncClient, list[str]]) -> None:
+    client, placed = probe
+    for name in ("alpha", "a-alias", "a-pirate", None):
+        body = {"messages": []} if name is None else {"model": name}
+        answer = await client.post("/v1/chat/completions", json=body, headers=_key(ALPHA_KEY))
+        assert answer.json()["model"] == "alpha", (name, answer.text)
+    beta = await client.post("/v1/completions", json={"model": "beta"}, headers=_key(FULL_KEY))
+    assert beta.json()["model"] == "beta"
+    form = await client.post(
+        "/v1/audio/transcriptions", data={"model": "a-alias"}, files={"file": ("a", b"x")}, headers=_key(ALPHA_KEY)
+    )
+    assert form.json()["model"] == "alpha"
+    assert placed == ["alpha"] * 4 + ["beta", "alpha"]
+
+
+async def test_routes_without_a_model_are_placed_on_none(probe: tuple[httpx.AsyncClient, list[str]]) -> None:
+    client, placed = probe
+    # The node answers these without loading anything: an admin route, a malformed body, a path it lacks.
+    admin = await client.post("/admin/reload", json={"model": "beta"}, headers=_key(ADMIN))
+    malformed = await client.post("/v1/chat/completions", content=b"{", headers=_key(ALPHA_KEY))
+    typed = await client.post("/v1/chat/completions", json={"model": 3}, headers=_key(ALPHA_KEY))
+    missing = await client.post("/v1/nope", content=b"x" * 1000, headers=_key(ALPHA_KEY))
+    assert [a.json()["model"] for a in (admin, malformed, typed, missing)] == ["", "", "", ""]
+    assert missing.json()["body"] == 0  # a path the node lacks: its body is not even read
+    assert placed == ["", "", "", ""]
+
+
+async def test_a_key_scoped_away_from_the_default_model_must_name_one() -> None:
+    keys = (ScopedKey(key="beta-key", models=frozenset({"beta"})),)
+    gate = IngressGate(EdgeParts(settings=ApiSettings(scoped_keys=keys), models=MODELS, default_model="alpha"))
+
+    @route("/{path:path}", http_method=["POST"])
+    async def forward(request: Request[Any, Any, Any]) -> dict[str, Any]:
+        return {"model": (await gate.admit(request, request.scope["path"])).model}
+
+    app = Litestar(route_handlers=[forward], exception_handlers=EXCEPTION_HANDLERS)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
+        nameless = await client.post("/v1/chat/completions", json={}, headers=_key("beta-key"))
+        assert nameless.status_code == 404 and "alpha" not in nameless.json()["error"]["message"]
+        named = await client.post("/v1/chat/completions", json={"model": "beta"}, headers=_key("beta-key"))
+        assert named.json() == {"model": "beta"}
+
+
+async def test_a_body_past_the_route_limit_is_refused_before_it_is_read() -> None:
+    gate = IngressGate(_edge(api_key=FULL_KEY))
+    reads: list[int] = []
+
+    @route("/{path:path}", http_method=["POST"])
+    async def forward(request: Request[Any, Any, Any]) -> dict[str, Any]:
+        return {"model": (await gate.admit(request, request.scope["path"])).model}
+
+    app = Litestar(route_handlers=[forward], exception_handlers=EXCEPTION_HANDLERS)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        reads.append(1)
+        return {"type": "http.request", "body": b"{}", "more_body": True}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [
+        (b"authorization", f"Bearer {FULL_KEY}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"10000001"),  # a JSON route's limit is Litestar's 10 MB, as on the node
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 413
+    assert reads == []
+    # Without a key, the same body is refused as unauthenticated, before its size is even looked at.
+    sent.clear()
+    await app({**scope, "headers": headers[1:], "state": {}}, receive, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 401 and reads == []
+
+
+def test_the_node_and_the_ingress_resolve_names_with_one_resolver() -> None:
+    assert node_admission.resolve_model_name is resolve_model_name
+    assert ingress_gate.resolve_model_name is resolve_model_name
