@@ -255,7 +255,11 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
     # Ray places the models here (one per replica); a preload would start both engines on both replicas.
     assert "preload: true" in text
     text = text.replace("preload: true", "preload: false")
-    text = text.replace("    model: ../.cache", "    served_model_name: [tools, helper]\n    model: ../.cache", 1)
+    assert text.count("    enable_auto_tool_choice: true\n") == 1  # tools's, which gets an alias
+    text = text.replace(
+        "    enable_auto_tool_choice: true\n",
+        "    enable_auto_tool_choice: true\n    served_model_name: [tools, helper]\n",
+    )
     keys = [("TURNOUT_TEST_EVERY_MODEL_KEY", "[tools, plain]"), ("TURNOUT_TEST_TOOLS_KEY", "[helper]")]
     text += "server:\n  api_keys:\n" + "".join(f"    - {{key_env: {e}, models: {m}}}\n" for e, m in keys)
     profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
