@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from server.cli._output import err_console, out_console
-from server.cli.serve import load_serving_profile
+from server.cli.serve import load_serving_profile, settings_or_exit
 
 __all__ = ["ray_serve"]
 
@@ -56,11 +56,14 @@ def ray_serve(
     except ImportError:
         err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
         raise SystemExit(1) from None
+    from server.api.serving_settings import ServingFlags
     from server.cluster.application import ACCELERATOR, build_application
 
     loaded = load_serving_profile(str(profile))
     path = str(profile.resolve())
     local = address == "local"
+    if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
+        settings_or_exit(loaded, ServingFlags(dev=dev))
     ray.init(
         address=address,
         include_dashboard=False,

@@ -23,9 +23,11 @@ from server.cli.tls_refresh import certificate_refresher
 from server.profiles import CONFIG_ENV, Profile, ValidationResult
 
 if TYPE_CHECKING:
+    from server.api import ApiSettings
+    from server.api.serving_settings import ServingFlags
     from server.engine.kv_budget import MemoryPlan
 
-__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve", "serving_validation"]
+__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve", "serving_validation", "settings_or_exit"]
 
 logger = logging.getLogger("turnout.cli")
 
@@ -159,16 +161,28 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
     return prepared, plan
 
 
+def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
+    """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
+    exits 1 naming a ``server.api_keys`` variable that is not set."""
+    from server.api.key_scopes import KeyNotSet
+    from server.api.serving_settings import api_settings
+
+    try:
+        return api_settings(profile, flags, os.environ)
+    except KeyNotSet as exc:
+        err_console.print(f"{profile.path}: error: {exc}", markup=False)
+        raise SystemExit(1) from None
+
+
 def run_server(profile: Profile, options: ServeOptions) -> None:
     """Build the manager and app for ``profile`` and serve until interrupted."""
     import msgspec
     import uvicorn
 
     from server.api import create_app
-    from server.api.key_scopes import KeyNotSet
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
-    from server.api.serving_settings import ServingFlags, api_settings
+    from server.api.serving_settings import ServingFlags
     from server.engine.factory import build_manager, prepare_profile
     from server.engine.strategies import StrategyUnavailable
     from server.frontend import FrontendSettings, build_bundle_for_profile
@@ -201,11 +215,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
-    try:
-        settings = api_settings(profile, flags, os.environ)
-    except KeyNotSet as exc:
-        err_console.print(f"{profile.path}: error: {exc}", markup=False)
-        raise SystemExit(1) from None
+    settings = settings_or_exit(profile, flags)
     try:
         manager = build_manager(
             profile,

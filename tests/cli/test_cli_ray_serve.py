@@ -26,3 +26,13 @@ def test_a_profile_with_errors_exits_1_before_ray_starts(workspace: Path, env: d
     assert result.exit_code == 1, result.output
     assert "error" in result.output
     assert not ray.is_initialized()
+
+
+def test_an_unset_scoped_key_variable_exits_1_before_ray_starts(workspace: Path, env: dict[str, str]) -> None:
+    text = "models:\n  tiny:\n    model: models/tiny\n"
+    text += "server:\n  api_keys:\n    - {key_env: RAY_UNSET_KEY, models: [tiny]}\n"
+    profile = write_profile(workspace, text)
+    result = CliRunner(env={**env, "RAY_UNSET_KEY": ""}).invoke(main, ["ray-serve", str(profile)])
+    assert result.exit_code == 1, result.output
+    assert "server.api_keys[0].key_env: the environment variable RAY_UNSET_KEY is not set" in result.output
+    assert not ray.is_initialized()
