@@ -21,6 +21,7 @@ from server.api.model_names import resolve_model_name
 from server.cluster import gate as ingress_gate
 from server.cluster.gate import IngressGate
 from server.cluster.parts import EdgeParts
+from server.engine import ModelNotFound
 from server.profiles.schema import ModelProfile
 
 ALPHA_KEY, FULL_KEY, ADMIN = "alpha-only-key", "every-model-key", "admin-token"
@@ -180,3 +181,21 @@ async def test_a_body_past_the_route_limit_is_refused_before_it_is_read() -> Non
 def test_the_node_and_the_ingress_resolve_names_with_one_resolver() -> None:
     assert node_admission.resolve_model_name is resolve_model_name
     assert ingress_gate.resolve_model_name is resolve_model_name
+
+
+def test_a_refusal_at_the_ingress_speaks_its_routes_api() -> None:
+    pytest.importorskip("ray")
+    from litestar.exceptions import NotAuthorizedException
+
+    from server.cluster.ingress import _refusal
+
+    scope: Any = {"type": "http", "method": "POST", "path": "/v1/messages", "headers": [], "state": {}}
+    request: Request[Any, Any, Any] = Request(scope)
+    anthropic = _refusal(request, "/v1/messages", NotAuthorizedException("Missing or invalid API key."))
+    assert anthropic.status_code == 401 and anthropic.headers["WWW-Authenticate"] == "Bearer"
+    assert anthropic.content == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "Missing or invalid API key."},
+    }
+    openai = _refusal(request, "/v1/chat/completions", ModelNotFound("beta", ["alpha"]))
+    assert openai.status_code == 404 and openai.content["error"]["code"] == "model_not_found"
