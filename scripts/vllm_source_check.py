@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import subprocess
 import sys
 import zipfile
@@ -61,7 +62,7 @@ class Tree:
         base = self.root / name.replace(".", "/")
         for path in (base.with_suffix(".py"), base / "__init__.py"):
             if path.exists():
-                return ast.parse(path.read_text(encoding="utf-8"))
+                return _parse(path)
         return None
 
     def is_package(self, name: str) -> bool:
@@ -97,6 +98,11 @@ class Tree:
                 original = next(a.name for a in node.names if (a.asname or a.name) == name)
                 return self.definition(source, original, depth + 1)
         return None
+
+
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
