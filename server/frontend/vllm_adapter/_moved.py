@@ -19,7 +19,6 @@ wheels.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -86,12 +85,12 @@ NEWER_KWARGS: dict[str, dict[str, Any]] = {
 
 def _lookup(name: str) -> Any | None:
     for module_name in WHERE[name]:
-        if importlib.util.find_spec(module_name.rpartition(".")[0] or module_name) is None:
-            continue
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError:
-            continue
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue  # this vLLM has no such module: try the next home
+            raise  # the module is there but one of its own imports is missing: not ours to hide
         if hasattr(module, name):
             return getattr(module, name)
     return None
