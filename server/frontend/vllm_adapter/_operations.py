@@ -7,7 +7,8 @@ tool parser and reasoning parser apply to the Responses and Messages APIs exactl
 (`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
 request model, the same JSON dump, the same SSE framing.
 
-Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first).
+Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first); what other
+supported vLLMs differ in is `_moved`'s table.
 """
 
 from __future__ import annotations
