@@ -1,8 +1,9 @@
 """Memory readings for switch reports: device memory where it can be read, the engine processes' RSS otherwise.
 
 The frontend process must not create a CUDA context just to read memory (that alone costs hundreds of MB), so
-CUDA memory comes from NVML. vLLM's engines run in child processes (engine core, then its workers), so the CPU
-reading sums the RSS of every descendant of this process: the engines, without Turnout's own process.
+CUDA memory comes from NVML, and Gaudi memory from HLML (Habana's NVML: ``pyhlml``, from ``habana-pyhlml``, part of
+the Gaudi software stack) in the same way. vLLM's engines run in child processes (engine core, then its workers),
+so the CPU reading sums the RSS of every descendant of this process: the engines, without Turnout's own process.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ __all__ = [
     "available_device_fraction",
     "available_ram_mb",
     "engine_processes_rss_mb",
+    "hlml_memory",
     "memory_in_use_mb",
     "nvml_memory",
     "visible_cuda_index",
+    "visible_hpu_module",
 ]
 
 logger = logging.getLogger("turnout.engine")
@@ -46,9 +49,39 @@ def nvml_memory() -> tuple[int, Any] | None:
         return None
 
 
-def _nvml_used_mb() -> float | None:
+def visible_hpu_module(environ: Mapping[str, str] | None = None) -> int | None:
+    """The module ID of the Gaudi vLLM's engines use: the first of ``HABANA_VISIBLE_MODULES`` (None: not set)."""
+    env = os.environ if environ is None else environ
+    first = env.get("HABANA_VISIBLE_MODULES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+def hlml_memory() -> Any | None:
+    """HLML's memory reading (``free``, ``total``, ``used`` bytes) of the engines' Gaudi, or None without HLML or a
+    Gaudi. The device is the one whose module ID ``HABANA_VISIBLE_MODULES`` names first, else HLML's first."""
+    try:
+        import pyhlml  # habana-pyhlml: ships with the Gaudi software stack; absent on CPU and CUDA
+
+        pyhlml.hlmlInit()
+        try:
+            handles = [pyhlml.hlmlDeviceGetHandleByIndex(index) for index in range(pyhlml.hlmlDeviceGetCount())]
+            module = visible_hpu_module()
+            if module is not None:
+                handles = [handle for handle in handles if pyhlml.hlmlDeviceGetModuleID(handle) == module]
+            return pyhlml.hlmlDeviceGetMemoryInfo(handles[0]) if handles else None
+        finally:
+            pyhlml.hlmlShutdown()
+    except Exception:
+        return None
+
+
+def _device_used_mb() -> float | None:
+    """Used memory of the engines' CUDA device (NVML) or Gaudi (HLML); None: neither can be read."""
     reading = nvml_memory()
-    return None if reading is None else float(reading[1].used) / _MB  # None: fall back to RSS
+    if reading is not None:
+        return float(reading[1].used) / _MB
+    gaudi = hlml_memory()
+    return None if gaudi is None else float(gaudi.used) / _MB
 
 
 def engine_processes_rss_mb(root: psutil.Process | None = None) -> float:
@@ -63,8 +96,8 @@ def engine_processes_rss_mb(root: psutil.Process | None = None) -> float:
 
 
 def memory_in_use_mb() -> float:
-    """Device memory in use, or the RSS of the engine processes (this process's descendants) on CPU."""
-    used = _nvml_used_mb()
+    """Device memory in use (NVML, HLML), or the RSS of the engine processes (this process's descendants) on CPU."""
+    used = _device_used_mb()
     return used if used is not None else engine_processes_rss_mb()
 
 

@@ -75,6 +75,11 @@ class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
 
     reconfigure_ms: float | None = None
     stash_memory_after_mb: float | None = None
+    #: Device memory the strategy's host measured around its own unload (vLLM-Gaudi's reconfigure reads the
+    #: Gaudi's); when given, the report carries these instead of Turnout's probe around the park.
+    memory_before_mb: float | None = None
+    memory_after_unload_mb: float | None = None
+    freed_memory_mb: float | None = None
     method: str | None = None
     unload_ms: float | None = None
     load_ms: float | None = None

@@ -164,6 +164,10 @@ class SwitchRun(Generic[B]):
         freed = None
         if memory_before is not None and memory_after_unload is not None:
             freed = round(memory_before - memory_after_unload, 1)
+        if metrics is not None and metrics.memory_before_mb is not None:
+            # The host measured the device around its own unload: the figures that mean something there.
+            memory_before, memory_after_unload = metrics.memory_before_mb, metrics.memory_after_unload_mb
+            freed = metrics.freed_memory_mb
         return SwitchReport(
             previous_model=self.previous.model if self.previous else None,
             current_model=self.target,

@@ -23,6 +23,7 @@ from typing import Any
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
+from server.engine.stash_config import set_multi_model_config
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
@@ -270,6 +271,7 @@ def stash_host_factory() -> StashHostFactory | None:
 
     async def build(first: str, models: Mapping[str, ModelProfile]) -> StashHost:
         allow_insecure_serialization()
+        set_multi_model_config(first, models)  # or vLLM-Gaudi's engine core lacks its reconfigure utility
         from vllm.usage.usage_lib import UsageContext
         from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM
 

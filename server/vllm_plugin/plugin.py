@@ -30,13 +30,13 @@ def register() -> None:
     if core_module is None:
         freeze_if_in_place_worker()  # a worker that swaps in place: its start-up heap, before any model
         return  # not an engine-core process (API server, worker): nothing to install
-    from server.profiles.vllm_version import SUPPORTED_VLLM_VERSIONS, installed_vllm_version
+    from server.profiles.vllm_version import IN_PLACE_ADAPTER, SUPPORTED_VLLM, installed_vllm_version
 
     version = installed_vllm_version()
-    if version not in SUPPORTED_VLLM_VERSIONS:
+    if version not in SUPPORTED_VLLM[IN_PLACE_ADAPTER]:
         logger.warning(
             "Turnout's reconfigure utilities support vLLM %s, not %s: not installed",
-            ", ".join(sorted(SUPPORTED_VLLM_VERSIONS)),
+            SUPPORTED_VLLM[IN_PLACE_ADAPTER],
             version,
         )
         return

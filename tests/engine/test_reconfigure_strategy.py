@@ -198,6 +198,37 @@ async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkey
     assert build_manager(explicit, bundle, build_renderer=renderer, device="cpu").strategy_name == "reconfigure"
 
 
+async def test_on_a_vllm_before_the_plugins_range_auto_falls_back_and_reconfigure_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import vllm
+
+    from server.engine.factory import build_manager
+    from server.engine.strategies import KeepStrategy
+    from server.profiles.schema import ModelProfile, Profile
+    from server.profiles.vllm_version import ALLOW_UNKNOWN_ENV, IN_PLACE_ADAPTER, SUPPORTED_VLLM
+
+    monkeypatch.delenv(ALLOW_UNKNOWN_ENV, raising=False)
+    if vllm.__version__ in SUPPORTED_VLLM[IN_PLACE_ADAPTER]:
+        monkeypatch.setattr(vllm, "__version__", "0.28.0")  # scripts/compat.sh runs this on a real 0.28.0
+    models = {"a": ModelProfile(model="/m/a"), "b": ModelProfile(model="/m/b")}
+
+    async def bundle(name: str, profile: ModelProfile, engine: Any) -> str:
+        return name
+
+    def renderer(config: Any) -> Any:
+        raise AssertionError("no model loads in this test")
+
+    auto = build_manager(
+        Profile(path="/p.yaml", default_model="a", models=models), bundle, build_renderer=renderer, device="cpu"
+    )
+    assert isinstance(auto._strategy, KeepStrategy) and auto._strategy._in_place is None
+    explicit = Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
+    reason = rf"\(server/vllm_plugin/\) supports vLLM 0\.32\.0 to 0\.33\.x; found {vllm.__version__}"
+    with pytest.raises(StrategyUnavailable, match=reason):
+        build_manager(explicit, bundle, build_renderer=renderer, device="cpu")
+
+
 async def test_target_configs_build_in_the_background_and_the_switch_reuses_them() -> None:
     import asyncio
 

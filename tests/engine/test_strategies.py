@@ -7,12 +7,15 @@ Gaudi): these tests check Turnout's side of the contract only, not the real engi
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.engine import SlotState, SwitchFailed
+from server.engine.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
 from server.engine.strategies import (
     KeepStrategy,
     SleepStrategy,
@@ -82,7 +85,7 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
     hosts: list[FakeStashHost] = []
 
     async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
-        host = FakeStashHost()
+        host = FakeStashHost(models)
         await host.initialize(first)
         hosts.append(host)
         return host
@@ -95,6 +98,8 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
     assert len(hosts) == 1 and hosts[0].switch_calls == [("b", 0)], "Turnout drains itself: drain_timeout=0"
     assert state_of(manager, "a") is SlotState.STASHED
     assert report.reconfigure_ms == 250.0 and report.stash_memory_after_mb == 512.0
+    # vLLM-Gaudi's engine core measured the Gaudi around its own unload: those figures, not the probe's.
+    assert (report.memory_before_mb, report.memory_after_unload_mb, report.freed_memory_mb) == (9000.0, 1200.0, 7800.0)
     await manager.switch("a")
     assert manager.published.bundle is not bundle_a, "a reconfigured engine needs a fresh bundle"
     await manager.shutdown()
@@ -105,7 +110,7 @@ async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_mana
     hosts: list[FakeStashHost] = []
 
     async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
-        host = FakeStashHost()
+        host = FakeStashHost(models)
         await host.initialize(first)
         hosts.append(host)
         return host
@@ -115,8 +120,8 @@ async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_mana
     hosts[0].fail_switch.add("b")
     with pytest.raises(SwitchFailed):
         await manager.switch("b")
-    # vLLM-Gaudi still names "a" and would return early; the strategy restarted the host on "a" instead.
-    assert hosts[0].current_model == "a" and hosts[0].shut_down and len(hosts) == 2
+    # vLLM-Gaudi still named "a" and would have returned early; the strategy restarted the host on "a" instead.
+    assert hosts[0].switch_calls == [("b", 0)] and hosts[0].shut_down and len(hosts) == 2
     assert manager.active_model == "a" and (await served_engine(manager)) is hosts[1].engine
     assert hosts[1].engine.name == "a"
 
@@ -139,6 +144,42 @@ async def test_a_stash_host_that_names_another_model_is_not_published(make_manag
     with pytest.raises(SwitchFailed, match="reports 'c'"):
         await manager.switch("b")
     assert manager.active_model == "a"
+
+
+async def test_the_stash_fake_follows_vllm_gaudis_contract() -> None:
+    # As upstream's tests/unit_tests/test_multi_model_engine_unit.py and multi_model_async_llm.py (main 091bbadd).
+    host = FakeStashHost(["a", "b"])
+    with pytest.raises(RuntimeError, match="not initialized"):
+        await host.switch_model("a")
+    await host.initialize("a")
+    with pytest.raises(ValueError, match="'z' not found"):
+        await host.switch_model("z")
+    assert (await host.switch_model("a"))["switched"] is False
+    result = await host.switch_model("b")
+    assert {"switched", "drain_s", "reconfigure_s", "switch_s", "freed_memory_mb"} <= set(result)
+    host.shutdown()
+    assert host.current_model is None
+
+
+def test_the_stash_host_gets_vllm_gaudis_multi_model_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ruamel.yaml import YAML
+
+    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    models = {
+        "llama": ModelProfile(model="/m/llama", quant_config="/q/llama.json", engine_args={"max_model_len": 4096}),
+        "qwen": ModelProfile(model="/m/qwen"),
+    }
+    path = set_multi_model_config("qwen", models)
+    assert os.environ[MULTI_MODEL_CONFIG_ENV] == str(path) and path.parent == tmp_path
+    # The format vLLM-Gaudi's _load_multi_model_config reads: AsyncEngineArgs fields plus quant_config per alias.
+    assert YAML(typ="safe").load(path) == {
+        "default_model": "qwen",
+        "models": {
+            "llama": {"model": "/m/llama", "max_model_len": 4096, "quant_config": "/q/llama.json"},
+            "qwen": {"model": "/m/qwen", "quant_config": None},
+        },
+    }
 
 
 def test_the_stash_host_gets_insecure_serialization(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,7 +232,7 @@ async def test_stash_restarts_its_host_for_a_model_a_reload_added(make_manager: 
     hosts: list[tuple[FakeStashHost, list[str]]] = []
 
     async def factory(first: str, models: Mapping[str, ModelProfile]) -> Any:
-        host = FakeStashHost()
+        host = FakeStashHost(models)
         await host.initialize(first)
         hosts.append((host, list(models)))
         return host

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
 
 import pytest
 
@@ -24,11 +23,11 @@ async def test_no_spec_no_tool_server() -> None:
 async def test_a_spec_is_opened_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[str] = []
 
-    async def init(args: Any) -> object:
-        opened.append(args.tool_server)
+    async def open_one(spec: str) -> object:
+        opened.append(spec)
         return object()
 
-    monkeypatch.setattr(tool_server, "init_tool_server", init)
+    monkeypatch.setattr(tool_server, "_open", open_one)
     first = await open_tool_server("127.0.0.1:9001")
     assert await open_tool_server("127.0.0.1:9001") is first  # every model's bundle, every rebuild
     assert await open_tool_server("127.0.0.1:9002") is not first
@@ -43,3 +42,14 @@ async def test_an_mcp_server_that_does_not_answer_is_a_config_error_naming_it() 
     with pytest.raises(FrontendConfigError, match=rf"tool_server '{spec}' cannot be opened: \w+"):
         await open_tool_server(spec)
     assert spec not in tool_server._opened  # the next bundle build tries again
+
+
+async def test_the_demo_spec_opens_vllms_demo_tool_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    validated: list[object] = []
+
+    async def init_and_validate(self: object) -> None:
+        validated.append(self)
+
+    monkeypatch.setattr(tool_server.DemoToolServer, "init_and_validate", init_and_validate)
+    server = await open_tool_server("demo")
+    assert isinstance(server, tool_server.DemoToolServer) and validated == [server]

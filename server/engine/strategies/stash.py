@@ -4,11 +4,15 @@ One vLLM-Gaudi host engine serves every model: the engine core parks the old mod
 restores or loads the target, skipping warm-up. Turnout drains and gates requests itself, so the host is asked to
 switch with ``drain_timeout=0``.
 
-Only verified against a fake that follows the contract documented for vLLM-Gaudi's ``MultiModelAsyncLLM``
-(``initialize``, ``switch_model`` returning metrics, ``current_model``, ``engine``, ``shutdown``): ``vllm_gaudi``
-needs Gaudi. The API followed is vLLM-Gaudi's main branch as of its multi-model server (commits 5c0e2a45 of
-``vllm_gaudi/v1/engine/multi_model_async_llm.py`` and 09a1609b of ``core_patch.py``, with
-``gaudi_reconfigure_engine(vllm_config_bytes, quant_config_path)`` and ``model_quant_configs``).
+Only verified against a fake (``tests/fakes/stash.py``) that follows vLLM-Gaudi's ``MultiModelAsyncLLM``
+(``initialize``, ``switch_model`` and its result, ``current_model``, ``engine``, ``shutdown``): ``vllm_gaudi``
+needs Gaudi. The API followed is vLLM-Gaudi's main branch at 091bbadd (2026-08-21):
+``vllm_gaudi/v1/engine/multi_model_async_llm.py`` (last changed in 9a11108e) and
+``vllm_gaudi/v1/engine/core_patch.py``, whose ``gaudi_reconfigure_engine(vllm_config_bytes, quant_config_path)``
+returns the device memory figures ``switch_model`` passes on (``memory_before_mb``, ``memory_after_unload_mb``,
+``freed_memory_mb``, ``stash_memory_after_mb``, summed over the workers' ``get_hpu_used_memory_mb``), and
+``tests/unit_tests/test_multi_model_engine_unit.py`` for the contract. The engine core has that utility only when
+``VLLM_HPU_MULTI_MODEL_CONFIG`` is set (``server/engine/stash_config.py``).
 
 The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front). A reload
 that adds a model or changes one's profile reaches the strategy through ``models_changed``; bringing such a model
@@ -45,10 +49,15 @@ class StashHost(Protocol):
     current_model: str | None
 
     async def switch_model(self, model: str, drain_timeout: int = 60) -> Mapping[str, Any] | None:
-        """Reconfigure the engine core to ``model``; returns metrics such as ``reconfigure_s``."""
+        """Reconfigure the engine core to ``model``.
+
+        Returns ``switched``, ``drain_s``, ``reconfigure_s``, ``switch_s`` and, from the engine core, the device
+        memory figures (each None where the workers cannot read it). Raises ``ValueError`` for an alias it was
+        not built with, ``RuntimeError`` when not initialized or when the switch failed.
+        """
 
     def shutdown(self) -> None:
-        """Stop the engine."""
+        """Stop the engine; ``current_model`` is None afterwards."""
 
 
 #: Builds and initializes the host over the given models, with the first model loaded.
@@ -96,6 +105,9 @@ class StashStrategy:
             ActivationMetrics(
                 reconfigure_ms=_ms(metrics.get("reconfigure_s")),
                 stash_memory_after_mb=_number(metrics.get("stash_memory_after_mb")),
+                memory_before_mb=_number(metrics.get("memory_before_mb")),
+                memory_after_unload_mb=_number(metrics.get("memory_after_unload_mb")),
+                freed_memory_mb=_number(metrics.get("freed_memory_mb")),
                 method="reconfigure",
             ),
         )

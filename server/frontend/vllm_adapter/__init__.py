@@ -13,9 +13,12 @@ both rules). The modules, one job each:
 - ``_parsers``: the parser registries' names, and custom parser plugin files loaded into them.
 - ``_flags``: vLLM's frontend flags (`FrontendArgs`), parsed by vLLM.
 - ``_tool_server``: the Responses API's tool server, opened once per process.
+- ``_moved``: what differs between the supported vLLMs (0.26.0 to 0.33.x): the one table of moved names,
+  features older vLLMs lack, and settings only newer ones take.
 
-Written against vLLM 0.32.0; the version check (``server/profiles/vllm_version.py``) refuses other versions
-before the imports below can fail obscurely. Importing this package pulls in vLLM (seconds): import it lazily.
+Developed on vLLM 0.32.0; the version check (``server/profiles/vllm_version.py``) refuses a vLLM outside the
+supported range before the imports below can fail obscurely. Importing this package pulls in vLLM (seconds):
+import it lazily.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ check_vllm_version()
 # isort: split
 from server.frontend.vllm_adapter._flags import frontend_flag_names, parse_frontend_flags, set_fingerprint_mode
 from server.frontend.vllm_adapter._frontend import VllmFrontend, build_renderer
+from server.frontend.vllm_adapter._operations import OPERATIONS_VLLM_LACKS
 from server.frontend.vllm_adapter._parsers import load_parser_plugins, parser_registry
 from server.frontend.vllm_adapter._schemas import request_body_schemas
 
 __all__ = [
+    "OPERATIONS_VLLM_LACKS",
     "VllmFrontend",
     "build_renderer",
     "frontend_flag_names",

@@ -14,14 +14,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Container, Mapp
 from typing import Any
 
 import pydantic
-from vllm.entrypoints.serve import create_error_response
-from vllm.entrypoints.serve.engine.protocol import ErrorResponse
-from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from server.frontend.openai_errors import error_body
 from server.frontend.results import BundleResult, JsonResult, StreamResult
+from server.frontend.vllm_adapter._moved import moved
 
 __all__ = [
     "Dump",
@@ -34,6 +32,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger("server.frontend.vllm_adapter")
+
+create_error_response: Callable[[BaseException], Any] = moved("create_error_response")
+ErrorResponse: type[pydantic.BaseModel] = moved("ErrorResponse")
+clean_loc_for_param: Callable[[tuple[Any, ...]], str] = moved("clean_loc_for_param")
 
 # Reported per validation error; vLLM's own handler caps them too, since pydantic echoes input in every error.
 _MAX_REPORTED_ERRORS = 5
@@ -106,8 +108,8 @@ async def call_serving(pending: Awaitable[Any], *, dump: Dump | None = None) -> 
     return JsonResult(int(response.status_code), json.loads(bytes(response.body)))
 
 
-def error_result(error: ErrorResponse) -> JsonResult:
-    """vLLM's error response as an OpenAI error result."""
+def error_result(error: Any) -> JsonResult:
+    """vLLM's error response (an `ErrorResponse`) as an OpenAI error result."""
     return JsonResult(int(error.error.code), error.model_dump(mode="json"))
 
 

@@ -12,11 +12,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from vllm.entrypoints.launchers.cli_args import FrontendArgs
 from vllm.entrypoints.serve.utils.fingerprint import FingerprintMode, set_default_fingerprint_mode
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from server.frontend.vllm_adapter._moved import moved
+
 __all__ = ["frontend_flag_names", "parse_frontend_flags", "set_fingerprint_mode"]
+
+FrontendArgs: Any = moved("FrontendArgs")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -29,7 +29,6 @@ from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.exceptions import VLLMValidationError
 from vllm.parser.metrics import init_parser_metrics
 from vllm.renderers import renderer_from_config
-from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.utils.counter import AtomicCounter
@@ -37,7 +36,8 @@ from vllm.utils.counter import AtomicCounter
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
 from server.frontend.vllm_adapter._calls import bad_request, call_serving, parse_request, unsupported
-from server.frontend.vllm_adapter._operations import ServingContext, ServingOperations
+from server.frontend.vllm_adapter._moved import moved, supported_kwargs
+from server.frontend.vllm_adapter._operations import ServingContext, ServingOperations, chat_template_config
 from server.frontend.vllm_adapter._parsers import parser_registry
 from server.frontend.vllm_adapter._tool_server import open_tool_server
 
@@ -100,20 +100,23 @@ class VllmFrontend:
         )
         models.lora_id_counter = _LORA_IDS
         self._models = models
+        renderer_settings: dict[str, Any] = {
+            "request_logger": logger,
+            "chat_template": chat_template,
+            "chat_template_content_format": content_format,
+            "enable_auto_tools": settings.enable_auto_tool_choice,
+            "tool_parser": settings.tool_call_parser,
+            "reasoning_parser": settings.reasoning_parser,
+            "trust_request_chat_template": settings.trust_request_chat_template,
+            "trust_request_mm_kwargs": settings.trust_request_mm_kwargs,
+            "exclude_tools_when_tool_choice_none": settings.exclude_tools_when_tool_choice_none,
+            "tool_strict_level": settings.tool_strict_level,
+            "default_chat_template_kwargs": dict(settings.default_chat_template_kwargs),
+        }
         self._renderer = OnlineRenderer(
             model_config=self._model_config,
             renderer=model_engine.renderer,
-            request_logger=logger,
-            chat_template=chat_template,
-            chat_template_content_format=content_format,
-            enable_auto_tools=settings.enable_auto_tool_choice,
-            tool_parser=settings.tool_call_parser,
-            reasoning_parser=settings.reasoning_parser,
-            trust_request_chat_template=settings.trust_request_chat_template,
-            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
-            exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
-            tool_strict_level=settings.tool_strict_level,
-            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+            **supported_kwargs(OnlineRenderer, renderer_settings),
         )
         self._renderer.warmup()
         self._tokenization = ServingTokenization(
@@ -134,10 +137,7 @@ class VllmFrontend:
         self._chat: OpenAIServingChat | None = None
         self._completion: OpenAIServingCompletion | None = None
         if "generate" in supported_tasks:
-            self._chat = OpenAIServingChat(
-                engine,
-                models,
-                settings.response_role,
+            chat_settings: dict[str, Any] = dict(
                 online_renderer=self._renderer,
                 request_logger=logger,
                 chat_template=chat_template,
@@ -154,6 +154,9 @@ class VllmFrontend:
                 enable_log_deltas=settings.enable_log_deltas,
                 **usage,
             )
+            self._chat = OpenAIServingChat(
+                engine, models, settings.response_role, **supported_kwargs(OpenAIServingChat, chat_settings)
+            )
             self._completion = OpenAIServingCompletion(
                 engine,
                 models,
@@ -164,12 +167,7 @@ class VllmFrontend:
             )
         self._embedding: ServingEmbedding | None = None
         if self.supports_embeddings:
-            template_config = ChatTemplateConfig(
-                chat_template=chat_template,
-                chat_template_content_format=content_format,
-                trust_request_chat_template=settings.trust_request_chat_template,
-                trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
-            )
+            template_config = chat_template_config(chat_template, settings)
             # Its __init__ takes *args, **kwargs (passed on to PoolingBaseServing), hence untyped.
             self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
                 engine, models, request_logger=logger, chat_template_config=template_config
@@ -316,6 +314,6 @@ def _load_template(path: str | None) -> str | None:
         return file.read_text(encoding="utf-8")
     try:
         # Not a file: one of the templates vLLM ships, named as `vllm serve --chat-template` accepts it.
-        return load_chat_template(path)
+        return moved("load_chat_template")(path)  # type: ignore[no-any-return]
     except (OSError, ValueError, VLLMValidationError) as exc:
         raise FrontendConfigError(f"chat_template {path!r} cannot be read: {exc}") from exc

@@ -7,7 +7,8 @@ tool parser and reasoning parser apply to the Responses and Messages APIs exactl
 (`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
 request model, the same JSON dump, the same SSE framing.
 
-Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first).
+Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first); what other
+supported vLLMs differ in is `_moved`'s table.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ from vllm.engine.protocol import EngineClient
 from vllm.entrypoints.anthropic.protocol import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
 from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScoringRequest, ServingGenerativeScoring
-from vllm.entrypoints.generate.structured_decisions.protocol import StructuredDecisionRequest
-from vllm.entrypoints.generate.structured_decisions.serving import ServingStructuredDecisions
-from vllm.entrypoints.generate.structured_decisions.strategies import ReadContext, select_read_strategy
 from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
 from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest
@@ -41,7 +39,6 @@ from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreReques
 from vllm.entrypoints.pooling.scoring.serving import ServingScores
 from vllm.entrypoints.pooling.utils import enable_scoring_api
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
-from vllm.renderers.chat_utils import ChatTemplateConfig
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import POOLING_TASKS, SupportedTask
 
@@ -49,10 +46,11 @@ from server.frontend.operations import Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
+from server.frontend.vllm_adapter._moved import moved, optional, supported_kwargs
 from server.frontend.vllm_adapter._speech import REQUEST_BODIES as SPEECH_REQUEST_BODIES
 from server.frontend.vllm_adapter._speech import VALIDATE_TRANSCRIPTION, VALIDATE_TRANSLATION, SpeechOperations
 
-__all__ = ["REQUEST_BODIES", "ServingContext", "ServingOperations"]
+__all__ = ["OPERATIONS_VLLM_LACKS", "REQUEST_BODIES", "ServingContext", "ServingOperations", "chat_template_config"]
 
 _log = logging.getLogger("server.frontend.vllm_adapter")
 
@@ -63,7 +61,6 @@ REQUEST_BODIES: dict[str, Any] = {
     "AnthropicCountTokensRequest": AnthropicCountTokensRequest,
     "BatchChatCompletionRequest": BatchChatCompletionRequest,
     "GenerativeScoringRequest": GenerativeScoringRequest,
-    "StructuredDecisionRequest": StructuredDecisionRequest,
     "PoolingRequest": PoolingRequest,
     "ClassificationRequest": ClassificationRequest,
     "ScoreRequest": ScoreRequest,
@@ -71,6 +68,12 @@ REQUEST_BODIES: dict[str, Any] = {
     "CohereEmbedRequest": CohereEmbedRequest,
     **SPEECH_REQUEST_BODIES,
 }
+_DECISION_REQUEST = optional("StructuredDecisionRequest")  # vLLM 0.32 and later
+if _DECISION_REQUEST is not None:
+    REQUEST_BODIES["StructuredDecisionRequest"] = _DECISION_REQUEST
+
+#: The operations the installed vLLM predates (their route answers 404 "not supported" for every model).
+OPERATIONS_VLLM_LACKS: frozenset[Operation] = frozenset(() if _DECISION_REQUEST else ("structured_decision",))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,7 +176,12 @@ class ServingOperations:
         metrics: dict[str, Any] = {"enable_per_request_metrics": settings.enable_per_request_metrics}
         engine, models = context.engine, context.models
         self._responses = (
-            OpenAIServingResponses(engine, models, tool_server=context.tool_server, **common, **metrics)
+            OpenAIServingResponses(
+                engine,
+                models,
+                tool_server=context.tool_server,
+                **supported_kwargs(OpenAIServingResponses, {**common, **metrics}),
+            )
             if generating
             else None
         )
@@ -182,9 +190,10 @@ class ServingOperations:
                 engine,
                 models,
                 settings.response_role,
-                disabled_thinking_effort=settings.anthropic_disabled_thinking_effort,
-                **common,
-                **deltas,
+                **supported_kwargs(
+                    AnthropicServingMessages,
+                    {"disabled_thinking_effort": settings.anthropic_disabled_thinking_effort, **common, **deltas},
+                ),
             )
             if generating
             else None
@@ -196,7 +205,12 @@ class ServingOperations:
             **metrics,
         }
         self._chat_batch = (
-            OpenAIServingChatBatch(engine, models, settings.response_role, **common, **chat_only)
+            OpenAIServingChatBatch(
+                engine,
+                models,
+                settings.response_role,
+                **supported_kwargs(OpenAIServingChatBatch, {**common, **chat_only}),
+            )
             if generating
             else None
         )
@@ -205,12 +219,7 @@ class ServingOperations:
         )
         self._decisions = _structured_decisions(context)
         pooling_task = model_config.get_pooling_task(tasks)
-        template = ChatTemplateConfig(
-            chat_template=context.chat_template,
-            chat_template_content_format=content_format,
-            trust_request_chat_template=settings.trust_request_chat_template,
-            trust_request_mm_kwargs=settings.trust_request_mm_kwargs,
-        )
+        template = chat_template_config(context.chat_template, settings)
         pooled: dict[str, Any] = {"request_logger": context.logger, "chat_template_config": template}
         self._pooling = (
             ServingPooling(engine, models, supported_tasks=tasks, **pooled)
@@ -360,7 +369,7 @@ class ServingOperations:
             ),
             "structured_decision": _Route(
                 "Structured Decisions",
-                _validator(StructuredDecisionRequest),
+                _validator(_DECISION_REQUEST) if _DECISION_REQUEST is not None else None,
                 present(self._decisions, lambda request: self._decisions.create_decision(request, None)),  # type: ignore[union-attr]
             ),
             "pooling": _Route("Pooling", _validator(PoolingRequest), pooled(self._pooling)),
@@ -377,12 +386,32 @@ class ServingOperations:
         }
 
 
-def _structured_decisions(context: ServingContext) -> ServingStructuredDecisions | None:
-    """vLLM's ``/v1/systemone`` object, or None when no read strategy fits the model (vLLM then answers 501)."""
+def chat_template_config(chat_template: str | None, settings: FrontendSettings) -> Any:
+    """vLLM's `ChatTemplateConfig` for the pooling routes, from the profile's template settings."""
+    config_cls = moved("ChatTemplateConfig")
+    return config_cls(
+        **supported_kwargs(
+            config_cls,
+            {
+                "chat_template": chat_template,
+                "chat_template_content_format": settings.chat_template_content_format,
+                "trust_request_chat_template": settings.trust_request_chat_template,
+                "trust_request_mm_kwargs": settings.trust_request_mm_kwargs,
+            },
+        )
+    )
+
+
+def _structured_decisions(context: ServingContext) -> Any | None:
+    """vLLM's ``/v1/systemone`` object, or None when no read strategy fits the model (vLLM then answers 501) or
+    the installed vLLM predates it."""
+    serving_cls, select_read_strategy = optional("ServingStructuredDecisions"), optional("select_read_strategy")
+    if serving_cls is None or select_read_strategy is None:
+        return None
     try:
         strategy_cls = select_read_strategy(context.models.model_config, context.supported_tasks)
         strategy = strategy_cls(
-            ReadContext(
+            moved("ReadContext")(
                 engine_client=context.engine,
                 online_renderer=context.renderer,
                 chat_template=context.chat_template,
@@ -393,4 +422,4 @@ def _structured_decisions(context: ServingContext) -> ServingStructuredDecisions
     except ValueError as exc:
         _log.debug("/v1/systemone is disabled for this model: %s", exc)
         return None
-    return ServingStructuredDecisions(context.models, strategy, request_logger=context.logger)
+    return serving_cls(context.models, strategy, request_logger=context.logger)

@@ -6,13 +6,18 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
+import os
 from collections.abc import Collection
 
 from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
-from vllm.utils.import_utils import import_plugin
+from vllm.utils.import_utils import import_from_path
 
 __all__ = ["ParserRegistry", "load_parser_plugins", "parser_registry"]
+
+_log = logging.getLogger(__name__)
 
 
 class ParserRegistry:
@@ -44,5 +49,20 @@ def load_parser_plugins(*, tool_parser_plugin: str | None = None, reasoning_pars
         ValueError: A plugin that cannot be imported.
     """
     for path in (tool_parser_plugin, reasoning_parser_plugin):
-        if path and import_plugin(path) is None:
-            raise ValueError(f"parser plugin {path!r} cannot be loaded (see the log above)")
+        if path:
+            _import_plugin(path)
+
+
+def _import_plugin(path: str) -> None:
+    # A module name first, else a file path: as vLLM 0.32's ``import_plugin`` (0.26 to 0.31 have only
+    # ``import_from_path``, which every supported vLLM has).
+    try:
+        importlib.import_module(path)
+        return
+    except ModuleNotFoundError:
+        pass
+    try:
+        import_from_path(os.path.splitext(os.path.basename(path))[0], path)
+    except Exception as exc:
+        _log.exception("parser plugin %r cannot be loaded", path)
+        raise ValueError(f"parser plugin {path!r} cannot be loaded: {type(exc).__name__}: {exc}") from None

@@ -11,7 +11,8 @@ vLLM's request models declare ``file`` as FastAPI's ``UploadFile``, which valida
 frontend imports no web framework (``tests/frontend/test_boundaries.py``), so the class is taken from the request
 model's own field: this module follows vLLM's contract, whatever class that names.
 
-Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check).
+Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check); what other
+supported vLLMs differ in is `_moved`'s table.
 """
 
 from __future__ import annotations
