@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from server.tinymodels import build_tiny_models
+from tests.live_servers import LiveServers
 
-__all__ = ["tiny_models"]
+__all__ = ["live_servers", "tiny_models"]
+
+_LIVE_SERVERS = pytest.StashKey[LiveServers]()
+_SHARING = pytest.StashKey[set[str]]()
+
+# Property tests and the randomized concurrency test draw this many cases each: few in the suite (CI runs it),
+# ten times as many with `pytest --hypothesis-profile thorough`.
+settings.register_profile("suite", max_examples=40)
+settings.register_profile("thorough", max_examples=400)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +31,35 @@ def tiny_models() -> dict[str, Path]:
     The first run on a machine builds them (about 20 s); later runs find them cached in well under a second.
     """
     return build_tiny_models()
+
+
+@pytest.fixture(scope="session")
+def live_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServers]:
+    """The session's shared live servers (``tests/live_servers.py``)."""
+    servers = LiveServers(tmp_path_factory.mktemp("live-servers"))
+    request.config.stash[_LIVE_SERVERS] = servers
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the shared live server once the next test's module uses none (as a module fixture's would stop): it
+    must not run beside the engines of the modules that follow."""
+    servers = item.config.stash.get(_LIVE_SERVERS, None)
+    if servers is not None and (nextitem is None or _module(nextitem) not in _sharing_modules(item.session)):
+        servers.close()
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _sharing_modules(session: pytest.Session) -> set[str]:
+    """The modules with a test that uses ``live_servers`` (read once per session)."""
+    if _SHARING not in session.stash:
+        session.stash[_SHARING] = {
+            _module(item) for item in session.items if "live_servers" in getattr(item, "fixturenames", ())
+        }
+    return session.stash[_SHARING]

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from server.cli._output import err_console, out_console
-from server.cli.serve import load_serving_profile, settings_or_exit
+from server.cli.serve import load_serving_profile, refuse_invalid_profile, settings_or_exit
 
 __all__ = ["ray_serve"]
 
@@ -50,6 +50,7 @@ def ray_serve(
 ) -> None:
     """Serve PROFILE on Ray Serve: REPLICAS node replicas, each running Turnout's engine manager, behind one
     OpenAI ingress that routes each request to a replica holding its model. Ctrl-C stops everything."""
+    refuse_invalid_profile(str(profile))  # before Ray and vLLM are imported (seconds)
     try:
         import ray
         from ray import serve

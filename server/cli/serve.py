@@ -9,10 +9,10 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,14 +20,23 @@ from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.tls_refresh import certificate_refresher
-from server.profiles import CONFIG_ENV, Profile, ValidationResult
+from server.profiles import CONFIG_ENV, Profile, ValidationResult, validate_profile
+from server.profiles.vllm_source import source_parser_registry
 
 if TYPE_CHECKING:
     from server.api import ApiSettings
     from server.api.serving_settings import ServingFlags
     from server.engine.kv_budget import MemoryPlan
 
-__all__ = ["ServeOptions", "load_serving_profile", "run_server", "serve", "serving_validation", "settings_or_exit"]
+__all__ = [
+    "ServeOptions",
+    "load_serving_profile",
+    "refuse_invalid_profile",
+    "run_server",
+    "serve",
+    "serving_validation",
+    "settings_or_exit",
+]
 
 logger = logging.getLogger("turnout.cli")
 
@@ -84,12 +93,38 @@ def load_serving_profile(
     every error."""
     result = serving_validation(default_tool_call_parser, default_enable_auto_tool_choice)(path)
     if result.profile is None:
-        print_issues([*result.errors, *result.warnings])
-        err_console.print(f"[bold red]The profile has {len(result.errors)} error(s); not starting.[/]")
-        raise SystemExit(1)
+        _refuse(result)
     for warning in result.warnings:
         logger.warning("%s", warning)
     return result.profile
+
+
+def refuse_invalid_profile(
+    path: str | None, default_tool_call_parser: str | None = None, default_enable_auto_tool_choice: bool = False
+) -> None:
+    """Exit 1 printing every error when the profile is invalid, before vLLM is imported (that takes seconds).
+
+    The parser names come from vLLM's source tables, which list exactly its live registries (a test holds that),
+    so the errors are those :func:`load_serving_profile` would print. Only when no parser plugin is loaded: a
+    plugin's names are in the live registries alone. A valid profile is validated again, live, when it is loaded.
+    """
+    registry = source_parser_registry()
+    if registry is None:  # vLLM is not installed: serving fails later, saying so
+        return
+    result = validate_profile(
+        path,
+        parsers=registry,
+        default_tool_call_parser=default_tool_call_parser,
+        default_enable_auto_tool_choice=default_enable_auto_tool_choice,
+    )
+    if result.profile is None:
+        _refuse(result)
+
+
+def _refuse(result: ValidationResult) -> NoReturn:
+    print_issues([*result.errors, *result.warnings])
+    err_console.print(f"[bold red]The profile has {len(result.errors)} error(s); not starting.[/]")
+    raise SystemExit(1)
 
 
 @contextmanager
@@ -377,6 +412,9 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     --tool-parser-plugin, and per-model defaults (--response-role, --chat-template-content-format, ...). A flag
     that cannot apply to a multi-model server is refused with the reason.
     """
+    if len(args) <= 1 and not any(arg.startswith("-") for arg in args):
+        # No vLLM flag to parse and no plugin to load: the profile is checked before vLLM is imported (seconds).
+        refuse_invalid_profile(_profile_path(args), kwargs["tool_call_parser"], kwargs["enable_auto_tool_choice"])
     from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
     from server.frontend.vllm_adapter import load_parser_plugins, parse_frontend_flags
 
@@ -392,11 +430,7 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         )
     except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    if len(flags.positionals) > 1:
-        raise click.UsageError(f"give one PROFILE file, got {len(flags.positionals)}: {' '.join(flags.positionals)}")
-    profile = flags.positionals[0] if flags.positionals else None
-    if profile is None and not os.environ.get(CONFIG_ENV):
-        raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
+    profile = _profile_path(flags.positionals)
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
@@ -410,6 +444,16 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),
         options,
     )
+
+
+def _profile_path(positionals: Sequence[str]) -> str | None:
+    """The PROFILE argument (``None``: ``$VLLM_HPU_MULTI_MODEL_CONFIG`` names it); a usage error without either."""
+    if len(positionals) > 1:
+        raise click.UsageError(f"give one PROFILE file, got {len(positionals)}: {' '.join(positionals)}")
+    profile = positionals[0] if positionals else None
+    if profile is None and not os.environ.get(CONFIG_ENV):
+        raise click.UsageError(f"Give a PROFILE file or set {CONFIG_ENV}.")
+    return profile
 
 
 if __name__ == "__main__":  # pragma: no cover - vLLM spawns processes: entry points must be guarded

@@ -17,7 +17,12 @@ from typing import BinaryIO
 
 import httpx
 
-__all__ = ["LiveServer", "serving", "start_server"]
+__all__ = ["DEMO", "DEMO_ADMIN_TOKEN", "DEMO_API_KEY", "LiveServer", "serving", "start_demo", "start_server"]
+
+DEMO = Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml"
+#: The shared demo server's admin token and API key (``start_demo``).
+DEMO_ADMIN_TOKEN = "demo-admin-token"
+DEMO_API_KEY = "demo-api-key"
 
 
 @dataclass
@@ -101,3 +106,12 @@ def serving(
         yield live
     finally:
         live.stop()
+
+
+def start_demo(folder: Path) -> LiveServer:
+    """The demo profile (manual mode) as the modules that share it need it: an admin token, an API key, and
+    vLLM's Responses store on (as ``vllm serve`` turns it on); started and ready, for ``live_servers``."""
+    env = {"TURNOUT_ADMIN_TOKEN": DEMO_ADMIN_TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
+    live = start_server(DEMO, folder / "demo.log", env, "--api-key", DEMO_API_KEY)
+    wait_ready(live)
+    return live

@@ -148,8 +148,9 @@ async def test_no_timing_difference_tells_a_hidden_model_from_a_missing_one(clie
             assert response.status_code == 404
     hidden, missing = (statistics.median(samples) for samples in timings.values())
     # A hidden model that reached the manager (a 409 in manual mode, a wait in auto mode) would cost far more
-    # than this bound allows; the two paths are the same code, so only noise separates them.
-    assert abs(hidden - missing) < 0.3 * min(hidden, missing), (hidden, missing)
+    # than this bound allows; the two paths are the same code, so only noise separates them (generous: a loaded
+    # 2-core machine).
+    assert abs(hidden - missing) < 0.5 * min(hidden, missing), (hidden, missing)
 
 
 async def test_every_configured_key_is_compared_whichever_matches(monkeypatch: pytest.MonkeyPatch) -> None:

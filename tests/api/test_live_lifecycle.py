@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -72,6 +74,43 @@ def _gone_within(procs: list[psutil.Process], timeout: float) -> float | None:
     return None
 
 
+def _post_awaiting_body(url: str, body: dict[str, object]) -> socket.socket:
+    """A connection with a chat request whose headers the server has read and whose body it awaits.
+
+    The request asks ``Expect: 100-continue``: uvicorn answers ``100 Continue`` only once the app reads the body,
+    so the answer proves the request is in the server's hands, without any sleep.
+    """
+    where = httpx.URL(url)
+    assert where.host and where.port
+    sock = socket.create_connection((where.host, where.port), timeout=60)
+    length = len(json.dumps(body).encode())
+    sock.sendall(
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.host}:{where.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    answer = b""
+    while not answer.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)
+        assert chunk, f"the server closed the connection after {answer!r}"
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 100 "), answer
+    return sock
+
+
+def _until_not_listening(url: str, timeout: float = 30.0) -> None:
+    """Wait until the server refuses new connections: its graceful shutdown (and so the drain) has begun."""
+    where = httpx.URL(url)
+    assert where.host and where.port
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        try:
+            socket.create_connection((where.host, where.port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the server still accepted connections {timeout} s after SIGTERM")
+
+
 def test_kill_9_of_the_server_leaves_no_engine_process(live: LiveServer) -> None:
     engines = _engine_processes(live)
     live.process.send_signal(signal.SIGKILL)
@@ -103,17 +142,19 @@ def test_sigterm_drains_then_ends_the_rest_with_an_error_event_and_stops_the_eng
     streaming.start()
     assert started.wait(60), "the stream never started"
     short = {"model": "tools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
-    with httpx.Client(base_url=live.url, timeout=60) as client:
-        assert client.post("/v1/chat/completions", json=short).status_code == 200  # opens a keep-alive connection
+    assert httpx.post(f"{live.url}/v1/chat/completions", json=short, timeout=60).status_code == 200
+    # uvicorn closes an idle connection at SIGTERM; one whose request has begun stays open, and the draining
+    # manager refuses that request.
+    with _post_awaiting_body(live.url, short) as pending:
         live.process.send_signal(signal.SIGTERM)
         sent = time.perf_counter()
-        time.sleep(0.3)
-        try:
-            refused = client.post("/v1/chat/completions", json=short)
-            assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
-            assert refused.json()["error"]["code"] == "server_shutting_down"
-        except httpx.TransportError:
-            pass  # uvicorn closed the idle connection first: refused either way
+        _until_not_listening(live.url)
+        pending.sendall(json.dumps(short).encode())
+        refused = http.client.HTTPResponse(pending)
+        refused.begin()
+        text = refused.read().decode()
+    assert refused.status == 503 and refused.getheader("retry-after"), text
+    assert json.loads(text)["error"]["code"] == "server_shutting_down", text
     time.sleep(DRAIN_S + 1.0)
     assert live.process.poll() is None, "the server left before its drain ended the stream"
     resume.set()

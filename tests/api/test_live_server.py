@@ -20,13 +20,14 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.live_server import LiveServer, serving
+from tests.api.live_server import DEMO, DEMO_ADMIN_TOKEN, DEMO_API_KEY, LiveServer, serving, start_demo
+from tests.live_servers import LiveServers
 
 pytestmark = pytest.mark.engine
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "profiles" / "demo.yaml"
-TOKEN = "e2e-admin-token"
+TOKEN, KEY = DEMO_ADMIN_TOKEN, DEMO_API_KEY
+KEYED = {"Authorization": f"Bearer {KEY}"}
 TOOLS = [
     {
         "type": "function",
@@ -45,10 +46,9 @@ WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
-def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The demo profile (manual mode) with an admin token."""
-    with serving(DEMO, tmp_path_factory.mktemp("live") / "demo.log", {"TURNOUT_ADMIN_TOKEN": TOKEN}) as live:
-        yield live
+def server(tiny_models: dict[str, Path], live_servers: LiveServers) -> LiveServer:
+    """The demo profile (manual mode) with an admin token and an API key, shared with test_live_serving_routes."""
+    return live_servers.get("demo", start_demo)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def auto_server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathF
 
 @pytest.fixture(scope="module")
 def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
 
 
 def _switch(server: LiveServer, model: str, token: str = TOKEN, drain_timeout: float = 5) -> httpx.Response:
@@ -83,8 +83,11 @@ def _activate(server: LiveServer, model: str) -> None:
 
 
 def _rendered(server: LiveServer, model: str) -> str:
-    tokens = httpx.post(f"{server.url}/tokenize", json={"model": model, "messages": WEATHER}, timeout=60).json()
-    text = httpx.post(f"{server.url}/detokenize", json={"model": model, "tokens": tokens["tokens"]}, timeout=60)
+    body = {"model": model, "messages": WEATHER}
+    tokens = httpx.post(f"{server.url}/tokenize", json=body, headers=KEYED, timeout=60).json()
+    text = httpx.post(
+        f"{server.url}/detokenize", json={"model": model, "tokens": tokens["tokens"]}, headers=KEYED, timeout=60
+    )
     prompt: str = text.json()["prompt"]
     return prompt
 
@@ -234,7 +237,8 @@ def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: Liv
     first_chunk, switched = threading.Event(), threading.Event()
 
     def read_stream() -> None:
-        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as response:
+        url = f"{server.url}/v1/chat/completions"
+        with httpx.stream("POST", url, json=body, headers=KEYED, timeout=120) as response:
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     events.append(line[6:])
@@ -257,7 +261,7 @@ def test_a_stream_drained_out_by_a_switch_ends_with_the_switch_error(server: Liv
         switched.set()
         reader.join(120)
     assert not reader.is_alive(), "the stream hung"
-    assert report["aborted_requests"] == 1 and report["current_model"] == "plain", (report, f"{took:.2f} s")
+    assert report["aborted_requests"] == 1 and report["current_model"] == "plain", (report, f"{took:.2f} s", events[:2])
     assert events[-1] == "[DONE]"
     error = json.loads(events[-2])["error"]
     assert error["code"] == "model_switched" and "switched from 'tools' to 'plain'" in error["message"]

@@ -21,14 +21,12 @@ import httpx
 import openai
 import pytest
 
-from tests.api.live_server import LiveServer, serving
+from tests.api.live_server import DEMO_ADMIN_TOKEN, DEMO_API_KEY, LiveServer, start_demo
+from tests.live_servers import LiveServers
 
 pytestmark = pytest.mark.engine
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "profiles" / "demo.yaml"
-TOKEN = "routes-admin-token"
-KEY = "routes-api-key"
+TOKEN, KEY = DEMO_ADMIN_TOKEN, DEMO_API_KEY
 WEATHER_TOOL = {
     "type": "function",
     "name": "get_weather",
@@ -41,11 +39,9 @@ GREEDY = {"temperature": 0}
 
 
 @pytest.fixture(scope="module")
-def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The demo profile with an API key, and vLLM's Responses store on (as `vllm serve` turns it on)."""
-    env = {"TURNOUT_ADMIN_TOKEN": TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-    with serving(DEMO, tmp_path_factory.mktemp("routes") / "demo.log", env, "--api-key", KEY) as live:
-        yield live
+def server(tiny_models: dict[str, Path], live_servers: LiveServers) -> LiveServer:
+    """The demo profile with an API key, and vLLM's Responses store on; shared with test_live_server."""
+    return live_servers.get("demo", start_demo)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from server.engine.strategies import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
+from tests.waiting import until
 
 MODELS = {
     "speech": ModelProfile(model="/m/tiny-whisper"),
@@ -118,9 +119,9 @@ async def test_a_stream_ends_with_done_or_with_the_switch_error(make_client: Mak
 
 
 async def test_a_stream_that_waits_for_its_model_gets_comments_then_its_chunks(make_client: MakeClient) -> None:
-    client, _ = await make_client(models=MODELS, strategy=StopStrategy, loader=FakeLoader(delay_s=1.0))
+    client, manager = await make_client(models=MODELS, strategy=StopStrategy, loader=FakeLoader(delay_s=1.0))
     switch = asyncio.create_task(client.post("/v1/models/switch", json={"model": "speech"}, headers=admin()))
-    await asyncio.sleep(0.2)  # speech's engine is loading: the stream waits for it
+    await until(lambda: manager.switching_to == "speech")  # its engine is loading: the stream waits for it
     answer = await client.post(TRANSCRIBE, **_form(stream="true"))
     assert (await switch).status_code == 200
     assert answer.text.startswith(": waiting for 'speech' to load")

@@ -17,6 +17,7 @@ from server.api.admission import AdmissionTarget
 from server.engine.strategies import StopStrategy
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
+from tests.waiting import until
 
 CHAT = {"model": "plain", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -35,9 +36,11 @@ async def _read_stream(client: httpx.AsyncClient, body: dict[str, object]) -> tu
         return response.status_code, blocks
 
 
-async def _switch_then_stream(client: httpx.AsyncClient, body: dict[str, object]) -> tuple[int, list[str]]:
+async def _switch_then_stream(
+    client: httpx.AsyncClient, manager: Any, body: dict[str, object]
+) -> tuple[int, list[str]]:
     switch = asyncio.create_task(client.post("/v1/models/switch", json={"model": "plain"}, headers=admin()))
-    await asyncio.sleep(0.2)  # the switch is under way: plain's engine is loading
+    await until(lambda: manager.switching_to == "plain")  # the switch is under way: plain's engine is loading
     status, blocks = await _read_stream(client, body)
     assert (await switch).status_code == 200
     return status, [block for _, block in blocks]
@@ -45,9 +48,9 @@ async def _switch_then_stream(client: httpx.AsyncClient, body: dict[str, object]
 
 async def test_a_stream_waiting_behind_a_stop_switch_gets_comments_then_its_chunks(make_client: MakeClient) -> None:
     loader = FakeLoader(delay_s=1.5)
-    client, _ = await make_client(strategy=StopStrategy, loader=loader, wait_notice_interval_s=0.3)
+    client, manager = await make_client(strategy=StopStrategy, loader=loader, wait_notice_interval_s=0.3)
 
-    status, blocks = await _switch_then_stream(client, CHAT)
+    status, blocks = await _switch_then_stream(client, manager, CHAT)
 
     assert status == 200
     comments = [block for block in blocks if block.startswith(":")]
@@ -71,9 +74,9 @@ async def test_a_stream_admitted_at_once_has_no_comment_and_errors_keep_their_st
 
 async def test_a_waiting_stream_whose_load_fails_ends_with_an_error_event(make_client: MakeClient) -> None:
     loader = FakeLoader(delay_s=1.0, fail_load={"plain"})
-    client, _ = await make_client(strategy=StopStrategy, loader=loader, wait_notice_interval_s=0.3)
+    client, manager = await make_client(strategy=StopStrategy, loader=loader, wait_notice_interval_s=0.3)
     switch = asyncio.create_task(client.post("/v1/models/switch", json={"model": "plain"}, headers=admin()))
-    await asyncio.sleep(0.2)
+    await until(lambda: manager.switching_to == "plain")
     status, blocks = await _read_stream(client, CHAT)
     await switch
     texts = [block for _, block in blocks]

@@ -135,8 +135,7 @@ def mutated_profiles(draw: st.DrawFn) -> tuple[bytes, str]:
     return raw, suffix
 
 
-@settings(
-    max_examples=150,
+@settings(  # as many examples as the profile says (tests/conftest.py)
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

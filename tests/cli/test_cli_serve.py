@@ -49,6 +49,22 @@ def test_without_a_profile_argument_serve_reads_the_seeds_env_var(tmp_path: Path
     assert missing.returncode == 2 and f"Give a PROFILE file or set {CONFIG_ENV}." in missing.stderr
 
 
+def test_a_refused_profile_stops_serve_and_ray_serve_before_vllm_is_imported(tmp_path: Path) -> None:
+    # Without vLLM flags nothing needs vLLM before the profile is read: a refused profile fails in milliseconds.
+    profile = tmp_path / "bad.yaml"
+    profile.write_text("models:\n  a:\n    model: ./missing\n")
+    code = (
+        "import sys; from click.testing import CliRunner; from server.cli.main import main; "
+        f"s = CliRunner().invoke(main, ['serve', {str(profile)!r}, '--port', '1']); "
+        f"r = CliRunner().invoke(main, ['ray-serve', {str(profile)!r}]); "
+        "print(s.exit_code, r.exit_code, 'vllm' in sys.modules, 'torch' in sys.modules); "
+        "print(s.output + r.output, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["1", "1", "False", "False"], done.stderr
+    assert done.stderr.count(f"{profile}:3:12: error: model 'a': model path './missing' does not exist") == 2
+
+
 def test_an_unknown_flag_is_a_usage_error_naming_the_closest_flag(tmp_path: Path) -> None:
     result = _serve(str(tmp_path / "p.yaml"), "--max-model-lenn", "5", "--prot", "1")
     assert result.returncode == 2

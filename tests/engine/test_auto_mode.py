@@ -95,7 +95,11 @@ async def test_a_full_queue_and_a_long_wait_get_503s_with_retry_after(make_manag
         await first
     assert late.value.status_code == 503 and late.value.retry_after >= 1
     await busy
-    assert ("b", pytest.approx(0.2, abs=0.1), False) in observer.waits
+    # The full queue refused at once; the waiter once max_wait_s had passed, not before (a generous ceiling).
+    at_once, timed_out = sorted(
+        seconds for model, seconds, admitted in observer.waits if (model, admitted) == ("b", False)
+    )
+    assert at_once < 0.2 <= timed_out < 2.0, observer.waits
 
 
 async def test_a_failed_model_backs_off_and_the_healthy_one_keeps_serving(

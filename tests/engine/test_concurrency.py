@@ -13,6 +13,7 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import settings
 
 from server.api.admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
@@ -22,7 +23,8 @@ from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 from tests.fakes.manager_views import admitted, state_of
 
 NAMES = ("alpha", "beta", "gamma")
-SEEDS = range(120)
+#: As many seeds as the loaded Hypothesis profile's examples (tests/conftest.py): 40 in the suite, 400 thorough.
+SEEDS = range(settings().max_examples)
 
 
 def _strategy(name: str, loader: FakeLoader) -> SwitchStrategy:

@@ -167,7 +167,7 @@ def test_the_plan_travels_as_json_for_the_status_route() -> None:
     assert decoded["memory"]["where"] == "NUMA node 0"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)  # as many examples as the profile says (tests/conftest.py)
 @given(
     needs=st.lists(st.tuples(st.integers(1, 64), st.integers(1, 512), st.integers(0, 4096)), min_size=1, max_size=5),
     resident=st.integers(1, 5),

@@ -218,13 +218,18 @@ def _host_rss_mb(manager: EngineManager[Any]) -> float:
     return float(core.memory_info().rss) / (1024 * 1024) + engine_processes_rss_mb(core)
 
 
-async def test_twenty_alternating_switches_keep_the_engine_rss_flat(host: Host) -> None:
+#: Alternating switches of the quick RSS check; the long one (20 and more) is benchmarks/switch_weights.py's
+#: RSS drift (``--rss-switches``, run by ``just bench``).
+RSS_SWITCHES = 4
+
+
+async def test_alternating_switches_keep_the_engine_rss_flat(host: Host) -> None:
     client, manager, _ = host
     assert (await _switch(client, "plain")).status_code == 200
     baseline = _host_rss_mb(manager)
     readings: list[float] = []
     reports: list[dict[str, Any]] = []
-    for i in range(20):
+    for i in range(RSS_SWITCHES):
         switched = await _switch(client, "tools" if i % 2 == 0 else "plain")
         assert switched.status_code == 200, switched.text
         reports.append(switched.json())

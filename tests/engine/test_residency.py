@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 from tests.fakes.manager_views import admitted, served_engine, state_of
 from tests.fakes.observers import RecordingObserver
+from tests.waiting import until
 
 Make = Callable[..., EngineManager[Any]]
 
@@ -43,13 +43,6 @@ async def make(loader: FakeLoader, builder: FakeBundleBuilder) -> AsyncIterator[
     yield build
     for manager in made:
         await manager.shutdown()
-
-
-async def _until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def _slot(manager: EngineManager[Any], name: str) -> Any:
@@ -183,14 +176,14 @@ async def test_preload_loads_marked_models_after_the_default_serves(make: Make, 
     manager = make(b={"preload": True})
     await manager.initialize("a")
     assert manager.active_model == "a"  # initialize returned with the default serving
-    await _until(lambda: state_of(manager, "b") is SlotState.RESIDENT)
+    await until(lambda: state_of(manager, "b") is SlotState.RESIDENT)
     assert state_of(manager, "c") is SlotState.STOPPED and loader.loads == ["a", "b"]
 
 
 async def test_a_failed_preload_shows_like_a_failed_load(make: Make, loader: FakeLoader) -> None:
     manager = make(StopStrategy(loader), b={"preload": True})
     await manager.initialize("a")
-    await _until(lambda: state_of(manager, "b") is SlotState.FAILED)
+    await until(lambda: state_of(manager, "b") is SlotState.FAILED)
     assert "preload refused" in (_slot(manager, "b").reason or "")
     assert (await served_engine(manager)).name == "a"
 
@@ -207,7 +200,7 @@ async def test_an_idle_resident_model_is_unloaded_and_counted(make: Make, loader
     countdown = _slot(manager, "b").unloads_in_s
     assert countdown is not None and 0 < countdown <= 0.3
     assert _slot(manager, "a").unloads_in_s is None  # manual mode: the active model never times out
-    await _until(lambda: state_of(manager, "b") is SlotState.STOPPED)
+    await until(lambda: state_of(manager, "b") is SlotState.STOPPED)
     assert observer.idle_unloaded == ["b"] and loader.unloads == ["b"] and manager.active_model == "a"
 
 
@@ -216,7 +209,7 @@ async def test_pinned_and_manual_active_models_survive_idle_time(make: Make, loa
     await manager.initialize("a")
     await manager.load("b")
     await manager.load("c")
-    await _until(lambda: state_of(manager, "c") is SlotState.STOPPED)
+    await until(lambda: state_of(manager, "c") is SlotState.STOPPED)
     await asyncio.sleep(0.2)
     assert state_of(manager, "a") is SlotState.ACTIVE and state_of(manager, "b") is SlotState.RESIDENT
     assert loader.unloads == ["c"]
@@ -231,7 +224,7 @@ async def test_auto_mode_unloads_an_idle_active_model_and_a_request_brings_it_ba
         async with admitted(manager, "a"):
             await asyncio.sleep(0.15)
     assert state_of(manager, "a") is SlotState.ACTIVE
-    await _until(lambda: state_of(manager, "a") is SlotState.STOPPED)
+    await until(lambda: state_of(manager, "a") is SlotState.STOPPED)
     assert manager.active_model is None
     async with admitted(manager, "a", wait_timeout=5) as lease:
         assert lease.bundle.engine.name == "a"

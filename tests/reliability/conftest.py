@@ -1,8 +1,9 @@
 """Live servers for the load-and-fault suite, one at a time, shared by every test that needs the same profile.
 
 Each test names the profile it runs against with ``@pytest.mark.live_server("keep")``; the tests are ordered so
-that each profile's server starts once. At most one server is alive at a time (keep holds two engines), which
-keeps this suite within the machine's two-engines rule.
+that each profile's server starts once. The servers come from the session's shared live servers
+(``tests/live_servers.py``): at most one is alive at a time (keep holds two engines), which keeps this suite
+within the machine's two-engines rule.
 
 ``TURNOUT_RELIABILITY=long`` selects the long version (300 requests, 10 admin switches; run by ``just bench``);
 the default is the short one CI runs. ``TURNOUT_RELIABILITY_OUT=folder`` writes each traffic run's summary as
@@ -16,7 +17,6 @@ import os
 import shutil
 import struct
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import pytest
 
 from server.tinymodels.spec import TEMPLATES_DIR
 from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.live_servers import LiveServers
 
 ADMIN_TOKEN = "reliability-admin-token"
 MODE_ENV = "TURNOUT_RELIABILITY"
@@ -134,33 +135,31 @@ def _external(url: str) -> LiveServer:
 
 
 class ServerPool:
-    """Starts the server for a profile on demand; starting another one stops the one before."""
+    """The server of each reliability profile, from the session's shared live servers (one at a time; starting
+    another one stops the one before)."""
 
-    def __init__(self, models: dict[str, Path], workdir: Path) -> None:
+    def __init__(self, models: dict[str, Path], servers: LiveServers) -> None:
         self._models = models
-        self._workdir = workdir
-        self._current: tuple[str, LiveServer] | None = None
+        self._servers = servers
+        self._external: LiveServer | None = None
 
     def get(self, name: str) -> LiveServer:
         if url := os.environ.get(SERVER_ENV):
-            if self._current is None:
-                self._current = ("external", _external(url))
-            return self._current[1]
-        if self._current is not None and self._current[0] == name:
-            return self._current[1]
-        self.close()
-        folder = self._workdir / name
-        folder.mkdir(exist_ok=True)
-        profile = write_profile(folder, self._models, PROFILES[name])
-        server = start_server(profile, folder / "server.log", {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN})
-        wait_ready(server, timeout=900)  # a busy machine can take minutes per engine start
-        self._current = (name, server)
-        return server
+            if self._external is None:
+                self._external = _external(url)
+            return self._external
+
+        def start(folder: Path) -> LiveServer:
+            profile = write_profile(folder, self._models, PROFILES[name])
+            server = start_server(profile, folder / "server.log", {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN})
+            wait_ready(server, timeout=900)  # a busy machine can take minutes per engine start
+            return server
+
+        return self._servers.get(f"reliability-{name}", start)
 
     def close(self) -> None:
-        if self._current is not None:
-            self._current[1].stop()
-            self._current = None
+        """Stop the running server (a test that starts its own engines first)."""
+        self._servers.close()
 
 
 @pytest.fixture(scope="session")
@@ -176,12 +175,8 @@ def reliability_models(tiny_models: dict[str, Path], tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="session")
-def server_pool(reliability_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    pool = ServerPool(reliability_models, tmp_path_factory.mktemp("reliability"))
-    try:
-        yield pool
-    finally:
-        pool.close()
+def server_pool(reliability_models: dict[str, Path], live_servers: LiveServers) -> ServerPool:
+    return ServerPool(reliability_models, live_servers)
 
 
 @pytest.fixture

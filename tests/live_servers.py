@@ -1,0 +1,46 @@
+"""The test session's live ``turnout serve`` processes: one at a time, each shared by the tests that need it.
+
+A test asks :class:`LiveServers` for a server by key (through the session fixture ``live_servers``); the first
+request starts it and the tests that follow share it, in its module and the next ones. Asking for another key
+stops the one running first, and ``tests/conftest.py`` stops it when the next test's module does not use
+``live_servers``, so a shared server lives no longer than a module fixture would and never runs beside a later
+module's engines (each server holds one or two engines of a 2-core machine).
+
+Tests that change a server's state beyond the active model (a reload, a kill) start their own server instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.api.live_server import LiveServer
+
+__all__ = ["LiveServers"]
+
+
+class LiveServers:
+    """Starts a server on demand; starting another one stops the one before."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = workdir
+        self._current: tuple[str, LiveServer] | None = None
+        self.starts: list[str] = []  # every key started, in order (what the session paid for)
+
+    def get(self, key: str, start: Callable[[Path], LiveServer]) -> LiveServer:
+        """The server for ``key``: the running one, or ``start(folder)`` (a started and ready server)."""
+        if self._current is not None and self._current[0] == key:
+            return self._current[1]
+        self.close()
+        folder = self._workdir / key
+        folder.mkdir(exist_ok=True)
+        server = start(folder)
+        self._current = (key, server)
+        self.starts.append(key)
+        return server
+
+    def close(self) -> None:
+        """Stop the running server, if any."""
+        if self._current is not None:
+            current, self._current = self._current[1], None
+            current.stop()
