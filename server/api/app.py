@@ -35,6 +35,7 @@ from server.api.controllers import (
     TokenizeController,
     tokenizer_info,
 )
+from server.api.edge import EdgeChecks
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
@@ -145,6 +146,7 @@ def create_app(
             components=security_components(),
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
+        middleware=[EdgeChecks(settings.allowed_hosts)],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )

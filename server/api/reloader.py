@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from server.api.reload_paths import ReloadPaths
 from server.engine import EngineManager, ModelsReplaced
 from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan
 from server.engine.vllm_configs import EngineConfigInvalid
@@ -104,6 +105,7 @@ class Reloader:
         self._digests = file_digests(profile)
         self._validate = validate
         self._prepare = prepare
+        self._paths = ReloadPaths(profile.path, profile.server.reload_dirs)
         self._lock = asyncio.Lock()
 
     @property
@@ -116,11 +118,12 @@ class Reloader:
 
         Raises:
             ProfileRejected: The profile has errors; nothing changed.
+            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``; not read.
             ReloadRefused: It removes the active model, or a switch is under way; nothing changed.
             ReloadFailed: The active model's new frontend could not be built; nothing changed.
         """
         async with self._lock:
-            source = path or self._profile.path
+            source = self._paths.check(path) if path else self._profile.path
             # Validation reads files and renders templates: keep it off the event loop.
             result = await asyncio.to_thread(self._validate, source)
             if result.profile is None:

@@ -178,6 +178,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import ApiSettings, create_app
+    from server.api.edge import default_allowed_hosts
     from server.api.key_scopes import KeyNotSet, scoped_keys
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
@@ -240,6 +241,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         **_sse_intervals(options.frontend),
         enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
+        allowed_hosts=default_allowed_hosts(options.host, profile.server.allowed_hosts),
+        metrics_token=_secret_from_env(metrics_env) if (metrics_env := profile.server.metrics_token_env) else None,
     )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:

@@ -190,3 +190,44 @@ async def test_watch_applies_saved_files_and_refuses_broken_ones(
         watcher.cancel()
         with pytest.raises(asyncio.CancelledError):
             await watcher
+
+
+async def test_reload_reads_only_profiles_under_the_allowed_folders(
+    served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("elsewhere")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-LINE\n")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(PROFILE)
+    inside_text = served.workspace / "notes.txt"
+    inside_text.write_text("SECRET-LINE\n")
+    link = served.workspace / "link.yaml"
+    link.symlink_to(secret)
+    for path in (
+        secret,
+        outside,
+        inside_text,
+        link,
+        served.workspace / "../../../../../../../../etc/passwd",
+        Path("/etc/passwd"),
+    ):
+        response = await served.reload(path=str(path))
+        assert response.status_code == 403, (path, response.text)
+        assert response.json()["error"]["code"] == "reload_path_refused"
+        assert "SECRET" not in response.text and "root:" not in response.text
+    assert served.reloader.profile.path == str(served.profile)
+
+
+async def test_reload_dirs_widen_the_allowed_folders_from_the_profiles_folder(tmp_path: Path) -> None:
+    from server.api.reload_paths import ReloadPathRefused, ReloadPaths
+
+    (tmp_path / "conf" / "more").mkdir(parents=True)
+    profile = tmp_path / "conf" / "profile.yaml"
+    paths = ReloadPaths(str(profile), ["more", str(tmp_path / "abs")])
+    assert paths.check(str(profile)) == str(profile)
+    assert paths.check(str(tmp_path / "conf" / "more" / "p.yml"))
+    assert paths.check(str(tmp_path / "abs" / "deep" / "p.json"))
+    for refused in (tmp_path / "conf" / "p.yaml", tmp_path / "conf" / "more-evil" / "p.yaml", tmp_path / "p.yaml"):
+        with pytest.raises(ReloadPathRefused):
+            paths.check(str(refused))
