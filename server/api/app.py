@@ -37,6 +37,7 @@ from server.api.controllers import (
 )
 from server.api.edge import EdgeChecks
 from server.api.errors import EXCEPTION_HANDLERS
+from server.api.key_ring import KeyRing, KeySet
 from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
@@ -67,6 +68,7 @@ def create_app(
     reloader: Reloader | None = None,
     background: Sequence[BackgroundTask] = (),
     request_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    key_ring: KeyRing | None = None,
 ) -> Litestar:
     """Build the app around ``manager``.
 
@@ -80,6 +82,8 @@ def create_app(
         background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
         request_schemas: The request bodies' JSON Schemas for ``/openapi.json`` (vLLM's request models, from
             ``vllm_adapter.request_body_schemas``); None documents them as plain JSON objects.
+        key_ring: The API keys, shared with ``reloader`` so that a reload applies changed keys at once; None:
+            ``settings``' keys, for the app's life.
     """
 
     @asynccontextmanager
@@ -100,8 +104,9 @@ def create_app(
 
     registry = metrics_registry(manager)
     stored_responses = StoredResponses()
-    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
-    # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
+    keys = key_ring or KeyRing(KeySet(api_key=settings.api_key, scoped=settings.scoped_keys))
+    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so the
+    # OpenAI routes get the guard only when a key is set, or may be set by a reload (a shared ring).
     keyed = settings.keyed
     openai_routes = Router(
         path="/",
@@ -115,7 +120,7 @@ def create_app(
             # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
             *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
         ],
-        guards=[ApiKeyGuard(settings)] if keyed else None,
+        guards=[ApiKeyGuard(keys)] if keyed or key_ring is not None else None,
         security=API_KEY_SECURITY if keyed else None,
     )
     admin_routes = Router(
@@ -132,6 +137,7 @@ def create_app(
             "metrics_registry": Provide(lambda: registry, sync_to_thread=False, use_cache=True),
             "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
             "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
+            "key_ring": Provide(lambda: keys, sync_to_thread=False, use_cache=True),
             "stored_responses": Provide(lambda: stored_responses, sync_to_thread=False, use_cache=True),
         },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),

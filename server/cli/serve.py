@@ -179,7 +179,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 
     from server.api import ApiSettings, create_app
     from server.api.edge import default_allowed_hosts
-    from server.api.key_scopes import KeyNotSet, scoped_keys
+    from server.api.key_ring import KeyRing, read_keys
+    from server.api.key_scopes import KeyNotSet
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
     from server.engine.factory import build_manager, prepare_profile
@@ -207,7 +208,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
     try:
-        limited_keys = scoped_keys(profile.server.api_keys, profile.models, os.environ)
+        keys = read_keys(profile, os.environ, options.api_key)
     except KeyNotSet as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
@@ -234,8 +235,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     settings = ApiSettings(
         admin_token=admin_token,
         admin_token_env=admin_token_env,
-        api_key=options.api_key or _secret_from_env(profile.server.api_key_env),
-        scoped_keys=limited_keys,
+        api_key=keys.api_key,
+        scoped_keys=keys.scoped,
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
         **_sse_intervals(options.frontend),
@@ -255,7 +256,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
 
     validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
-    reloader = Reloader(manager, profile, validation, prepare=prepare_reloaded)
+    # One ring for the app and the reloader: a reload that changes the keys applies them from the next request.
+    key_ring = KeyRing(keys, cli_api_key=options.api_key)
+    reloader = Reloader(manager, profile, validation, prepare=prepare_reloaded, key_ring=key_ring)
 
     async def watch() -> None:
         await watch_profile(reloader)
@@ -276,6 +279,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         reloader=reloader,
         background=background,
         request_schemas=request_body_schemas(),
+        key_ring=key_ring,
     )
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     scheme = "https" if "ssl_certfile" in uvicorn_options else "http"

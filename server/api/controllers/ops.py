@@ -10,10 +10,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from server import __version__
 from server.api.admission import ServingBundle
+from server.api.auth import check_metrics_token, viewer_scope
 from server.api.errors import error_response
+from server.api.key_ring import KeyRing
+from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
 __all__ = ["OpsController"]
+
+
+def _shown(name: str | None, scope: frozenset[str] | None) -> str | None:
+    return name if name is not None and (scope is None or name in scope) else None
 
 
 class OpsController(Controller):
@@ -23,21 +30,38 @@ class OpsController(Controller):
     tags = ["Ops"]
 
     @get("/health")
-    async def health(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
+    async def health(
+        self,
+        request: Request[Any, Any, Any],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        api_settings: NamedDependency[ApiSettings],
+        key_ring: NamedDependency[KeyRing],
+    ) -> Response[Any]:
         """Liveness: 200 while the server runs, even with no model serving (it heals itself, or an admin switch
         brings one back): a supervisor must not restart every model for one dead engine. ``/ready`` tells whether
-        a model serves."""
+        a model serves. Once a key is configured, the models are named only to the admin and to keys that may
+        use them."""
         status = "ok" if manager.active_model is not None or manager.switching_to is not None else "degraded"
-        return Response({"status": status, "active_model": manager.active_model, "switching_to": manager.switching_to})
+        scope = viewer_scope(request, api_settings, key_ring)
+        active, target = (_shown(name, scope) for name in (manager.active_model, manager.switching_to))
+        return Response({"status": status, "active_model": active, "switching_to": target})
 
     @get("/ready")
-    async def ready(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
-        """Readiness: 200 only when a model is active and no switch is under way."""
+    async def ready(
+        self,
+        request: Request[Any, Any, Any],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        api_settings: NamedDependency[ApiSettings],
+        key_ring: NamedDependency[KeyRing],
+    ) -> Response[Any]:
+        """Readiness: 200 only when a model is active and no switch is under way (models named as ``/health``)."""
+        scope = viewer_scope(request, api_settings, key_ring)
         if manager.switching_to is not None:
-            return error_response(503, f"Switching to '{manager.switching_to}'.", code="switching")
+            target = _shown(manager.switching_to, scope)
+            return error_response(503, f"Switching to '{target}'." if target else "Switching.", code="switching")
         if manager.active_model is None:
             return error_response(503, "No model is active.", code="no_active_model")
-        return Response({"status": "ready", "active_model": manager.active_model})
+        return Response({"status": "ready", "active_model": _shown(manager.active_model, scope)})
 
     @get("/version")
     async def version(self) -> dict[str, str]:
@@ -59,6 +83,13 @@ class OpsController(Controller):
         return request.app.openapi_schema.to_schema()
 
     @get("/metrics", media_type=MediaType.TEXT)
-    async def metrics(self, metrics_registry: NamedDependency[CollectorRegistry]) -> Response[bytes]:
-        """Prometheus metrics."""
+    async def metrics(
+        self,
+        request: Request[Any, Any, Any],
+        metrics_registry: NamedDependency[CollectorRegistry],
+        api_settings: NamedDependency[ApiSettings],
+    ) -> Response[bytes]:
+        """Prometheus metrics (with their model labels); the bearer token of ``server.metrics_token_env`` when
+        one is set."""
+        check_metrics_token(request, api_settings)
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)

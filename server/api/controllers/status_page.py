@@ -1,13 +1,16 @@
 """``GET /status``: the server at a glance, as a self-refreshing HTML page (jinja2, no JavaScript).
 
-Everyone may see model names, states, request counts and the switch timeline. Model paths and error details
-are shown only to a caller with the admin token (or in dev mode without one): they may name files and internals.
+Everyone may see model states, request counts and the switch timeline, and the models' names unless a key is
+configured (then only the admin sees them: the others see ``model 1``, ``model 2``, ..., so a key limited to some
+models learns no other's name). Model paths and error details are shown only to a caller with the admin token (or
+in dev mode without one): they may name files and internals.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from litestar import Controller, MediaType, Request, get
@@ -16,6 +19,7 @@ from litestar.response import Template
 
 from server.api.admission import ServingBundle
 from server.api.auth import is_admin
+from server.api.key_ring import KeyRing
 from server.api.settings import ApiSettings
 from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
 
@@ -85,6 +89,16 @@ def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]
     ]
 
 
+def _named(name: Any) -> Any:
+    return name
+
+
+def _numbered(names: list[str]) -> Callable[[Any], Any]:
+    """Each model's name as ``model N`` (its place in the profile); other values (None, "(start-up)") as they are."""
+    numbers = {name: f"model {index}" for index, name in enumerate(names, start=1)}
+    return lambda name: numbers.get(name, name) if isinstance(name, str) else name
+
+
 class StatusPageController(Controller):
     """``/status``."""
 
@@ -97,20 +111,25 @@ class StatusPageController(Controller):
         request: Request[Any, Any, Any],
         manager: NamedDependency[EngineManager[ServingBundle]],
         api_settings: NamedDependency[ApiSettings],
+        key_ring: NamedDependency[KeyRing],
     ) -> Template:
-        """An HTML overview that refreshes itself; admin details only with the admin token."""
+        """An HTML overview that refreshes itself; admin details only with the admin token, and model names only
+        to the admin once a key is configured."""
         admin = is_admin(request, api_settings)
         snapshot = manager.snapshot()
+        models = _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto")
+        switches = _switch_rows(snapshot.recent_switches, admin)
+        shown = _named if admin or not key_ring.keyed else _numbered([slot.name for slot in snapshot.slots])
         context = {
             "refresh_seconds": REFRESH_SECONDS,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "admin": admin,
-            "active_model": snapshot.active_model,
-            "switching_to": snapshot.switching_to,
+            "active_model": shown(snapshot.active_model),
+            "switching_to": shown(snapshot.switching_to),
             "mode": snapshot.mode,
             "strategy": snapshot.strategy,
             "in_flight": snapshot.in_flight,
-            "models": _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto"),
-            "switches": _switch_rows(snapshot.recent_switches, admin),
+            "models": [replace(row, name=shown(row.name)) for row in models],
+            "switches": [replace(row, source=shown(row.source), target=shown(row.target)) for row in switches],
         }
         return Template(template_name="status.html.jinja", context=context)
