@@ -20,7 +20,7 @@ from litestar.template.config import TemplateConfig
 
 from server import __version__
 from server.api.admission import ServingBundle
-from server.api.auth import AdminGuard, ApiKeyGuard
+from server.api.auth import AdminGuard, ApiKeyGuard, provide_viewer
 from server.api.controllers import (
     AdminController,
     MessagesController,
@@ -138,6 +138,8 @@ def create_app(
             "reloader": Provide(lambda: reloader, sync_to_thread=False, use_cache=True),
             "api_settings": Provide(lambda: settings, sync_to_thread=False, use_cache=True),
             "key_ring": Provide(lambda: keys, sync_to_thread=False, use_cache=True),
+            # Per request: who asks an unguarded route, for the model names it may see.
+            "viewer": Provide(provide_viewer),
             "stored_responses": Provide(lambda: stored_responses, sync_to_thread=False, use_cache=True),
         },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),

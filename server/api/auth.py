@@ -9,9 +9,12 @@ a thread hop on every request for a check that takes microseconds.
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 from typing import Any, Final
 
+from litestar import Request
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
@@ -19,7 +22,7 @@ from server.api.key_ring import NO_MATCH, KeyRing, digest
 from server.api.key_scopes import record_scope
 from server.api.settings import ApiSettings
 
-__all__ = ["AdminGuard", "ApiKeyGuard", "check_metrics_token", "is_admin", "viewer_scope"]
+__all__ = ["AdminGuard", "ApiKeyGuard", "Viewer", "check_metrics_token", "is_admin", "provide_viewer"]
 
 #: What an unauthenticated caller of a server with keys may see of the models: nothing.
 NOTHING: Final[frozenset[str]] = frozenset()
@@ -49,25 +52,40 @@ def check_metrics_token(connection: ASGIConnection[Any, Any, Any, Any], settings
         raise NotAuthorizedException("Missing or invalid metrics token: send 'Authorization: Bearer <token>'.")
 
 
-def viewer_scope(
-    connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings, keys: KeyRing
-) -> frozenset[str] | None:
-    """The models a caller of an unguarded route (``/health``, ``/ready``) may see named: None for every model.
-
-    Every model when no key is configured, or for the admin or a key that may use every model; a limited key's
-    own models; none for anyone else.
-    """
-    if not keys.keyed or is_admin(connection, settings):
-        return None
-    scope = keys.match(_given_keys(connection))
-    return NOTHING if scope is NO_MATCH else scope
-
-
 def is_admin(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> bool:
     """Whether the connection may see admin details: a valid admin token, or dev mode without a token."""
     if settings.admin_token is None:
         return settings.dev_mode
     return _matches(_bearer(connection), settings.admin_token)
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who calls an unguarded route (``/health``, ``/ready``, ``/status``), as far as model names go.
+
+    Attributes:
+        admin: The admin token was sent (or dev mode runs without one).
+        scope: The models it may see named: None for every model (no key is configured, the admin, or a key that
+            may use every model); a limited key's own; none for anyone else.
+    """
+
+    admin: bool
+    scope: frozenset[str] | None
+
+    def sees(self, model: str | None) -> bool:
+        """Whether ``model`` may be named to this caller."""
+        return model is not None and (self.scope is None or model in self.scope)
+
+
+async def provide_viewer(
+    request: Request[Any, Any, Any], api_settings: NamedDependency[ApiSettings], key_ring: NamedDependency[KeyRing]
+) -> Viewer:
+    """The :class:`Viewer` of ``request`` (a dependency of the unguarded routes)."""
+    admin = is_admin(request, api_settings)
+    if not key_ring.keyed or admin:
+        return Viewer(admin=admin, scope=None)
+    scope = key_ring.match(_given_keys(request))
+    return Viewer(admin=False, scope=NOTHING if scope is NO_MATCH else scope)
 
 
 class AdminGuard:

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import httpx
 
-__all__ = ["LiveServer", "serving", "start_server"]
+__all__ = ["LiveServer", "demo_copy", "serving", "start_server"]
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -45,6 +48,19 @@ class LiveServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.log_file.close()
+
+
+def demo_copy(tiny_models: dict[str, Path], root: Path, edit: Callable[[str], str] | None = None) -> Path:
+    """A copy of ``profiles/demo.yaml`` at ``root/profiles/demo.yaml`` on the tiny models, ``edit``-ed, with the
+    repository's templates next to it (so a test may edit them, or the profile, in place)."""
+    shutil.copytree(REPO / "templates", root / "templates")
+    (root / "profiles").mkdir()
+    text = (REPO / "profiles" / "demo.yaml").read_text()
+    for name in ("tiny-tools", "tiny-plain"):
+        text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
+    path = root / "profiles" / "demo.yaml"
+    path.write_text(edit(text) if edit is not None else text)
+    return path
 
 
 def _free_port() -> int:

@@ -14,19 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from server.api import ApiSettings, create_app
-from server.api.key_ring import KeyRing, read_keys
 from server.api.key_scopes import ScopedKey
 from server.api.profile_watch import watch_profile
-from server.api.reloader import Reloader
-from server.engine import EngineManager
-from server.engine.strategies import KeepStrategy
-from server.profiles import ValidationResult, validate_profile
-from tests.api.conftest import ADMIN_TOKEN, MakeClient, admin
-from tests.fakes.bundles import build_fake_serving_bundle
+from tests.api.conftest import MakeClient, admin
+from tests.api.served_profile import Served, serve_profile
 from tests.fakes.engines import FakeLoader
-from tests.fakes.parsers import FakeParserRegistry
-from tests.fakes.profile_files import isolated_env, make_workspace
 
 TOOLS_ONLY = "key-for-tools"
 PLAIN_ONLY = "key-for-plain"
@@ -113,7 +105,8 @@ async def test_ops_routes_name_models_only_to_whom_may_see_them(make_client: Mak
     assert (await client.get("/ready", headers=bearer(PLAIN_ONLY))).json()["active_model"] is None
     assert (await client.get("/health", headers=admin())).json()["active_model"] == "tools"
     assert "tools" in (await client.get("/status", headers=admin())).text
-    assert "tools" not in (await client.get("/status", headers=bearer(TOOLS_ONLY))).text
+    own = (await client.get("/status", headers=bearer(PLAIN_ONLY))).text
+    assert "plain" in own and "tools" not in own and "model 1" in own
     # Without any key, names are public, as before.
     open_client, _ = await make_client()
     assert (await open_client.get("/health")).json()["active_model"] == "tools"
@@ -143,34 +136,13 @@ server:
 """
 
 
-Reloadable = tuple[httpx.AsyncClient, EngineManager[Any], Reloader, Path]
-
-
-async def _reloadable(tmp_path: Path, extra: str = "") -> Reloadable:
-    workspace = make_workspace(tmp_path)
-    path = workspace / "profile.yaml"
-    path.write_text(PROFILE.format(extra=extra))
-    env = {**isolated_env(workspace), "TOOLS_KEY": TOOLS_ONLY, "PLAIN_KEY": PLAIN_ONLY}
-
-    def validate(source: str | None) -> ValidationResult:
-        return validate_profile(source, env=env, parsers=FakeParserRegistry())
-
-    profile = validate(str(path)).profile
-    assert profile is not None
-    manager: EngineManager[Any] = EngineManager(
-        profile.models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.1, memory_probe=lambda: 1.0
-    )
-    await manager.initialize(profile.default_model)
-    keys = read_keys(profile, env)
-    ring = KeyRing(keys)
-    reloader = Reloader(manager, profile, validate, key_ring=ring, env=env)
-    settings = ApiSettings(admin_token=ADMIN_TOKEN, scoped_keys=keys.scoped)
-    app = create_app(manager, settings, reloader=reloader, key_ring=ring)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t"), manager, reloader, path
+async def _reloadable(tmp_path: Path) -> Served:
+    return await serve_profile(tmp_path, PROFILE.format(extra=""), {"TOOLS_KEY": TOOLS_ONLY, "PLAIN_KEY": PLAIN_ONLY})
 
 
 async def test_a_reload_applies_changed_keys_at_once_and_in_flight_requests_finish(tmp_path: Path) -> None:
-    client, manager, _, path = await _reloadable(tmp_path)
+    served = await _reloadable(tmp_path)
+    client, path = served.client, served.profile
     try:
         slow = {"model": "tools", "max_tokens": 40, "step_s": 0.02}
         in_flight = asyncio.create_task(client.post("/v1/chat/completions", json=slow, headers=bearer(TOOLS_ONLY)))
@@ -186,32 +158,31 @@ async def test_a_reload_applies_changed_keys_at_once_and_in_flight_requests_fini
         finished = await in_flight
         assert finished.status_code == 200 and finished.json()["choices"][0]["finish_reason"] == "length"
     finally:
-        await client.aclose()
-        await manager.shutdown()
+        await served.close()
 
 
 async def test_a_reload_naming_an_unset_key_variable_is_refused_and_changes_nothing(tmp_path: Path) -> None:
-    client, manager, _, path = await _reloadable(tmp_path)
+    served = await _reloadable(tmp_path)
+    client, path = served.client, served.profile
     try:
         path.write_text(PROFILE.replace("TOOLS_KEY", "UNSET_KEY").format(extra=""))
         report = await client.post("/admin/reload", json={}, headers=admin())
         assert report.status_code == 422 and "UNSET_KEY" in report.text
         assert (await client.get("/v1/models", headers=bearer(TOOLS_ONLY))).status_code == 200
     finally:
-        await client.aclose()
-        await manager.shutdown()
+        await served.close()
 
 
 @pytest.fixture
-async def reloadable(tmp_path: Path) -> Reloadable:
+async def reloadable(tmp_path: Path) -> Served:
     return await _reloadable(tmp_path)
 
 
 async def test_watch_logs_an_unexpected_reload_failure_and_keeps_watching(
-    reloadable: Reloadable, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    reloadable: Served, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The app is built before caplog hooks in: Litestar sets up logging when it builds an app.
-    client, manager, reloader, path = reloadable
+    client, reloader, path = reloadable.client, reloadable.reloader, reloadable.profile
     real = reloader.reload
     calls: list[int] = []
 
@@ -237,8 +208,7 @@ async def test_watch_logs_an_unexpected_reload_failure_and_keeps_watching(
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-        await client.aclose()
-        await manager.shutdown()
+        await reloadable.close()
 
 
 async def _until(condition: Any, timeout: float = 15.0) -> None:

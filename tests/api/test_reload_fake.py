@@ -5,24 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from server.api import ApiSettings, create_app
 from server.api.profile_watch import watch_profile
-from server.api.reloader import Reloader
-from server.engine import EngineManager
-from server.engine.strategies import KeepStrategy
-from server.profiles import ValidationResult, validate_profile
-from tests.api.conftest import ADMIN_TOKEN, admin
-from tests.fakes.bundles import build_fake_serving_bundle
-from tests.fakes.engines import FakeLoader
-from tests.fakes.parsers import FakeParserRegistry
-from tests.fakes.profile_files import isolated_env, make_workspace
+from tests.api.served_profile import Served, serve_profile
 
 PROFILE = """\
 models:
@@ -39,43 +27,11 @@ switching:
 """
 
 
-@dataclass
-class Served:
-    client: httpx.AsyncClient
-    manager: EngineManager[Any]
-    reloader: Reloader
-    profile: Path
-    workspace: Path
-
-    def write(self, text: str) -> None:
-        self.profile.write_text(text)
-
-    async def reload(self, **body: Any) -> httpx.Response:
-        return await self.client.post("/admin/reload", json=body, headers=admin())
-
-
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    workspace = make_workspace(tmp_path)
-    profile_path = workspace / "profile.yaml"
-    profile_path.write_text(PROFILE)
-    env = isolated_env(workspace)
-
-    def validate(path: str | None) -> ValidationResult:
-        return validate_profile(path, env=env, parsers=FakeParserRegistry())
-
-    profile = validate(str(profile_path)).profile
-    assert profile is not None
-    manager: EngineManager[Any] = EngineManager(
-        profile.models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.1, memory_probe=lambda: 1.0
-    )
-    await manager.initialize(profile.default_model)
-    reloader = Reloader(manager, profile, validate)
-    app = create_app(manager, ApiSettings(admin_token=ADMIN_TOKEN), reloader=reloader)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
-    yield Served(client, manager, reloader, profile_path, workspace)
-    await client.aclose()
-    await manager.shutdown()
+    served = await serve_profile(tmp_path, PROFILE)
+    yield served
+    await served.close()
 
 
 async def test_a_template_edited_in_place_gets_a_new_bundle_at_once(served: Served) -> None:

@@ -10,17 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from server import __version__
 from server.api.admission import ServingBundle
-from server.api.auth import check_metrics_token, viewer_scope
+from server.api.auth import Viewer, check_metrics_token
 from server.api.errors import error_response
-from server.api.key_ring import KeyRing
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
 __all__ = ["OpsController"]
-
-
-def _shown(name: str | None, scope: frozenset[str] | None) -> str | None:
-    return name if name is not None and (scope is None or name in scope) else None
 
 
 class OpsController(Controller):
@@ -31,37 +26,29 @@ class OpsController(Controller):
 
     @get("/health")
     async def health(
-        self,
-        request: Request[Any, Any, Any],
-        manager: NamedDependency[EngineManager[ServingBundle]],
-        api_settings: NamedDependency[ApiSettings],
-        key_ring: NamedDependency[KeyRing],
+        self, manager: NamedDependency[EngineManager[ServingBundle]], viewer: NamedDependency[Viewer]
     ) -> Response[Any]:
         """Liveness: 200 while the server runs, even with no model serving (it heals itself, or an admin switch
         brings one back): a supervisor must not restart every model for one dead engine. ``/ready`` tells whether
         a model serves. Once a key is configured, the models are named only to the admin and to keys that may
         use them."""
         status = "ok" if manager.active_model is not None or manager.switching_to is not None else "degraded"
-        scope = viewer_scope(request, api_settings, key_ring)
-        active, target = (_shown(name, scope) for name in (manager.active_model, manager.switching_to))
+        active, target = (name if viewer.sees(name) else None for name in (manager.active_model, manager.switching_to))
         return Response({"status": status, "active_model": active, "switching_to": target})
 
     @get("/ready")
     async def ready(
-        self,
-        request: Request[Any, Any, Any],
-        manager: NamedDependency[EngineManager[ServingBundle]],
-        api_settings: NamedDependency[ApiSettings],
-        key_ring: NamedDependency[KeyRing],
+        self, manager: NamedDependency[EngineManager[ServingBundle]], viewer: NamedDependency[Viewer]
     ) -> Response[Any]:
         """Readiness: 200 only when a model is active and no switch is under way (models named as ``/health``)."""
-        scope = viewer_scope(request, api_settings, key_ring)
-        if manager.switching_to is not None:
-            target = _shown(manager.switching_to, scope)
-            return error_response(503, f"Switching to '{target}'." if target else "Switching.", code="switching")
-        if manager.active_model is None:
+        target, active = manager.switching_to, manager.active_model
+        if target is not None:
+            return error_response(
+                503, f"Switching to '{target}'." if viewer.sees(target) else "Switching.", code="switching"
+            )
+        if active is None:
             return error_response(503, "No model is active.", code="no_active_model")
-        return Response({"status": "ready", "active_model": _shown(manager.active_model, scope)})
+        return Response({"status": "ready", "active_model": active if viewer.sees(active) else None})
 
     @get("/version")
     async def version(self) -> dict[str, str]:

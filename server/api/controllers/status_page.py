@@ -13,14 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from litestar import Controller, MediaType, Request, get
+from litestar import Controller, MediaType, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
 from server.api.admission import ServingBundle
-from server.api.auth import is_admin
-from server.api.key_ring import KeyRing
-from server.api.settings import ApiSettings
+from server.api.auth import Viewer
 from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
@@ -89,13 +87,9 @@ def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]
     ]
 
 
-def _named(name: Any) -> Any:
-    return name
-
-
-def _numbered(names: list[str]) -> Callable[[Any], Any]:
-    """Each model's name as ``model N`` (its place in the profile); other values (None, "(start-up)") as they are."""
-    numbers = {name: f"model {index}" for index, name in enumerate(names, start=1)}
+def _numbered(names: list[str], viewer: Viewer) -> Callable[[Any], Any]:
+    """Each model the viewer may not see named as ``model N`` (its place in the profile); other values as they are."""
+    numbers = {name: f"model {index}" for index, name in enumerate(names, start=1) if not viewer.sees(name)}
     return lambda name: numbers.get(name, name) if isinstance(name, str) else name
 
 
@@ -108,18 +102,16 @@ class StatusPageController(Controller):
     @get(media_type=MediaType.HTML)
     async def status_page(
         self,
-        request: Request[Any, Any, Any],
         manager: NamedDependency[EngineManager[ServingBundle]],
-        api_settings: NamedDependency[ApiSettings],
-        key_ring: NamedDependency[KeyRing],
+        viewer: NamedDependency[Viewer],
     ) -> Template:
-        """An HTML overview that refreshes itself; admin details only with the admin token, and model names only
-        to the admin once a key is configured."""
-        admin = is_admin(request, api_settings)
+        """An HTML overview that refreshes itself; admin details only with the admin token, and model names (once
+        a key is configured) only to the admin and to a key, its own."""
+        admin = viewer.admin
         snapshot = manager.snapshot()
         models = _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto")
         switches = _switch_rows(snapshot.recent_switches, admin)
-        shown = _named if admin or not key_ring.keyed else _numbered([slot.name for slot in snapshot.slots])
+        shown = _numbered([slot.name for slot in snapshot.slots], viewer)
         context = {
             "refresh_seconds": REFRESH_SECONDS,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
