@@ -21,7 +21,7 @@ from litestar.exceptions import ValidationException
 
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
-from server.api.key_scopes import allowed_model
+from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
@@ -86,6 +86,7 @@ class AdmittedRequest:
             answer carries it back.
         keep_alive_s: Seconds of silence after which its stream sends an SSE keep-alive comment (vLLM's
             ``--sse-keep-alive-interval``; 0: never).
+        scope: The models its API key may use (None: every model); the errors it gets name no other.
     """
 
     manager: EngineManager[ServingBundle]
@@ -94,6 +95,7 @@ class AdmittedRequest:
     handed_over: bool = False
     asked_as: str | None = None
     keep_alive_s: float = 0.0
+    scope: frozenset[str] | None = None
 
     @property
     def bundle(self) -> ServingBundle:
@@ -103,6 +105,10 @@ class AdmittedRequest:
     def release(self) -> None:
         """End the lease (idempotent)."""
         self.manager.release(self.lease)
+
+    def shown(self, error: EngineError) -> EngineError:
+        """``error`` as this request's key may see it (``key_scopes.shown_to``)."""
+        return shown_to(error, self.scope, self.manager.models)
 
     def as_asked(self, text: str) -> str:
         """``text`` (a JSON body or an SSE chunk) with the model named as the client named it."""
@@ -137,19 +143,26 @@ class AdmissionTarget:
         manager: The manager that admits it.
         body: The request's JSON object.
         requested: The name the client sent (None: the active model).
-        name: ``requested`` resolved to the model's own name.
+        name: ``requested`` resolved to the model's own name (for a key limited to some models, the model a
+            request naming none must be answered by); None: the manager's choice.
+        scope: The models the request's API key may use (None: every model).
     """
 
     manager: EngineManager[ServingBundle]
     body: dict[str, Any]
     requested: str | None
     name: str | None
+    scope: frozenset[str] | None = None
 
     def admitted(self, lease: Lease[ServingBundle]) -> AdmittedRequest:
         """The admitted request for ``lease`` (its abort hook installed)."""
         install_abort_hook(lease)
         asked_as = self.requested if self.requested != self.name else None
-        return AdmittedRequest(manager=self.manager, lease=lease, body=self.body, asked_as=asked_as)
+        return AdmittedRequest(manager=self.manager, lease=lease, body=self.body, asked_as=asked_as, scope=self.scope)
+
+    def shown(self, error: EngineError) -> EngineError:
+        """``error`` as this request's key may see it (``key_scopes.shown_to``)."""
+        return shown_to(error, self.scope, self.manager.models)
 
 
 async def admission_target(request: Request[Any, Any, Any], manager: EngineManager[ServingBundle]) -> AdmissionTarget:
@@ -157,7 +170,8 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
 
     Raises:
         ValidationException: the body is not a JSON object, or its ``model`` not a string.
-        ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``).
+        ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
+            the model a request naming none goes to, for a key limited to some).
     """
     # The speech routes take vLLM's multipart forms (their handlers set FORM_BODY); every other route JSON.
     form = bool(request.route_handler.opt.get(FORM_BODY))
@@ -165,9 +179,10 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
-    name = resolve_model_name(manager.models, model or None)
-    allowed_model(request, model or None, name, manager.active_model)
-    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name)
+    resolved = resolve_model_name(manager.models, model or None)
+    name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
+    scope = request_scope(request)
+    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name, scope=scope)
 
 
 #: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an
@@ -197,7 +212,7 @@ async def leased_stream(
                 if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
                     # vLLM's own error event for a dead engine ("EngineCore encountered an issue", a 500) says
                     # neither why nor that a retry helps: the manager's error (engine_died, 503) replaces it.
-                    yield api.error_event(failure)
+                    yield api.error_event(admitted.shown(failure))
                     if api.done is not None:
                         yield api.done
                     return
@@ -205,12 +220,12 @@ async def leased_stream(
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
             failure = admitted.manager.failure_of(lease)
-            yield api.error_event(failure or EngineError("The stream failed; see the server log."))
+            yield api.error_event(admitted.shown(failure or EngineError("The stream failed; see the server log.")))
             if api.done is not None:
                 yield api.done
             return
         if lease.aborted_by is not None:
-            yield api.error_event(lease.aborted_by)
+            yield api.error_event(admitted.shown(lease.aborted_by))
             if api.done is not None:
                 yield api.done
     finally:

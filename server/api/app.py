@@ -21,7 +21,7 @@ from litestar.types import ControllerRouterHandler
 
 from server import __version__
 from server.api.admission import ServingBundle
-from server.api.auth import AdminGuard, ApiKeyGuard
+from server.api.auth import AdminGuard, ApiKeyGuard, provide_viewer
 from server.api.controllers import (
     AdminController,
     MessagesController,
@@ -36,7 +36,9 @@ from server.api.controllers import (
     TokenizeController,
     tokenizer_info,
 )
+from server.api.edge import EdgeChecks
 from server.api.errors import EXCEPTION_HANDLERS
+from server.api.key_ring import KeyRing
 from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
@@ -45,13 +47,15 @@ from server.api.settings import ApiSettings
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
-__all__ = ["APP_DEPENDENCIES", "BackgroundTask", "create_app", "node_routes"]
+__all__ = ["APP_DEPENDENCIES", "REQUEST_DEPENDENCIES", "BackgroundTask", "create_app", "node_routes"]
 
 #: Runs while the server serves (after the default model loaded); cancelled at shutdown. ``serve --watch`` uses it.
 BackgroundTask = Callable[[], Awaitable[None]]
 _TEMPLATES = Path(__file__).parent / "templates"
 #: The app-wide dependencies the routes name (``create_app`` gives their values; the ingress's route table none).
-APP_DEPENDENCIES: Final = ("manager", "metrics_registry", "reloader", "api_settings", "stored_responses")
+APP_DEPENDENCIES: Final = ("manager", "metrics_registry", "reloader", "api_settings", "key_ring", "stored_responses")
+#: The per-request dependencies: who asks an unguarded route, for the model names it may see.
+REQUEST_DEPENDENCIES: Final = {"viewer": provide_viewer}
 
 logger = logging.getLogger("turnout.api")
 
@@ -69,6 +73,7 @@ def create_app(
     reloader: Reloader | None = None,
     background: Sequence[BackgroundTask] = (),
     request_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    key_ring: KeyRing | None = None,
 ) -> Litestar:
     """Build the app around ``manager``.
 
@@ -82,6 +87,8 @@ def create_app(
         background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
         request_schemas: The request bodies' JSON Schemas for ``/openapi.json`` (vLLM's request models, from
             ``vllm_adapter.request_body_schemas``); None documents them as plain JSON objects.
+        key_ring: The API keys, shared with ``reloader`` so that a reload applies changed keys at once; None:
+            ``settings``' keys, for the app's life.
     """
 
     @asynccontextmanager
@@ -102,11 +109,15 @@ def create_app(
 
     registry = metrics_registry(manager)
     stored_responses = StoredResponses()
-    values = dict(zip(APP_DEPENDENCIES, (manager, registry, reloader, settings, stored_responses), strict=True))
+    keys = key_ring or KeyRing.of(settings)
+    values = dict(zip(APP_DEPENDENCIES, (manager, registry, reloader, settings, keys, stored_responses), strict=True))
     app = Litestar(
-        route_handlers=node_routes(settings),
+        route_handlers=node_routes(settings, keys, reloadable_keys=key_ring is not None),
         # Constants for the app's life: resolved once, then served from Litestar's cache on every request.
-        dependencies={name: _constant(value) for name, value in values.items()},
+        dependencies={
+            **{name: _constant(value) for name, value in values.items()},
+            **{name: Provide(provider) for name, provider in REQUEST_DEPENDENCIES.items()},
+        },
         template_config=TemplateConfig(directory=_TEMPLATES, engine=JinjaTemplateEngine),
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
@@ -119,6 +130,7 @@ def create_app(
             components=security_components(),
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
+        middleware=[EdgeChecks(settings.allowed_hosts)],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )
@@ -126,11 +138,17 @@ def create_app(
     return app
 
 
-def node_routes(settings: ApiSettings) -> list[ControllerRouterHandler]:
+def node_routes(
+    settings: ApiSettings, keys: KeyRing, *, reloadable_keys: bool = False
+) -> list[ControllerRouterHandler]:
     """Every route of a node's app, with its guards: the app serves them, and the Ray ingress checks a request
-    against them before it places it (``server/api/route_table.py``)."""
-    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so
-    # the OpenAI routes get the guard (and the documented bearer scheme) only when a key is set.
+    against them before it places it (``server/api/route_table.py``).
+
+    ``reloadable_keys``: ``keys`` may gain keys by a reload, so the serving routes get the key guard even while
+    none is configured.
+    """
+    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so the
+    # OpenAI routes get the guard only when a key is set, or may be set by a reload (a shared ring).
     keyed = settings.keyed
     openai_routes = Router(
         path="/",
@@ -144,7 +162,7 @@ def node_routes(settings: ApiSettings) -> list[ControllerRouterHandler]:
             # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
             *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
         ],
-        guards=[ApiKeyGuard(settings)] if keyed else None,
+        guards=[ApiKeyGuard(keys)] if keyed or reloadable_keys else None,
         security=API_KEY_SECURITY if keyed else None,
     )
     admin_routes = Router(

@@ -1,24 +1,31 @@
-"""Guards: the admin bearer token and the optional API keys, compared in constant time.
+"""Guards: the admin bearer token and the optional API keys, compared as SHA-256 digests in constant time.
 
-The secrets live only in :class:`ApiSettings` (``repr=False``) and are never logged. An API key is compared with
-every configured key, with no early exit, so the time a check takes does not say which key (if any) matched. The
-guards are coroutines: Litestar runs a sync guard in a worker thread, a thread hop on every request for a check
-that takes microseconds.
+The secrets live only in :class:`ApiSettings` (``repr=False``) and the :class:`KeyRing`, and are never logged. An
+API key is compared with every configured key, with no early exit (``key_ring.py``), so the time a check takes
+does not say which key (if any) matched. The guards are coroutines: Litestar runs a sync guard in a worker thread,
+a thread hop on every request for a check that takes microseconds.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
+from litestar import Request
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
+from server.api.key_ring import NO_MATCH, KeyRing, digest
 from server.api.key_scopes import record_scope
 from server.api.settings import ApiSettings
 
-__all__ = ["AdminGuard", "ApiKeyGuard", "is_admin"]
+__all__ = ["AdminGuard", "ApiKeyGuard", "Viewer", "check_metrics_token", "is_admin", "provide_viewer"]
+
+#: What an unauthenticated caller of a server with keys may see of the models: nothing.
+NOTHING: Final[frozenset[str]] = frozenset()
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -28,7 +35,21 @@ def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
 
 
 def _matches(given: str | None, expected: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+    return hmac.compare_digest(digest(given or ""), digest(expected)) and given is not None
+
+
+def _given_keys(connection: ASGIConnection[Any, Any, Any, Any]) -> tuple[str | None, str | None]:
+    return _bearer(connection), connection.headers.get("x-api-key")
+
+
+def check_metrics_token(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> None:
+    """``/metrics``: the bearer token of ``server.metrics_token_env``, when one is set.
+
+    Raises:
+        NotAuthorizedException: a token is set and the request does not carry it.
+    """
+    if settings.metrics_token is not None and not _matches(_bearer(connection), settings.metrics_token):
+        raise NotAuthorizedException("Missing or invalid metrics token: send 'Authorization: Bearer <token>'.")
 
 
 def is_admin(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> bool:
@@ -36,6 +57,35 @@ def is_admin(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettin
     if settings.admin_token is None:
         return settings.dev_mode
     return _matches(_bearer(connection), settings.admin_token)
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who calls an unguarded route (``/health``, ``/ready``, ``/status``), as far as model names go.
+
+    Attributes:
+        admin: The admin token was sent (or dev mode runs without one).
+        scope: The models it may see named: None for every model (no key is configured, the admin, or a key that
+            may use every model); a limited key's own; none for anyone else.
+    """
+
+    admin: bool
+    scope: frozenset[str] | None
+
+    def sees(self, model: str | None) -> bool:
+        """Whether ``model`` may be named to this caller."""
+        return model is not None and (self.scope is None or model in self.scope)
+
+
+async def provide_viewer(
+    request: Request[Any, Any, Any], api_settings: NamedDependency[ApiSettings], key_ring: NamedDependency[KeyRing]
+) -> Viewer:
+    """The :class:`Viewer` of ``request`` (a dependency of the unguarded routes)."""
+    admin = is_admin(request, api_settings)
+    if not key_ring.keyed or admin:
+        return Viewer(admin=admin, scope=None)
+    scope = key_ring.match(_given_keys(request))
+    return Viewer(admin=False, scope=NOTHING if scope is NO_MATCH else scope)
 
 
 class AdminGuard:
@@ -58,37 +108,23 @@ class AdminGuard:
             raise NotAuthorizedException("Missing or invalid admin token: send 'Authorization: Bearer <token>'.")
 
 
-#: No configured key matched (a scope of None means "every model").
-_NO_MATCH: Any = object()
-
-
 class ApiKeyGuard:
     """Serving routes: the API keys, when any is configured (the single one as vLLM's ``--api-key``).
 
     Accepted as OpenAI's clients send them (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
     on every serving route: a client picks its header by SDK, not by path. The single key may use every model;
-    a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``).
+    a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``). The
+    keys are the ring's as of this request: a reload that revokes one applies from the next request.
     """
 
-    def __init__(self, settings: ApiSettings) -> None:
-        keys: list[tuple[bytes, frozenset[str] | None]] = []
-        if settings.api_key is not None:
-            keys.append((settings.api_key.encode(), None))
-        keys.extend((scoped.key.encode(), scoped.models) for scoped in settings.scoped_keys)
+    def __init__(self, keys: KeyRing) -> None:
         self._keys = keys
 
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if not self._keys:
+        if not self._keys.keyed:
             return
-        given = [(value or "").encode() for value in (_bearer(connection), connection.headers.get("x-api-key"))]
-        matched = _NO_MATCH
-        # Every comparison runs, whatever matched before: no early exit to time.
-        for secret, models in self._keys:
-            for candidate in given:
-                hit = hmac.compare_digest(candidate, secret)
-                if hit and matched is _NO_MATCH:
-                    matched = models
-        if matched is not _NO_MATCH:
+        matched = self._keys.match(_given_keys(connection))
+        if matched is not NO_MATCH:
             record_scope(connection, matched)
             return
         raise NotAuthorizedException(

@@ -18,6 +18,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
+from server.api.key_scopes import request_scope, shown_to
 from server.engine import EngineError
 from server.frontend.openai_errors import error_body
 
@@ -129,7 +130,11 @@ def anthropic_error_payload(status: int, openai_payload: dict[str, Any]) -> dict
     return anthropic_error_body(status, str(message or "request failed"))
 
 
-def _engine_error(_: Request[Any, Any, Any], exc: EngineError) -> Response[dict[str, Any]]:
+def _engine_error(request: Request[Any, Any, Any], exc: EngineError) -> Response[dict[str, Any]]:
+    scope = request_scope(request)
+    if scope is not None:  # a key limited to some models is told no other model's name (app.state: the manager)
+        manager = request.app.state.get("manager")  # none on the Ray ingress, whose errors are made for the key
+        exc = shown_to(exc, scope, manager.models if manager is not None else {})
     response = error_response(exc.status_code, exc.message, code=exc.code, retry_after=exc.retry_after)
     response.content["error"].update(exc.details())
     return response

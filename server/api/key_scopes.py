@@ -22,9 +22,11 @@ __all__ = [
     "NoModelForKey",
     "ScopedKey",
     "allowed_model",
+    "hidden_names",
     "record_scope",
     "request_scope",
     "scoped_keys",
+    "shown_to",
     "visible",
 ]
 
@@ -102,26 +104,73 @@ def visible(connection: ASGIConnection[Any, Any, Any, Any], model: str) -> bool:
 
 
 def allowed_model(
-    connection: ASGIConnection[Any, Any, Any, Any], requested: str | None, resolved: str | None, active: str | None
-) -> None:
-    """Refuse a model the connection's key may not use, as the manager refuses a name no model has.
+    connection: ASGIConnection[Any, Any, Any, Any],
+    requested: str | None,
+    resolved: str | None,
+    active: str | None,
+    switching_to: str | None = None,
+) -> str | None:
+    """The model to admit the request to, refusing one the key may not use as a name no model has.
+
+    A request that names no model goes to the model that answers it, checked here rather than the active one:
+    for a limited key, the target of a switch under way if the key may use it, else the active model if it may
+    (which then waits for or is refused by that model's own rules, never answered by the target).
 
     Args:
         connection: The request.
-        requested: The name the client sent (None: the active model).
+        requested: The name the client sent (None: it names none).
         resolved: ``requested`` resolved to a model's own name (unknown names come back unchanged).
-        active: The active model, for a request that names none.
+        active: The active model.
+        switching_to: The target of a switch under way.
+
+    Returns:
+        ``resolved``; for a request naming no model, the model it must be admitted to, or None (the manager's
+        choice) for a key that may use every model.
 
     Raises:
         ModelNotFound: ``resolved`` is not one of the key's models (configured or not: the same answer).
-        NoModelForKey: the request names no model, and the active model is not one of the key's.
+        NoModelForKey: the request names no model, and neither the switch's target nor the active model is one
+            of the key's.
     """
     scope = request_scope(connection)
     if scope is None:
-        return
+        return resolved
     if requested is None:
-        if active not in scope:
-            raise NoModelForKey(scope)
-        return
+        for candidate in (switching_to, active):
+            if candidate is not None and candidate in scope:
+                return candidate
+        raise NoModelForKey(scope)
     if resolved not in scope:
         raise ModelNotFound(requested, scope)
+    return resolved
+
+
+def hidden_names(scope: frozenset[str] | None, models: Mapping[str, ModelProfile]) -> frozenset[str]:
+    """Every name (model, alias, LoRA adapter) of the models outside ``scope`` (None: every model, so none)."""
+    if scope is None:
+        return frozenset()
+    return frozenset(
+        name
+        for model, profile in models.items()
+        if model not in scope
+        for name in (model, *profile.aliases, *(profile.lora_modules or {}))
+    )
+
+
+def shown_to(error: EngineError, scope: frozenset[str] | None, models: Mapping[str, ModelProfile]) -> EngineError:
+    """``error`` as a key limited to ``scope`` may see it: each model outside the scope named only "another model".
+
+    The manager's messages quote each name (``'beta'``), and only the message carries them: a redacted copy keeps
+    the status, code and ``Retry-After`` and drops the extra fields (``details``), which may name models too.
+    A "not found" is made for the key already (it lists the key's models) and quotes the name the client sent.
+    """
+    if isinstance(error, (ModelNotFound, NoModelForKey)):
+        return error  # made for the key already: they list its models and the name the client sent
+    message = error.message
+    for name in sorted(hidden_names(scope, models), key=len, reverse=True):
+        message = message.replace(f"'{name}'", "another model")
+    if message == error.message:
+        return error
+    shown = EngineError(message)
+    shown.status_code, shown.code, shown.retry_after = error.status_code, error.code, error.retry_after
+    return shown

@@ -7,6 +7,7 @@ profile itself, since a template can change while its path stays the same.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -30,17 +31,31 @@ def watched_files(profile: Profile) -> frozenset[str]:
     return frozenset(os.path.abspath(path) for path in files)
 
 
-async def watch_profile(reloader: Reloader, *, debounce_ms: int = 400) -> None:
-    """Reload on every save until cancelled; a rejected profile is logged and changes nothing."""
+async def watch_profile(reloader: Reloader, *, debounce_ms: int = 400, retry_s: float = 5.0) -> None:
+    """Reload on every save until cancelled; a rejected profile is logged and changes nothing.
+
+    Nothing but cancelling ends the watch: a reload that fails unexpectedly is logged and the next save is
+    watched for, and a watch that fails (a watched folder removed) is logged and started again after ``retry_s``.
+    """
     while True:
-        files = watched_files(reloader.profile)
-        folders = sorted({str(Path(path).parent) for path in files})
-        logger.info("watching %d file(s) of %s for changes", len(files), reloader.profile.path)
-        async for changes in awatch(*folders, debounce=debounce_ms, recursive=False):
-            if {os.path.abspath(path) for _, path in changes} & files:
-                await _reload(reloader)
-                if watched_files(reloader.profile) != files:
-                    break  # the reload named other files: watch those instead
+        try:
+            await _watch_until_files_change(reloader, debounce_ms)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("watching %s failed; watching again in %.0f s", reloader.profile.path, retry_s)
+            await asyncio.sleep(retry_s)
+
+
+async def _watch_until_files_change(reloader: Reloader, debounce_ms: int) -> None:
+    files = watched_files(reloader.profile)
+    folders = sorted({str(Path(path).parent) for path in files})
+    logger.info("watching %d file(s) of %s for changes", len(files), reloader.profile.path)
+    async for changes in awatch(*folders, debounce=debounce_ms, recursive=False):
+        if {os.path.abspath(path) for _, path in changes} & files:
+            await _reload(reloader)
+            if watched_files(reloader.profile) != files:
+                return  # the reload named other files: watch those instead
 
 
 async def _reload(reloader: Reloader) -> None:
@@ -54,11 +69,16 @@ async def _reload(reloader: Reloader) -> None:
     except EngineError as refused:
         logger.error("reload refused: %s", refused.message)
         return
+    except Exception:  # one failed reload must not end the watch: the next save is tried again
+        logger.exception("reload of %s failed; nothing changed, still watching", reloader.profile.path)
+        return
     for warning in report.warnings:
         logger.warning("%s", warning)
     if not report.changed:
         logger.info("reload: %s is saved but nothing changed", report.profile)
     for model in report.models:
         logger.info("reload: %s", model.note)
+    if report.keys_changed:
+        logger.info("reload: the API keys changed; they apply from the next request")
     for setting in report.restart_only:
         logger.warning("reload: %s changed; it applies only when the server restarts", setting)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
 
+from server.api.key_ring import KeyEntries, KeyRing
+from server.api.key_scopes import KeyNotSet
+from server.api.reload_paths import ReloadPaths
 from server.engine import EngineManager, ModelsReplaced
 from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan
 from server.engine.vllm_configs import EngineConfigInvalid
@@ -72,6 +76,8 @@ class ReloadReport(msgspec.Struct, frozen=True, kw_only=True):
         profile: The profile file that was read.
         applied: Whether the changes were applied (False for a dry run or when nothing changed).
         changed: Whether anything differs from what the server runs.
+        keys_changed: Whether the API keys differ (``server.api_keys``, ``api_key_env`` or their variables'
+            values); applied with the rest, from the next request on.
         models: One entry per added, removed or changed model.
         restart_only: Settings that changed but apply only when the server restarts (``switching.*``,
             ``server.*``, ``default_model``); the server keeps its current values.
@@ -81,6 +87,7 @@ class ReloadReport(msgspec.Struct, frozen=True, kw_only=True):
     profile: str
     applied: bool
     changed: bool
+    keys_changed: bool = False
     models: list[ModelReload]
     restart_only: list[str]
     warnings: list[str]
@@ -94,16 +101,28 @@ class Reloader:
         profile: The profile the server started with.
         validate: The server's own validation.
         prepare: What the server does to a valid profile before it runs it (None: nothing).
+        key_ring: The serving routes' keys, read again from each reloaded profile and ``env`` (None: keys fixed).
+        env: Where the keys' variables are read (default: the server's environment).
     """
 
     def __init__(
-        self, manager: EngineManager[Any], profile: Profile, validate: Validate, prepare: Prepare | None = None
+        self,
+        manager: EngineManager[Any],
+        profile: Profile,
+        validate: Validate,
+        prepare: Prepare | None = None,
+        *,
+        key_ring: KeyRing | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._manager = manager
         self._profile = profile
         self._digests = file_digests(profile)
         self._validate = validate
         self._prepare = prepare
+        self._paths = ReloadPaths(profile.path, profile.server.reload_dirs)
+        self._key_ring = key_ring
+        self._env = os.environ if env is None else env
         self._lock = asyncio.Lock()
 
     @property
@@ -116,34 +135,57 @@ class Reloader:
 
         Raises:
             ProfileRejected: The profile has errors; nothing changed.
+            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``; not read.
             ReloadRefused: It removes the active model, or a switch is under way; nothing changed.
             ReloadFailed: The active model's new frontend could not be built; nothing changed.
         """
         async with self._lock:
-            source = path or self._profile.path
+            source = self._paths.check(path) if path else self._profile.path
             # Validation reads files and renders templates: keep it off the event loop.
             result = await asyncio.to_thread(self._validate, source)
             if result.profile is None:
                 raise ProfileRejected(result.errors, result.warnings)
             new, plan = await asyncio.to_thread(self._prepared, result)
+            keys = self._read_keys(new, result)
+            keys_changed = keys is not None and self._key_ring is not None and self._key_ring.differs(keys)
             digests = await asyncio.to_thread(file_digests, new)
             changes = diff_profiles(self._profile, self._digests, new, digests)
             warnings = [str(warning) for warning in result.warnings]
-            if dry_run or not changes.models:
-                return self._report(new.path, changes, None, applied=False, warnings=warnings)
-            # The models, their memory plan and the stale engines change together, between switches.
-            replaced = await self._manager.replace_models(
-                new.models,
-                new_frontend=[change.name for change in changes.models if change.frontend],
-                new_engine=[change.name for change in changes.models if change.engine],
-                memory_plan=plan,
-            )
+            if dry_run or not (changes.models or keys_changed):
+                return self._report(new.path, changes, None, applied=False, warnings=warnings, keys=keys_changed)
+            replaced = None
+            if changes.models:
+                # The models, their memory plan and the stale engines change together, between switches.
+                replaced = await self._manager.replace_models(
+                    new.models,
+                    new_frontend=[change.name for change in changes.models if change.frontend],
+                    new_engine=[change.name for change in changes.models if change.engine],
+                    memory_plan=plan,
+                )
+            if keys_changed:
+                assert keys is not None and self._key_ring is not None
+                self._key_ring.install(keys)
             # Restart-only settings keep their running values, so a later reload reports them again.
-            self._profile = msgspec.structs.replace(self._profile, path=new.path, models=new.models)
+            server = msgspec.structs.replace(
+                self._profile.server, api_keys=new.server.api_keys, api_key_env=new.server.api_key_env
+            )
+            self._profile = msgspec.structs.replace(self._profile, path=new.path, models=new.models, server=server)
             self._digests = digests
-            report = self._report(new.path, changes, replaced, applied=True, warnings=warnings)
-            logger.info("reload of %s applied: %s", new.path, "; ".join(model.note for model in report.models))
+            report = self._report(new.path, changes, replaced, applied=True, warnings=warnings, keys=keys_changed)
+            notes = [model.note for model in report.models] + (["the API keys changed"] if keys_changed else [])
+            logger.info("reload of %s applied: %s", new.path, "; ".join(notes))
             return report
+
+    def _read_keys(self, new: Profile, result: ValidationResult) -> KeyEntries | None:
+        """The key set ``new`` configures (None without a key ring); an unset variable rejects the profile."""
+        if self._key_ring is None:
+            return None
+        try:
+            return self._key_ring.read(new, self._env)
+        except KeyNotSet as unset:
+            raise ProfileRejected(
+                [ProfileIssue(file=new.path, line=1, col=1, message=str(unset))], result.warnings
+            ) from None
 
     def _prepared(self, result: ValidationResult) -> tuple[Profile, MemoryPlan | None]:
         assert result.profile is not None
@@ -165,12 +207,14 @@ class Reloader:
         *,
         applied: bool,
         warnings: list[str],
+        keys: bool = False,
     ) -> ReloadReport:
         active = self._manager.active_model
         return ReloadReport(
             profile=path,
             applied=applied,
-            changed=not changes.empty,
+            changed=not changes.empty or keys,
+            keys_changed=keys,
             models=[self._describe(change, active, replaced) for change in changes.models],
             restart_only=changes.restart_only,
             warnings=warnings,

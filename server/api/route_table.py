@@ -17,7 +17,8 @@ from litestar.di import Provide
 from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.handlers.http_handlers import HTTPRouteHandler
 
-from server.api.app import APP_DEPENDENCIES, node_routes
+from server.api.app import APP_DEPENDENCIES, REQUEST_DEPENDENCIES, node_routes
+from server.api.key_ring import KeyRing
 from server.api.settings import ApiSettings
 
 __all__ = ["NodeRoute", "RouteTable"]
@@ -78,8 +79,8 @@ class RouteTable:
 
     def __init__(self, settings: ApiSettings) -> None:
         self._app = Litestar(
-            route_handlers=node_routes(settings),
-            dependencies={name: _not_here() for name in APP_DEPENDENCIES},
+            route_handlers=node_routes(settings, KeyRing.of(settings)),
+            dependencies={name: _not_here() for name in (*APP_DEPENDENCIES, *REQUEST_DEPENDENCIES)},
             openapi_config=None,
             debug=False,
         )

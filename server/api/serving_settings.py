@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api.key_scopes import scoped_keys
+from server.api.edge import default_allowed_hosts
+from server.api.key_ring import read_keys
 from server.api.settings import ApiSettings
 from server.profiles import Profile
 
@@ -27,6 +28,8 @@ class ServingFlags:
 
     Attributes:
         api_key: ``--api-key``: replaces the key from the profile's ``api_key_env``.
+        host: The address the server is bound to (``--host``): on loopback, ``server.allowed_hosts`` defaults to
+            loopback names; None (a Ray node, reached only through its ingress): any ``Host``.
         dev: ``--dev``: open the admin routes without a token.
         cors: vLLM's CORS flags as Litestar's ``CORSConfig`` arguments; None: no CORS.
         sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval`` (0: never); it paces the waiting
@@ -36,6 +39,7 @@ class ServingFlags:
     """
 
     api_key: str | None = field(default=None, repr=False)
+    host: str | None = None
     dev: bool = False
     cors: Mapping[str, Any] | None = None
     sse_keep_alive_interval_s: float = 0.0
@@ -48,19 +52,23 @@ def _secret(env: Mapping[str, str], name: str) -> str | None:
 
 
 def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) -> ApiSettings:
-    """The app's settings: the admin token, the API key and the scoped keys (``server.api_keys``) read from
-    ``env`` under the profile's variable names, dev mode, CORS, SSE pacing and the optional routes and headers.
+    """The app's settings: the admin token, the API key and the scoped keys (``server.api_keys``) and the metrics
+    token read from ``env`` under the profile's variable names, dev mode, the allowed ``Host`` names, CORS, SSE
+    pacing and the optional routes and headers.
 
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset or empty (the server must not start).
     """
     server = profile.server
     keep_alive = flags.sse_keep_alive_interval_s
+    keys = read_keys(profile, env, flags.api_key)
     return ApiSettings(
         admin_token=_secret(env, server.admin_token_env),
         admin_token_env=server.admin_token_env,
-        api_key=flags.api_key or _secret(env, server.api_key_env),
-        scoped_keys=scoped_keys(server.api_keys, profile.models, env),
+        api_key=keys.api_key,
+        scoped_keys=keys.scoped,
+        allowed_hosts=default_allowed_hosts(flags.host, server.allowed_hosts),
+        metrics_token=_secret(env, server.metrics_token_env) if server.metrics_token_env else None,
         dev_mode=flags.dev or env.get(DEV_MODE_ENV) == "1",
         cors=flags.cors,
         sse_keep_alive_interval_s=keep_alive,

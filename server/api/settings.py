@@ -33,6 +33,8 @@ class ApiSettings:
             off by default, as there: it shows the tokenizer's configuration and chat template to any client).
         enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
             (vLLM's ``--enable-request-id-headers``).
+        allowed_hosts: The ``Host`` names the server answers (``edge.host_allowed``'s patterns); None: any.
+        metrics_token: Bearer token ``/metrics`` needs (``server.metrics_token_env``); None: open.
     """
 
     admin_token: str | None = field(default=None, repr=False)
@@ -45,6 +47,8 @@ class ApiSettings:
     enable_request_id_headers: bool = False
     wait_notice_interval_s: float = 5.0
     sse_keep_alive_interval_s: float = 0.0
+    allowed_hosts: tuple[str, ...] | None = None
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def keyed(self) -> bool:

@@ -104,14 +104,14 @@ class WaitingRequest:
             try:
                 lease = self.acquiring.result()
             except EngineError as exc:
-                for event in _error_events(api, exc):
+                for event in _error_events(api, self.target.shown(exc)):
                     yield event
                 return
             admitted = self.target.admitted(lease)
             try:
                 result = await call(admitted)
             except EngineError as exc:
-                for event in _error_events(api, exc):
+                for event in _error_events(api, self.target.shown(exc)):
                     yield event
                 return
             if not isinstance(result, StreamResult):  # vLLM refused the request: its error body as an event
@@ -167,7 +167,7 @@ async def provide_admission(
             waiting = WaitingRequest(
                 target=target,
                 acquiring=acquiring,
-                shown_name=target.requested or manager.active_model or "the model",
+                shown_name=target.requested or target.name or manager.active_model or "the model",
                 interval_s=api_settings.wait_notice_interval_s,
                 keep_alive_s=api_settings.sse_keep_alive_interval_s,
             )

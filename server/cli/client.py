@@ -165,5 +165,7 @@ def reload(profile: str | None, dry_run: bool, url: str, token_env: str, as_json
     out_console.print(f"{report['profile']}: {verb}", markup=False)
     for model in report["models"]:
         out_console.print(f"  {model['note']}", markup=False)
+    if report.get("keys_changed"):
+        out_console.print("  the API keys changed: they apply from the next request", markup=False)
     for setting in report["restart_only"]:
         out_console.print(f"  {setting} changed: applies only when the server restarts", markup=False)

@@ -215,6 +215,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import create_app
+    from server.api.key_ring import KeyRing
     from server.api.profile_watch import watch_profile
     from server.api.reloader import Reloader
     from server.api.serving_settings import ServingFlags
@@ -244,6 +245,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 
     flags = ServingFlags(
         api_key=options.api_key,
+        host=options.host,
         dev=options.dev,
         cors=options.frontend.cors(),
         sse_keep_alive_interval_s=float(server_flags.get("sse_keep_alive_interval", 0) or 0),
@@ -280,7 +282,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
 
     validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
-    reloader = Reloader(manager, profile, validation, prepare=prepare_reloaded)
+    # One ring for the app and the reloader: a reload that changes the keys applies them from the next request.
+    key_ring = KeyRing.of(settings, cli_api_key=options.api_key)
+    reloader = Reloader(manager, profile, validation, prepare=prepare_reloaded, key_ring=key_ring)
 
     async def watch() -> None:
         await watch_profile(reloader)
@@ -301,6 +305,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         reloader=reloader,
         background=background,
         request_schemas=request_body_schemas(),
+        key_ring=key_ring,
     )
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     scheme = "https" if "ssl_certfile" in uvicorn_options else "http"

@@ -79,8 +79,7 @@ class IngressGate:
     def _model(self, request: Request[Any, Any, Any], requested: str | None) -> str:
         models, default = self._edge.models, self._edge.default_model
         name = resolve_model_name(models, requested)
-        allowed_model(request, requested, name, default)
-        target = name if name is not None else default
+        target = allowed_model(request, requested, name, default) or default
         if target is None:
             return ""
         if target not in models:

@@ -30,6 +30,7 @@ from server.api.errors import (
     ApiShape,
     error_response,
 )
+from server.api.key_ring import KeyRing
 from server.api.key_scopes import visible
 from server.api.model_names import resolve_model_name
 from server.cluster.asgi_bridge import ForwardedRequest
@@ -65,7 +66,7 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
     """The ingress app around the node deployment's handle, gating by ``edge`` (what the nodes are built from)."""
     settings = edge.settings
     gate = IngressGate(edge)
-    key_guards = [ApiKeyGuard(settings)] if settings.keyed else None
+    key_guards = [ApiKeyGuard(KeyRing.of(settings))] if settings.keyed else None
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -140,6 +140,10 @@ def _changed_fields(
     return changed
 
 
+#: Settings outside ``models`` that a reload applies at once (the API keys, in ``server/api/key_ring.py``).
+RELOADED_SETTINGS: Final = frozenset({"server.api_keys", "server.api_key_env"})
+
+
 def _restart_only(old: Profile, new: Profile) -> list[str]:
     changed = ["default_model"] if old.default_model != new.default_model else []
     for section in ("switching", "server"):
@@ -147,6 +151,6 @@ def _restart_only(old: Profile, new: Profile) -> list[str]:
         changed += [
             f"{section}.{field}"
             for field in before.__struct_fields__
-            if getattr(before, field) != getattr(after, field)
+            if getattr(before, field) != getattr(after, field) and f"{section}.{field}" not in RELOADED_SETTINGS
         ]
     return changed

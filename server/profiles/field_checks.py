@@ -56,6 +56,8 @@ def _describe(info: msgspec.inspect.Type) -> str:
         return "one of " + ", ".join(describe_value(choice) for choice in info.values)
     if isinstance(info, msgspec.inspect.StructType):
         return info.cls.__name__
+    if isinstance(info, msgspec.inspect.ListType) and isinstance(info.item_type, msgspec.inspect.StrType):
+        return "a list of strings"
     text = _BASE_NAMES.get(type(info), type(info).__name__.removesuffix("Type").lower())
     for op, attr in ((">", "gt"), (">=", "ge"), ("<", "lt"), ("<=", "le")):
         bound = getattr(info, attr, None)

@@ -263,12 +263,23 @@ class ServerSection(Base, frozen=True, kw_only=True):
             may use every model.
         api_keys: Keys limited to some models, each ``{key_env, models}``. Any of them (or the ``api_key_env``
             key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
-            serving routes need a key.
+            serving routes need a key. A reload applies changes to the keys (and to their variables' values) at
+            once.
+        metrics_token_env: Name of the env var that holds a bearer token ``/metrics`` then needs (unset: open,
+            as vLLM's).
+        allowed_hosts: The ``Host`` names the server answers, each a name, ``*.domain`` (its subdomains) or
+            ``*`` (any); others get 403. Default: ``localhost`` and loopback addresses when bound to loopback
+            (a defence against DNS rebinding), any otherwise.
+        reload_dirs: Folders ``POST /admin/reload`` may read a profile from (relative ones from the profile's
+            folder); default: the served profile's folder. Any other path is refused without being opened.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
     api_key_env: str = DEFAULT_API_KEY_ENV
     api_keys: list[ApiKeyScope] = msgspec.field(default_factory=list)
+    metrics_token_env: str | None = None
+    allowed_hosts: list[str] | None = None
+    reload_dirs: list[str] | None = None
 
 
 class Profile(Base, frozen=True, kw_only=True):

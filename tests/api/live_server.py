@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import httpx
 
-__all__ = ["DEMO", "DEMO_ADMIN_TOKEN", "DEMO_API_KEY", "LiveServer", "serving", "start_demo", "start_server"]
+__all__ = [
+    "DEMO",
+    "DEMO_ADMIN_TOKEN",
+    "DEMO_API_KEY",
+    "LiveServer",
+    "demo_copy",
+    "serving",
+    "start_demo",
+    "start_server",
+]
 
-DEMO = Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
 #: The shared demo server's admin token and API key (``start_demo``).
 DEMO_ADMIN_TOKEN = "demo-admin-token"
 DEMO_API_KEY = "demo-api-key"
@@ -50,6 +61,19 @@ class LiveServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.log_file.close()
+
+
+def demo_copy(tiny_models: dict[str, Path], root: Path, edit: Callable[[str], str] | None = None) -> Path:
+    """A copy of ``profiles/demo.yaml`` at ``root/profiles/demo.yaml`` on the tiny models, ``edit``-ed, with the
+    repository's templates next to it (so a test may edit them, or the profile, in place)."""
+    shutil.copytree(REPO / "templates", root / "templates")
+    (root / "profiles").mkdir()
+    text = (REPO / "profiles" / "demo.yaml").read_text()
+    for name in ("tiny-tools", "tiny-plain"):
+        text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
+    path = root / "profiles" / "demo.yaml"
+    path.write_text(edit(text) if edit is not None else text)
+    return path
 
 
 def _free_port() -> int:

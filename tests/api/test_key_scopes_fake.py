@@ -17,6 +17,7 @@ import pytest
 from litestar.exceptions import NotAuthorizedException
 
 from server.api.auth import ApiKeyGuard
+from server.api.key_ring import KeyRing, KeySet
 from server.api.key_scopes import KeyNotSet, ScopedKey, scoped_keys
 from server.api.settings import ApiSettings
 from server.profiles.schema import ApiKeyScope, ModelProfile
@@ -155,12 +156,12 @@ async def test_no_timing_difference_tells_a_hidden_model_from_a_missing_one(clie
 
 async def test_every_configured_key_is_compared_whichever_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     keys = tuple(ScopedKey(key=f"scoped-{n}", models=frozenset({"tools"})) for n in range(3))
-    guard = ApiKeyGuard(ApiSettings(api_key=FULL, scoped_keys=keys))
-    calls: list[int] = []
+    guard = ApiKeyGuard(KeyRing(KeySet(api_key=FULL, scoped=keys)))
+    calls: list[tuple[int, int]] = []
     real = hmac.compare_digest
 
     def counted(a: bytes, b: bytes) -> bool:
-        calls.append(1)
+        calls.append((len(a), len(b)))
         return real(a, b)
 
     monkeypatch.setattr(hmac, "compare_digest", counted)
@@ -171,6 +172,8 @@ async def test_every_configured_key_is_compared_whichever_matches(monkeypatch: p
         with contextlib.suppress(NotAuthorizedException):  # the wrong key; what matters here is the count
             await guard(connection, None)  # type: ignore[arg-type]
         counts.append(len(calls))
+        # SHA-256 digests, never the keys themselves: the time of a comparison says nothing of a key's length.
+        assert set(calls) == {(32, 32)}
     # Four keys, two headers each: eight comparisons every time, the first key's match included.
     assert counts == [8, 8, 8, 8]
 

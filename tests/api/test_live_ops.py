@@ -17,11 +17,10 @@ import httpx
 import pytest
 
 from tests.api.chromium import dump_dom, screenshot
-from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.api.live_server import LiveServer, demo_copy, start_server, wait_ready
 
 pytestmark = pytest.mark.engine
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = "ops-admin-token"
 WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 MARKER = "<<reloaded>>"
@@ -29,15 +28,7 @@ MARKER = "<<reloaded>>"
 
 @pytest.fixture(scope="module")
 def profile(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ops")
-    shutil.copytree(REPO / "templates", root / "templates")
-    (root / "profiles").mkdir()
-    text = (REPO / "profiles" / "demo.yaml").read_text()
-    for name in ("tiny-tools", "tiny-plain"):
-        text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
-    path = root / "profiles" / "demo.yaml"
-    path.write_text(text)
-    return path
+    return demo_copy(tiny_models, tmp_path_factory.mktemp("ops"))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ Engines run in processes of their own, so the server's process tree shows whethe
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,11 +18,10 @@ import httpx
 import psutil
 import pytest
 
-from tests.api.live_server import LiveServer, start_server, wait_ready
+from tests.api.live_server import LiveServer, demo_copy, start_server, wait_ready
 
 pytestmark = pytest.mark.engine
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = "residency-admin-token"
 IDLE_S = 8
 
@@ -31,16 +29,13 @@ IDLE_S = 8
 @pytest.fixture(scope="module")
 def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     root = tmp_path_factory.mktemp("residency")
-    shutil.copytree(REPO / "templates", root / "templates")
-    (root / "profiles").mkdir()
-    text = (REPO / "profiles" / "demo.yaml").read_text()
-    for name in ("tiny-tools", "tiny-plain"):
-        text = text.replace(f"../.cache/tiny-models/{name}", str(tiny_models[name]))
-    assert "    preload: true\n" in text, "the demo preloads plain"
-    parser = "    tool_call_parser: hermes\n"
-    text = text.replace(parser, f"{parser}    idle_unload_s: {IDLE_S}\n")
-    profile = root / "profiles" / "demo.yaml"
-    profile.write_text(text)
+
+    def idle_tools(text: str) -> str:
+        assert "    preload: true\n" in text, "the demo preloads plain"
+        parser = "    tool_call_parser: hermes\n"
+        return text.replace(parser, f"{parser}    idle_unload_s: {IDLE_S}\n")
+
+    profile = demo_copy(tiny_models, root, idle_tools)
     live = start_server(profile, root / "serve.log", {"TURNOUT_ADMIN_TOKEN": TOKEN}, preload=True)
     try:
         wait_ready(live, timeout=600)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from server.profiles.schema import ModelProfile, Switching
-from tests.api.conftest import MakeClient
+from tests.api.conftest import MakeClient, admin
 
 MODELS = {
     "tools": ModelProfile(model="/m/tools", lora_modules={"tools-pirate": "/a/pirate"}),
@@ -13,8 +13,10 @@ MODELS = {
 
 async def test_the_model_list_names_each_adapter_with_its_base_as_parent(make_client: MakeClient) -> None:
     client, _ = await make_client(models=MODELS)
-    cards = {card["id"]: card for card in (await client.get("/v1/models")).json()["data"]}
+    cards = {card["id"]: card for card in (await client.get("/v1/models", headers=admin())).json()["data"]}
     assert set(cards) == {"tools", "tools-pirate", "plain", "plain-poet", "plain-chef"}
+    # The folders only to the admin.
+    assert {card["root"] for card in (await client.get("/v1/models")).json()["data"]} == {None}
     assert cards["tools-pirate"]["parent"] == "tools" and cards["tools-pirate"]["root"] == "/a/pirate"
     assert cards["tools-pirate"]["active"] is True
     assert cards["plain-chef"]["parent"] == "plain" and cards["plain-chef"]["active"] is False

@@ -5,24 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from server.api import ApiSettings, create_app
 from server.api.profile_watch import watch_profile
-from server.api.reloader import Reloader
-from server.engine import EngineManager
-from server.engine.strategies import KeepStrategy
-from server.profiles import ValidationResult, validate_profile
-from tests.api.conftest import ADMIN_TOKEN, admin
-from tests.fakes.bundles import build_fake_serving_bundle
-from tests.fakes.engines import FakeLoader
-from tests.fakes.parsers import FakeParserRegistry
-from tests.fakes.profile_files import isolated_env, make_workspace
+from tests.api.served_profile import Served, serve_profile
 
 PROFILE = """\
 models:
@@ -39,43 +27,11 @@ switching:
 """
 
 
-@dataclass
-class Served:
-    client: httpx.AsyncClient
-    manager: EngineManager[Any]
-    reloader: Reloader
-    profile: Path
-    workspace: Path
-
-    def write(self, text: str) -> None:
-        self.profile.write_text(text)
-
-    async def reload(self, **body: Any) -> httpx.Response:
-        return await self.client.post("/admin/reload", json=body, headers=admin())
-
-
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    workspace = make_workspace(tmp_path)
-    profile_path = workspace / "profile.yaml"
-    profile_path.write_text(PROFILE)
-    env = isolated_env(workspace)
-
-    def validate(path: str | None) -> ValidationResult:
-        return validate_profile(path, env=env, parsers=FakeParserRegistry())
-
-    profile = validate(str(profile_path)).profile
-    assert profile is not None
-    manager: EngineManager[Any] = EngineManager(
-        profile.models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.1, memory_probe=lambda: 1.0
-    )
-    await manager.initialize(profile.default_model)
-    reloader = Reloader(manager, profile, validate)
-    app = create_app(manager, ApiSettings(admin_token=ADMIN_TOKEN), reloader=reloader)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
-    yield Served(client, manager, reloader, profile_path, workspace)
-    await client.aclose()
-    await manager.shutdown()
+    served = await serve_profile(tmp_path, PROFILE)
+    yield served
+    await served.close()
 
 
 async def test_a_template_edited_in_place_gets_a_new_bundle_at_once(served: Served) -> None:
@@ -190,3 +146,44 @@ async def test_watch_applies_saved_files_and_refuses_broken_ones(
         watcher.cancel()
         with pytest.raises(asyncio.CancelledError):
             await watcher
+
+
+async def test_reload_reads_only_profiles_under_the_allowed_folders(
+    served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("elsewhere")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-LINE\n")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(PROFILE)
+    inside_text = served.workspace / "notes.txt"
+    inside_text.write_text("SECRET-LINE\n")
+    link = served.workspace / "link.yaml"
+    link.symlink_to(secret)
+    for path in (
+        secret,
+        outside,
+        inside_text,
+        link,
+        served.workspace / "../../../../../../../../etc/passwd",
+        Path("/etc/passwd"),
+    ):
+        response = await served.reload(path=str(path))
+        assert response.status_code == 403, (path, response.text)
+        assert response.json()["error"]["code"] == "reload_path_refused"
+        assert "SECRET" not in response.text and "root:" not in response.text
+    assert served.reloader.profile.path == str(served.profile)
+
+
+async def test_reload_dirs_widen_the_allowed_folders_from_the_profiles_folder(tmp_path: Path) -> None:
+    from server.api.reload_paths import ReloadPathRefused, ReloadPaths
+
+    (tmp_path / "conf" / "more").mkdir(parents=True)
+    profile = tmp_path / "conf" / "profile.yaml"
+    paths = ReloadPaths(str(profile), ["more", str(tmp_path / "abs")])
+    assert paths.check(str(profile)) == str(profile)
+    assert paths.check(str(tmp_path / "conf" / "more" / "p.yml"))
+    assert paths.check(str(tmp_path / "abs" / "deep" / "p.json"))
+    for refused in (tmp_path / "conf" / "p.yaml", tmp_path / "conf" / "more-evil" / "p.yaml", tmp_path / "p.yaml"):
+        with pytest.raises(ReloadPathRefused):
+            paths.check(str(refused))

@@ -83,8 +83,10 @@ async def test_messages_errors_are_anthropic_shaped(make_client: MakeClient) -> 
     key = {"x-api-key": "k-1"}
     unknown = await client.post("/v1/messages", json={"model": "nope"}, headers=key)
     assert "nope" in _assert_anthropic_error(unknown, 404, "not_found_error")
-    bad = await client.post("/v1/messages", content=b"{", headers=key)
+    bad = await client.post("/v1/messages", content=b"{", headers={**key, "content-type": "application/json"})
     _assert_anthropic_error(bad, 400, "invalid_request_error")
+    not_json = await client.post("/v1/messages", content=b"{}", headers={**key, "content-type": "text/plain"})
+    _assert_anthropic_error(not_json, 415, "invalid_request_error")
     refused = await client.post("/v1/messages", json={"model": "tools", "fail_with": 400}, headers=key)
     assert _assert_anthropic_error(refused, 400, "invalid_request_error") == "refused by the fake"
     # The OpenAI routes keep OpenAI's shape.

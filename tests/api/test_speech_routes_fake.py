@@ -76,7 +76,7 @@ async def test_a_model_without_the_speech_task_is_a_404_naming_it(make_client: M
 async def test_bad_bodies_are_openai_errors(make_client: MakeClient) -> None:
     client = await _speech_client(make_client)
     as_json = await client.post(TRANSCRIBE, json={"model": "speech"})
-    assert as_json.status_code == 400 and "multipart/form-data" in as_json.json()["error"]["message"]
+    assert as_json.status_code == 415 and "multipart/form-data" in as_json.json()["error"]["message"]
     no_file = await client.post(TRANSCRIBE, data={"model": "speech"}, files={"other": ("a.txt", b"x")})
     assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
     unknown = await client.post(TRANSCRIBE, **{**_form(), "data": {"model": "nope"}})

@@ -10,9 +10,11 @@ from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
 from server.api.admission import AdmittedRequest, ServingBundle
+from server.api.auth import is_admin
 from server.api.controllers.bundle_routes import bundle_route
 from server.api.key_scopes import allowed_model, visible
 from server.api.responses import respond
+from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
 __all__ = ["OpenAIController", "TokenizeController", "tokenizer_info"]
@@ -48,13 +50,18 @@ class OpenAIController(Controller):
 
     @get("/models")
     async def list_models(
-        self, request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
+        self,
+        request: Request[Any, Any, Any],
+        manager: NamedDependency[EngineManager[ServingBundle]],
+        api_settings: NamedDependency[ApiSettings],
     ) -> dict[str, Any]:
         """Every configured model (and alias) in OpenAI's shape, with its ``status``, whether it is ``active``,
         and its ``restart`` plan while its engine is dead.
 
-        A key limited to some models (``server.api_keys``) sees only those.
+        A key limited to some models (``server.api_keys``) sees only those. The folders (``root``) are shown
+        only to the admin (the admin token, or dev mode without one), as ``/status`` shows paths.
         """
+        admin = is_admin(request, api_settings)
         active = manager.active_model
         snapshot = {slot.name: slot for slot in manager.snapshot().slots}
         created = int(time.time())
@@ -75,7 +82,7 @@ class OpenAIController(Controller):
                         "object": "model",
                         "created": created,
                         "owned_by": "turnout",
-                        "root": root,
+                        "root": root if admin else None,
                         "parent": None if card_id == name else name,
                         "max_model_len": max_len,
                         "permission": [],
@@ -115,10 +122,10 @@ async def tokenizer_info(
     request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
 ) -> Response[Any]:
     """The active model's tokenizer configuration and chat template (``--enable-tokenizer-info-endpoint``)."""
-    allowed_model(request, None, None, manager.active_model)  # a key limited to other models: as for no model
     # A GET names no model: it is the active one's (in auto mode, the default's when none is active), as for the
-    # Responses retrieve route. Nothing reaches the engine, so no abort hook is needed.
-    lease = await manager.acquire(None)
+    # Responses retrieve route; a key limited to some models gets only one of those. Nothing reaches the engine,
+    # so no abort hook is needed.
+    lease = await manager.acquire(allowed_model(request, None, None, manager.active_model, manager.switching_to))
     admitted = AdmittedRequest(manager=manager, lease=lease, body={})
     try:
         response = respond(admitted, await lease.bundle.tokenizer_info())

@@ -10,7 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from server import __version__
 from server.api.admission import ServingBundle
+from server.api.auth import Viewer, check_metrics_token
 from server.api.errors import error_response
+from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
 __all__ = ["OpsController"]
@@ -23,21 +25,30 @@ class OpsController(Controller):
     tags = ["Ops"]
 
     @get("/health")
-    async def health(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
+    async def health(
+        self, manager: NamedDependency[EngineManager[ServingBundle]], viewer: NamedDependency[Viewer]
+    ) -> Response[Any]:
         """Liveness: 200 while the server runs, even with no model serving (it heals itself, or an admin switch
         brings one back): a supervisor must not restart every model for one dead engine. ``/ready`` tells whether
-        a model serves."""
+        a model serves. Once a key is configured, the models are named only to the admin and to keys that may
+        use them."""
         status = "ok" if manager.active_model is not None or manager.switching_to is not None else "degraded"
-        return Response({"status": status, "active_model": manager.active_model, "switching_to": manager.switching_to})
+        active, target = (name if viewer.sees(name) else None for name in (manager.active_model, manager.switching_to))
+        return Response({"status": status, "active_model": active, "switching_to": target})
 
     @get("/ready")
-    async def ready(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> Response[Any]:
-        """Readiness: 200 only when a model is active and no switch is under way."""
-        if manager.switching_to is not None:
-            return error_response(503, f"Switching to '{manager.switching_to}'.", code="switching")
-        if manager.active_model is None:
+    async def ready(
+        self, manager: NamedDependency[EngineManager[ServingBundle]], viewer: NamedDependency[Viewer]
+    ) -> Response[Any]:
+        """Readiness: 200 only when a model is active and no switch is under way (models named as ``/health``)."""
+        target, active = manager.switching_to, manager.active_model
+        if target is not None:
+            return error_response(
+                503, f"Switching to '{target}'." if viewer.sees(target) else "Switching.", code="switching"
+            )
+        if active is None:
             return error_response(503, "No model is active.", code="no_active_model")
-        return Response({"status": "ready", "active_model": manager.active_model})
+        return Response({"status": "ready", "active_model": active if viewer.sees(active) else None})
 
     @get("/version")
     async def version(self) -> dict[str, str]:
@@ -59,6 +70,13 @@ class OpsController(Controller):
         return request.app.openapi_schema.to_schema()
 
     @get("/metrics", media_type=MediaType.TEXT)
-    async def metrics(self, metrics_registry: NamedDependency[CollectorRegistry]) -> Response[bytes]:
-        """Prometheus metrics."""
+    async def metrics(
+        self,
+        request: Request[Any, Any, Any],
+        metrics_registry: NamedDependency[CollectorRegistry],
+        api_settings: NamedDependency[ApiSettings],
+    ) -> Response[bytes]:
+        """Prometheus metrics (with their model labels); the bearer token of ``server.metrics_token_env`` when
+        one is set."""
+        check_metrics_token(request, api_settings)
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)

@@ -49,6 +49,8 @@ class ReloadController(Controller):
     ) -> ReloadReport | Response[dict[str, Any]]:
         """Validate a profile and apply it: frontends at once, engine settings at each model's next load.
 
+        ``path`` must be the served profile or a YAML/JSON file under ``server.reload_dirs`` (default: the served
+        profile's folder), symlinks resolved: any other is refused with 403 ``reload_path_refused``, unread.
         Errors change nothing: 422 ``invalid_profile`` lists every profile error at ``file:line:col`` (also in
         ``issues``); 409 ``reload_refused`` when it would remove the active model or a switch is under way; 422
         ``reload_failed`` when the active model's new frontend cannot be built.

@@ -20,7 +20,7 @@ from server.api.admission import AdmittedRequest, ServingBundle, install_abort_h
 from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
-from server.api.key_scopes import allowed_model, visible
+from server.api.key_scopes import allowed_model, request_scope, visible
 from server.api.openapi import request_body
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
@@ -103,7 +103,7 @@ async def _on_owner(
         owner = None
     active = manager.active_model
     owner_model = owner.model if owner is not None else None
-    allowed_model(request, owner_model, owner_model, active)
+    name = allowed_model(request, owner_model, owner_model, active, manager.switching_to)
     if owner is not None and owner.model != active:
         # Never load a model just to look something up: its store went with its engine anyway. A key limited to
         # some models is not told the name of an active model outside them.
@@ -112,9 +112,9 @@ async def _on_owner(
             f"Response {response_id!r} was created by model {owner.model!r}, which is not loaded now{shown}; "
             "stored responses live in their model's engine and end with it."
         )
-    lease = await manager.acquire(owner.model if owner is not None else None)
+    lease = await manager.acquire(name)
     install_abort_hook(lease)
-    admitted = AdmittedRequest(manager=manager, lease=lease, body=args)
+    admitted = AdmittedRequest(manager=manager, lease=lease, body=args, scope=request_scope(request))
     try:
         if owner is not None and owner.bundle() is not lease.bundle:
             raise NotFoundException(

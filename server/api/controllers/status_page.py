@@ -1,22 +1,24 @@
 """``GET /status``: the server at a glance, as a self-refreshing HTML page (jinja2, no JavaScript).
 
-Everyone may see model names, states, request counts and the switch timeline. Model paths and error details
-are shown only to a caller with the admin token (or in dev mode without one): they may name files and internals.
+Everyone may see model states, request counts and the switch timeline, and the models' names unless a key is
+configured (then only the admin sees them: the others see ``model 1``, ``model 2``, ..., so a key limited to some
+models learns no other's name). Model paths and error details are shown only to a caller with the admin token (or
+in dev mode without one): they may name files and internals.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from litestar import Controller, MediaType, Request, get
+from litestar import Controller, MediaType, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
 from server.api.admission import ServingBundle
-from server.api.auth import is_admin
-from server.api.settings import ApiSettings
+from server.api.auth import Viewer
 from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
@@ -85,6 +87,12 @@ def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]
     ]
 
 
+def _numbered(names: list[str], viewer: Viewer) -> Callable[[Any], Any]:
+    """Each model the viewer may not see named as ``model N`` (its place in the profile); other values as they are."""
+    numbers = {name: f"model {index}" for index, name in enumerate(names, start=1) if not viewer.sees(name)}
+    return lambda name: numbers.get(name, name) if isinstance(name, str) else name
+
+
 class StatusPageController(Controller):
     """``/status``."""
 
@@ -94,23 +102,26 @@ class StatusPageController(Controller):
     @get(media_type=MediaType.HTML)
     async def status_page(
         self,
-        request: Request[Any, Any, Any],
         manager: NamedDependency[EngineManager[ServingBundle]],
-        api_settings: NamedDependency[ApiSettings],
+        viewer: NamedDependency[Viewer],
     ) -> Template:
-        """An HTML overview that refreshes itself; admin details only with the admin token."""
-        admin = is_admin(request, api_settings)
+        """An HTML overview that refreshes itself; admin details only with the admin token, and model names (once
+        a key is configured) only to the admin and to a key, its own."""
+        admin = viewer.admin
         snapshot = manager.snapshot()
+        models = _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto")
+        switches = _switch_rows(snapshot.recent_switches, admin)
+        shown = _numbered([slot.name for slot in snapshot.slots], viewer)
         context = {
             "refresh_seconds": REFRESH_SECONDS,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "admin": admin,
-            "active_model": snapshot.active_model,
-            "switching_to": snapshot.switching_to,
+            "active_model": shown(snapshot.active_model),
+            "switching_to": shown(snapshot.switching_to),
             "mode": snapshot.mode,
             "strategy": snapshot.strategy,
             "in_flight": snapshot.in_flight,
-            "models": _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto"),
-            "switches": _switch_rows(snapshot.recent_switches, admin),
+            "models": [replace(row, name=shown(row.name)) for row in models],
+            "switches": [replace(row, source=shown(row.source), target=shown(row.target)) for row in switches],
         }
         return Template(template_name="status.html.jinja", context=context)

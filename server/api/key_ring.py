@@ -1,0 +1,113 @@
+"""The API keys the serving routes accept, held as SHA-256 digests and swapped whole when a reload changes them.
+
+As vLLM compares keys: each given key is hashed and its digest compared with every configured key's digest by
+``hmac.compare_digest``, every key, with no early exit, so neither which key matched nor a key's length shows in
+the time a check takes. A reload that changes ``server.api_keys`` (or ``api_key_env``) reads the keys again and
+installs the new set in one assignment: a request checked before it keeps its admission and finishes, the next
+request of a revoked key gets 401.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from server.api.key_scopes import ScopedKey, scoped_keys
+from server.api.settings import ApiSettings
+from server.profiles import Profile
+
+__all__ = ["NO_MATCH", "KeyEntries", "KeyRing", "KeySet", "digest", "read_keys"]
+
+#: What :meth:`KeyRing.match` answers when no configured key matched (a scope of None means "every model").
+NO_MATCH: Final[Any] = object()
+#: The keys as the ring holds them: each key's digest and its scope (None: every model).
+KeyEntries = tuple[tuple[bytes, frozenset[str] | None], ...]
+
+
+def digest(secret: str) -> bytes:
+    """A key's SHA-256 digest: what is kept and compared (equal length whatever the key)."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeySet:
+    """The keys as resolved from a profile and the environment.
+
+    Attributes:
+        api_key: The key that may use every model (``--api-key``, else ``server.api_key_env``'s variable).
+        scoped: The keys of ``server.api_keys``, each limited to its models.
+    """
+
+    api_key: str | None = field(default=None, repr=False)
+    scoped: tuple[ScopedKey, ...] = ()
+
+
+def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None = None) -> KeySet:
+    """The keys ``profile`` configures, read from ``env`` (``cli_api_key``, the ``--api-key`` flag, wins).
+
+    Raises:
+        KeyNotSet: An item of ``server.api_keys`` names an unset variable.
+    """
+    api_key = cli_api_key or env.get(profile.server.api_key_env, "").strip() or None
+    return KeySet(api_key=api_key, scoped=scoped_keys(profile.server.api_keys, profile.models, env))
+
+
+def _entries(keys: KeySet) -> KeyEntries:
+    every: Iterable[tuple[bytes, frozenset[str] | None]] = [(digest(keys.api_key), None)] if keys.api_key else []
+    return (*every, *((digest(scoped.key), scoped.models) for scoped in keys.scoped))
+
+
+class KeyRing:
+    """The serving routes' keys: matched in constant time, replaced atomically.
+
+    Args:
+        keys: The keys the server starts with.
+        cli_api_key: ``--api-key``: kept across reloads (a reload re-reads only what the profile names).
+    """
+
+    def __init__(self, keys: KeySet, *, cli_api_key: str | None = None) -> None:
+        self._entries = _entries(keys)
+        self._cli_api_key = cli_api_key
+
+    @classmethod
+    def of(cls, settings: ApiSettings, *, cli_api_key: str | None = None) -> KeyRing:
+        """A ring of ``settings``' keys (the single API key and the scoped keys)."""
+        return cls(KeySet(api_key=settings.api_key, scoped=settings.scoped_keys), cli_api_key=cli_api_key)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> KeyRing:
+        # Litestar deep-copies a router (and the guards on it) as it registers it: a copy would not see reloads.
+        return self
+
+    @property
+    def keyed(self) -> bool:
+        """Whether any key is configured (the serving routes then need one)."""
+        return bool(self._entries)
+
+    def match(self, given: Iterable[str | None]) -> frozenset[str] | None:
+        """The scope of the configured key among ``given`` (None: every model), or :data:`NO_MATCH`.
+
+        Every given value is compared with every configured key, whatever matched before.
+        """
+        entries = self._entries  # one read: a reload swapping the set mid-check cannot mix two sets
+        candidates = [digest(value or "") for value in given]
+        matched = NO_MATCH
+        for secret, models in entries:
+            for candidate in candidates:
+                if hmac.compare_digest(candidate, secret) and matched is NO_MATCH:
+                    matched = models
+        return matched  # type: ignore[no-any-return]
+
+    def read(self, profile: Profile, env: Mapping[str, str]) -> KeyEntries:
+        """The key set ``profile`` configures now, for :meth:`install` (raises ``KeyNotSet`` as :func:`read_keys`)."""
+        return _entries(read_keys(profile, env, self._cli_api_key))
+
+    def differs(self, entries: KeyEntries) -> bool:
+        """Whether ``entries`` (from :meth:`read`) differ from the keys in use."""
+        return entries != self._entries
+
+    def install(self, entries: KeyEntries) -> None:
+        """Use ``entries`` from the next check on (one assignment: no check sees half of each set)."""
+        self._entries = entries
