@@ -200,7 +200,8 @@ class Switching(Base, frozen=True, kw_only=True):
             of the pending switch (four times it), so a dear switch is made rarely.
         max_wait_s: Auto mode: the longest a request waits for its model. Past it the request gets 503 with
             ``Retry-After``; the active model also gives the device up early so that waiters make it in time.
-        max_queue: Auto mode: how many requests may wait for one model; the next one gets 503 at once.
+        max_queue: How many requests may wait for one model (auto mode's switches, manual mode's admin switch, a
+            model at its ``max_concurrent_requests``); the next one gets 503 with ``Retry-After`` at once.
         failure_backoff_s: Auto mode: after a model fails to load it is not tried again for this long, doubled
             after each further failure. Meanwhile its requests get 503 ``model_load_failed`` at once, and the
             healthy model keeps serving. An admin switch retries at once.
