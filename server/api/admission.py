@@ -18,10 +18,12 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
+from litestar.types import Receive
 
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model
+from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
 
@@ -86,6 +88,10 @@ class AdmittedRequest:
             answer carries it back.
         keep_alive_s: Seconds of silence after which its stream sends an SSE keep-alive comment (vLLM's
             ``--sse-keep-alive-interval``; 0: never).
+        stall_timeout_s: Seconds its stream may wait for the client to take a chunk before it is ended
+            (``server.stream_stall_timeout_s``; 0: never).
+        receive: The request's ASGI ``receive``, through which a non-streaming request hears that its client left
+            (None: it is not listened for).
     """
 
     manager: EngineManager[ServingBundle]
@@ -94,6 +100,8 @@ class AdmittedRequest:
     handed_over: bool = False
     asked_as: str | None = None
     keep_alive_s: float = 0.0
+    stall_timeout_s: float = 0.0
+    receive: Receive | None = None
 
     @property
     def bundle(self) -> ServingBundle:
@@ -138,18 +146,28 @@ class AdmissionTarget:
         body: The request's JSON object.
         requested: The name the client sent (None: the active model).
         name: ``requested`` resolved to the model's own name.
+        receive: The request's ASGI ``receive`` (see :attr:`AdmittedRequest.receive`).
     """
 
     manager: EngineManager[ServingBundle]
     body: dict[str, Any]
     requested: str | None
     name: str | None
+    receive: Receive | None = None
 
-    def admitted(self, lease: Lease[ServingBundle]) -> AdmittedRequest:
-        """The admitted request for ``lease`` (its abort hook installed)."""
+    def admitted(self, lease: Lease[ServingBundle], *, keep_alive_s: float, stall_timeout_s: float) -> AdmittedRequest:
+        """The admitted request for ``lease`` (its abort hook installed), its stream timed as given."""
         install_abort_hook(lease)
         asked_as = self.requested if self.requested != self.name else None
-        return AdmittedRequest(manager=self.manager, lease=lease, body=self.body, asked_as=asked_as)
+        return AdmittedRequest(
+            manager=self.manager,
+            lease=lease,
+            body=self.body,
+            asked_as=asked_as,
+            keep_alive_s=keep_alive_s,
+            stall_timeout_s=stall_timeout_s,
+            receive=self.receive,
+        )
 
 
 async def admission_target(request: Request[Any, Any, Any], manager: EngineManager[ServingBundle]) -> AdmissionTarget:
@@ -167,7 +185,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
         raise ValidationException("'model' must be a string.")
     name = resolve_model_name(manager, model or None)
     allowed_model(request, model or None, name, manager.active_model)
-    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name)
+    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name, receive=request.receive)
 
 
 def resolve_model_name(manager: EngineManager[Any], requested: str | None) -> str | None:
@@ -203,9 +221,12 @@ async def leased_stream(
     The error event and the end marker are ``api``'s (OpenAI's ``data:`` error and ``[DONE]`` by default).
     """
     lease = admitted.lease
+    stall = StallTimer(admitted.stall_timeout_s, lambda: _end_stalled(admitted))
     try:
         try:
             async for chunk in chunks:
+                if stall.stalled:
+                    return  # its client took nothing for the stall timeout: nothing more is sent
                 if lease.aborted_by is not None:
                     break  # the rest (an 'abort' finish) would hide why the stream ended
                 if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
@@ -215,7 +236,9 @@ async def leased_stream(
                     if api.done is not None:
                         yield api.done
                     return
+                stall.arm()
                 yield admitted.as_asked(chunk)
+                stall.disarm()
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
             failure = admitted.manager.failure_of(lease)
@@ -228,6 +251,20 @@ async def leased_stream(
             if api.done is not None:
                 yield api.done
     finally:
+        stall.disarm()
         # Closing aborts the engine request when the client went away before the end.
         await close()
         admitted.release()
+
+
+async def _end_stalled(admitted: AdmittedRequest) -> None:
+    """A stream's client took no bytes for its stall timeout: abort its engine request and end its lease now."""
+    lease = admitted.lease
+    logger.warning(
+        "stream %s of model %s ended: its client took no bytes for %g s (server.stream_stall_timeout_s)",
+        lease.request_id,
+        lease.model,
+        admitted.stall_timeout_s,
+    )
+    await admitted.bundle.abort(lease.request_id)
+    admitted.release()

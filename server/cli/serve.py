@@ -238,6 +238,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         dev_mode=dev_mode,
         cors=options.frontend.cors(),
         **_sse_intervals(options.frontend),
+        stream_stall_timeout_s=profile.server.stream_stall_timeout_s,
         enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )

@@ -44,5 +44,6 @@ async def profile_node(options: Mapping[str, Any]) -> NodeParts:
         admin_token_env=server.admin_token_env,
         api_key=os.environ.get(server.api_key_env) or None,
         dev_mode=bool(options.get("dev", False)),
+        stream_stall_timeout_s=server.stream_stall_timeout_s,
     )
     return NodeParts(manager=manager, settings=settings, max_active=profile.switching.max_active)

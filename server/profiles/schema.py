@@ -267,11 +267,17 @@ class ServerSection(Base, frozen=True, kw_only=True):
         api_keys: Keys limited to some models, each ``{key_env, models}``. Any of them (or the ``api_key_env``
             key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
             serving routes need a key.
+        stream_stall_timeout_s: Seconds a stream may wait for its client to take a chunk (a client that stopped
+            reading, its socket buffers full) before it is ended: its engine request is aborted, its lease
+            released, and the end logged with the model and request id, so that neither switches nor
+            ``max_concurrent_requests`` wait on it. Waiting for the engine does not count. nginx's
+            ``send_timeout`` is 60 s too.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
     api_key_env: str = DEFAULT_API_KEY_ENV
     api_keys: list[ApiKeyScope] = msgspec.field(default_factory=list)
+    stream_stall_timeout_s: PositiveFloat = 60.0
 
 
 class Profile(Base, frozen=True, kw_only=True):
