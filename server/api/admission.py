@@ -10,6 +10,7 @@ Litestar runs a yield dependency's cleanup before it sends a streamed body.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -92,6 +93,8 @@ class AdmittedRequest:
             (``server.stream_stall_timeout_s``; 0: never).
         receive: The request's ASGI ``receive``, through which a non-streaming request hears that its client left
             (None: it is not listened for).
+        held_by: The task that holds the lease past the request's own answer (a background Response's watcher);
+            :meth:`release` leaves the lease to it meanwhile.
     """
 
     manager: EngineManager[ServingBundle]
@@ -102,6 +105,7 @@ class AdmittedRequest:
     keep_alive_s: float = 0.0
     stall_timeout_s: float = 0.0
     receive: Receive | None = None
+    held_by: asyncio.Task[None] | None = None
 
     @property
     def bundle(self) -> ServingBundle:
@@ -109,8 +113,9 @@ class AdmittedRequest:
         return self.lease.bundle
 
     def release(self) -> None:
-        """End the lease (idempotent)."""
-        self.manager.release(self.lease)
+        """End the lease (idempotent); while :attr:`held_by` runs, that task ends it instead."""
+        if self.held_by is None or self.held_by.done():
+            self.manager.release(self.lease)
 
     def as_asked(self, text: str) -> str:
         """``text`` (a JSON body or an SSE chunk) with the model named as the client named it."""

@@ -43,13 +43,17 @@ Served = tuple[uvicorn.Server, EngineManager[Any], int]
 
 
 @contextlib.asynccontextmanager
-async def _serving(**settings: Any) -> AsyncIterator[Served]:
+async def _serving(loader: FakeLoader | None = None, **settings: Any) -> AsyncIterator[Served]:
     models = {
         "tools": ModelProfile(model="/m/tools", max_concurrent_requests=1),
         "plain": ModelProfile(model="/m/plain"),
     }
     manager: EngineManager[Any] = EngineManager(
-        models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.5, memory_probe=lambda: 1.0
+        models,
+        KeepStrategy(loader or FakeLoader()),
+        build_fake_serving_bundle,
+        abort_grace=0.5,
+        memory_probe=lambda: 1.0,
     )
     await manager.initialize("tools")
     listener = socket.socket()
@@ -63,7 +67,11 @@ async def _serving(**settings: Any) -> AsyncIterator[Served]:
         yield server, manager, listener.getsockname()[1]
     finally:
         server.should_exit = True
-        await serving
+        try:
+            await asyncio.wait_for(asyncio.shield(serving), 10)
+        except TimeoutError:  # a request that never ends (the bug a test here catches) must not hang the run
+            server.force_exit = True
+            await serving
         await manager.shutdown()
 
 
@@ -174,3 +182,19 @@ async def test_a_client_that_leaves_a_non_streaming_request_cancels_it_at_once(s
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=admin(), timeout=30) as client:
         switch = await client.post("/v1/models/switch", json=switch_body)
     assert switch.status_code == 200 and switch.json()["drain_ms"] < 500, switch.text
+
+
+async def test_a_waiter_whose_client_leaves_leaves_the_queue_at_once() -> None:
+    loader = FakeLoader()
+    async with _serving(loader) as (_, manager, port):
+        loader.delay_s = 3.0  # the switch to plain takes this long; its requests wait for it
+        switch = asyncio.create_task(manager.switch("plain"))
+        assert await _until(lambda: manager.snapshot().switching_to == "plain", 5)
+        sock = _post(port, json.dumps({"model": "plain", "messages": [], "max_tokens": 2}).encode())
+        assert await _until(lambda: manager.snapshot().slots[1].queued == 1, 5), "the request did not wait"
+        sock.close()
+        left_at = time.perf_counter()
+        assert await _until(lambda: manager.snapshot().slots[1].queued == 0, 5)
+        assert time.perf_counter() - left_at < 1.0 and not switch.done(), "it stayed queued until the switch"
+        await switch
+        assert manager.snapshot().in_flight == 0, "the request of a client that left was admitted anyway"
