@@ -187,7 +187,7 @@ def _check_section(ctx: Context, tree: CommentedMap, name: str, struct: type[_S]
         converted, problem = check_value(value, types[key])
         if problem:
             report.error(pos, f"{name}.{key} {problem}")
-        elif struct is ServerSection and not ENV_NAME.fullmatch(converted):
+        elif struct is ServerSection and key.endswith("_env") and not ENV_NAME.fullmatch(converted):
             report.error(pos, f"{name}.{key} must be an environment variable name, got {describe_value(converted)}")
         else:
             values[key] = converted
