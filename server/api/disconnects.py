@@ -14,7 +14,6 @@ import contextlib
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from litestar.exceptions import HTTPException
 from litestar.types import Receive
 
 __all__ = ["ClientLeft", "unless_client_leaves"]
@@ -22,11 +21,9 @@ __all__ = ["ClientLeft", "unless_client_leaves"]
 T = TypeVar("T")
 
 
-class ClientLeft(HTTPException):
-    """The client disconnected before its answer; its work was cancelled (nginx's 499, which nobody reads)."""
-
-    status_code = 499
-    detail = "The client closed the connection before its answer; the request was cancelled."
+class ClientLeft(Exception):
+    """The client disconnected before its answer; its work was cancelled. Answered with nginx's 499 and no body
+    (``errors.py``), which nobody reads."""
 
 
 async def _disconnect(receive: Receive) -> None:
