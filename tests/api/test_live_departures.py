@@ -174,6 +174,11 @@ def test_a_background_stream_outlives_its_reader_and_is_retrieved_whole(server: 
     finally:
         sock.close()  # the reader leaves after the first event
     with _admin(server) as admin:
+        # While it runs, it holds its model (a switch waits for it), its reader gone or not.
+        first = admin.get(f"/v1/responses/{response_id}").json()["status"]
+        held = _in_flight(server)
+        if first in ("queued", "in_progress"):
+            assert held == 1, "the background response lost its lease with its reader"
 
         def status() -> str:
             return str(admin.get(f"/v1/responses/{response_id}").json().get("status"))
