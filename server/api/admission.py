@@ -10,6 +10,7 @@ Litestar runs a yield dependency's cleanup before it sends a streamed body.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -18,11 +19,13 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
+from litestar.types import Receive
 
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
+from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend.operations import Operation
 
@@ -87,6 +90,12 @@ class AdmittedRequest:
         keep_alive_s: Seconds of silence after which its stream sends an SSE keep-alive comment (vLLM's
             ``--sse-keep-alive-interval``; 0: never).
         scope: The models its API key may use (None: every model); the errors it gets name no other.
+        stall_timeout_s: Seconds its stream may wait for the client to take a chunk before it is ended
+            (``server.stream_stall_timeout_s``; 0: never).
+        receive: The request's ASGI ``receive``, through which a non-streaming request hears that its client left
+            (None: it is not listened for).
+        held_by: The task that holds the lease past the request's own answer (a background Response's watcher);
+            :meth:`release` leaves the lease to it meanwhile.
     """
 
     manager: EngineManager[ServingBundle]
@@ -96,6 +105,9 @@ class AdmittedRequest:
     asked_as: str | None = None
     keep_alive_s: float = 0.0
     scope: frozenset[str] | None = None
+    stall_timeout_s: float = 0.0
+    receive: Receive | None = None
+    held_by: asyncio.Task[None] | None = None
 
     @property
     def bundle(self) -> ServingBundle:
@@ -103,8 +115,9 @@ class AdmittedRequest:
         return self.lease.bundle
 
     def release(self) -> None:
-        """End the lease (idempotent)."""
-        self.manager.release(self.lease)
+        """End the lease (idempotent); while :attr:`held_by` runs, that task ends it instead."""
+        if self.held_by is None or self.held_by.done():
+            self.manager.release(self.lease)
 
     def shown(self, error: EngineError) -> EngineError:
         """``error`` as this request's key may see it (``key_scopes.shown_to``)."""
@@ -146,6 +159,7 @@ class AdmissionTarget:
         name: ``requested`` resolved to the model's own name (for a key limited to some models, the model a
             request naming none must be answered by); None: the manager's choice.
         scope: The models the request's API key may use (None: every model).
+        receive: The request's ASGI ``receive`` (see :attr:`AdmittedRequest.receive`).
     """
 
     manager: EngineManager[ServingBundle]
@@ -153,12 +167,22 @@ class AdmissionTarget:
     requested: str | None
     name: str | None
     scope: frozenset[str] | None = None
+    receive: Receive | None = None
 
-    def admitted(self, lease: Lease[ServingBundle]) -> AdmittedRequest:
-        """The admitted request for ``lease`` (its abort hook installed)."""
+    def admitted(self, lease: Lease[ServingBundle], *, keep_alive_s: float, stall_timeout_s: float) -> AdmittedRequest:
+        """The admitted request for ``lease`` (its abort hook installed), its stream timed as given."""
         install_abort_hook(lease)
         asked_as = self.requested if self.requested != self.name else None
-        return AdmittedRequest(manager=self.manager, lease=lease, body=self.body, asked_as=asked_as, scope=self.scope)
+        return AdmittedRequest(
+            manager=self.manager,
+            lease=lease,
+            body=self.body,
+            asked_as=asked_as,
+            keep_alive_s=keep_alive_s,
+            stall_timeout_s=stall_timeout_s,
+            receive=self.receive,
+            scope=self.scope,
+        )
 
     def shown(self, error: EngineError) -> EngineError:
         """``error`` as this request's key may see it (``key_scopes.shown_to``)."""
@@ -182,7 +206,9 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
     scope = request_scope(request)
-    return AdmissionTarget(manager=manager, body=body, requested=model or None, name=name, scope=scope)
+    return AdmissionTarget(
+        manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
+    )
 
 
 #: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an
@@ -204,9 +230,12 @@ async def leased_stream(
     The error event and the end marker are ``api``'s (OpenAI's ``data:`` error and ``[DONE]`` by default).
     """
     lease = admitted.lease
+    stall = StallTimer(admitted.stall_timeout_s, lambda: _end_stalled(admitted))
     try:
         try:
             async for chunk in chunks:
+                if stall.stalled:
+                    return  # its client took nothing for the stall timeout: nothing more is sent
                 if lease.aborted_by is not None:
                     break  # the rest (an 'abort' finish) would hide why the stream ended
                 if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
@@ -216,7 +245,9 @@ async def leased_stream(
                     if api.done is not None:
                         yield api.done
                     return
+                stall.arm()
                 yield admitted.as_asked(chunk)
+                stall.disarm()
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
             failure = admitted.manager.failure_of(lease)
@@ -229,6 +260,20 @@ async def leased_stream(
             if api.done is not None:
                 yield api.done
     finally:
+        stall.disarm()
         # Closing aborts the engine request when the client went away before the end.
         await close()
         admitted.release()
+
+
+async def _end_stalled(admitted: AdmittedRequest) -> None:
+    """A stream's client took no bytes for its stall timeout: abort its engine request and end its lease now."""
+    lease = admitted.lease
+    logger.warning(
+        "stream %s of model %s ended: its client took no bytes for %g s (server.stream_stall_timeout_s)",
+        lease.request_id,
+        lease.model,
+        admitted.stall_timeout_s,
+    )
+    await admitted.bundle.abort(lease.request_id)
+    admitted.release()

@@ -1,11 +1,14 @@
 """A ``background: true`` Response holds its model like any request until it ends, and a switch ends it visibly.
 
-vLLM answers a background create at once (status ``queued``) and generates in a task of the model's Responses
-serving object. Were its lease released with that answer, a switch would neither wait for it nor stop it: the
+vLLM answers a background create at once (status ``queued``; with ``stream: true``, a stream that reads the
+response's events as they come) and generates in a task of the model's Responses serving object. Were its lease
+released with that answer (or with the end of that stream), a switch would neither wait for it nor stop it: the
 response would go on generating on a model no longer active (or die with its engine, its status still
-``queued``). So the lease stays held until the background task ends, and its abort hook, which a switch whose
-drain timeout ran out (or an unload, or the engine's death) calls, ends the response as ``failed`` with that
-error as OpenAI's ``error`` object, visible to ``GET /v1/responses/{id}`` (while the model's engine lives).
+``queued``). So the lease stays held until the background task ends, whoever reads it: a streaming reader that
+goes away (or stalls) only stops reading, as in OpenAI's and vLLM's semantics, and the response can be retrieved
+whole. Its abort hook, which a switch whose drain timeout ran out (or an unload, or the engine's death) calls,
+ends the response as ``failed`` with that error as OpenAI's ``error`` object, visible to
+``GET /v1/responses/{id}`` (while the model's engine lives); so does a cancel.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ def _error_object(error: EngineError | None) -> dict[str, Any]:
 def hold_background_response(admitted: AdmittedRequest, result: BundleResult) -> bool:
     """Keep ``admitted``'s lease until its background response ends, when ``result`` started one.
 
-    A streamed background response (``stream: true`` too) keeps its stream's lease; a switch ends both.
+    A streamed background response (``stream: true`` too) keeps it past its stream: the stream's end leaves it.
 
     Returns:
-        Whether the lease was taken over (the caller must then not release it).
+        Whether the lease was taken over (``admitted.release()`` then leaves it to the response's end).
     """
     background = isinstance(admitted.body, dict) and admitted.body.get("background") is True
     if not background or (isinstance(result, JsonResult) and result.status_code != 200):
@@ -54,17 +57,16 @@ def hold_background_response(admitted: AdmittedRequest, result: BundleResult) ->
         await bundle.abort(response_id)  # a streamed one's engine requests, as for any stream
 
     lease.abort_hook = end_with_error
-    if not isinstance(result, JsonResult):
-        return False  # streamed as it runs: the stream holds the lease, and its end event says why it ended
 
     async def watch() -> None:
         try:
             await bundle.background_finished(response_id)
         finally:
+            admitted.held_by = None
             admitted.release()
 
-    admitted.handed_over = True
     watcher = asyncio.create_task(watch(), name=f"background-{response_id}")
+    admitted.held_by = watcher
     _watchers.add(watcher)
     watcher.add_done_callback(_watchers.discard)
     return True

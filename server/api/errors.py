@@ -18,6 +18,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
+from server.api.disconnects import ClientLeft
 from server.api.key_scopes import request_scope, shown_to
 from server.engine import EngineError
 from server.frontend.openai_errors import error_body
@@ -95,6 +96,9 @@ class ApiShape:
     translate_error: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
 
 
+#: nginx's status for a request whose client closed the connection first (logged, never read).
+CLIENT_CLOSED_REQUEST: Final = 499
+
 #: Chat, completions and every other OpenAI stream of vLLM's: a `data:` error body, then `[DONE]`.
 OPENAI_API: Final = ApiShape(sse_error_event, "data: [DONE]\n\n")
 #: The Responses API: an `error` event, and no `[DONE]` (vLLM's Responses streams have none).
@@ -159,7 +163,12 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dic
     return error_response(500, "Internal server error; see the server log.", code="internal_error")
 
 
+def _client_left(_: Request[Any, Any, Any], exc: ClientLeft) -> Response[bytes]:
+    return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
+
+
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    ClientLeft: _client_left,
     EngineError: _engine_error,
     ValidationException: _validation_error,
     HTTPException: _http_error,
@@ -178,5 +187,6 @@ def _in_anthropic_shape(handler: Callable[..., Response[dict[str, Any]]]) -> Cal
 
 #: The Anthropic routes' handlers: the same statuses and headers as ``EXCEPTION_HANDLERS``, Anthropic's body.
 ANTHROPIC_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
-    kind: _in_anthropic_shape(handler) for kind, handler in EXCEPTION_HANDLERS.items()
+    kind: handler if kind is ClientLeft else _in_anthropic_shape(handler)
+    for kind, handler in EXCEPTION_HANDLERS.items()
 }

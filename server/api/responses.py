@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from litestar import MediaType, Response
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, leased_stream
+from server.api.disconnects import ClientLeft, unless_client_leaves
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.waiting import SSE_HEADERS, BundleCall, WaitingRequest, with_keep_alive
 from server.frontend.results import JsonResult, StreamResult
 
 __all__ = ["answer", "respond"]
+
+logger = logging.getLogger("turnout.api")
 
 
 async def answer(
@@ -21,7 +25,16 @@ async def answer(
     """The response to an admission: ``call``'s result, or for a stream still waiting, an SSE body that waits."""
     if isinstance(admission, WaitingRequest):
         return Stream(admission.events(call, api), media_type="text/event-stream", headers=SSE_HEADERS)
-    return respond(admission, await call(admission), api)
+    try:
+        result = await unless_client_leaves(admission.receive, call(admission))
+    except ClientLeft:
+        # Its engine request is aborted now (a cancelled vLLM call may leave it to the engine's next step), and
+        # the lease ends as the route returns.
+        lease = admission.lease
+        await admission.bundle.abort(lease.request_id)
+        logger.info("request %s to model %s cancelled: its client left", lease.request_id, lease.model)
+        raise
+    return respond(admission, result, api)
 
 
 def respond(

@@ -54,7 +54,7 @@ def _secret(env: Mapping[str, str], name: str) -> str | None:
 def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) -> ApiSettings:
     """The app's settings: the admin token, the API key and the scoped keys (``server.api_keys``) and the metrics
     token read from ``env`` under the profile's variable names, dev mode, the allowed ``Host`` names, CORS, SSE
-    pacing and the optional routes and headers.
+    pacing, the stream stall timeout and the optional routes and headers.
 
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset or empty (the server must not start).
@@ -73,6 +73,7 @@ def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) 
         cors=flags.cors,
         sse_keep_alive_interval_s=keep_alive,
         **({"wait_notice_interval_s": keep_alive} if keep_alive > 0 else {}),
+        stream_stall_timeout_s=server.stream_stall_timeout_s,
         enable_tokenizer_info_endpoint=flags.enable_tokenizer_info_endpoint,
         enable_request_id_headers=flags.enable_request_id_headers,
     )

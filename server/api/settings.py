@@ -31,6 +31,8 @@ class ApiSettings:
             stream is idle that long (0: never).
         enable_tokenizer_info_endpoint: Serve ``GET /tokenizer_info`` (vLLM's ``--enable-tokenizer-info-endpoint``;
             off by default, as there: it shows the tokenizer's configuration and chat template to any client).
+        stream_stall_timeout_s: Seconds a stream may wait for its client to take a chunk before it is ended, its
+            engine request aborted and its lease released (``server.stream_stall_timeout_s``; 0: never).
         enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
             (vLLM's ``--enable-request-id-headers``).
         allowed_hosts: The ``Host`` names the server answers (``edge.host_allowed``'s patterns); None: any.
@@ -49,6 +51,7 @@ class ApiSettings:
     sse_keep_alive_interval_s: float = 0.0
     allowed_hosts: tuple[str, ...] | None = None
     metrics_token: str | None = field(default=None, repr=False)
+    stream_stall_timeout_s: float = 60.0
 
     @property
     def keyed(self) -> bool:

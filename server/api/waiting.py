@@ -24,6 +24,7 @@ from litestar import Request
 from litestar.di import NamedDependency
 
 from server.api.admission import AdmissionTarget, AdmittedRequest, ServingBundle, admission_target, leased_stream
+from server.api.disconnects import unless_client_leaves
 from server.api.errors import ApiShape
 from server.api.settings import ApiSettings
 from server.engine import EngineError, EngineManager, Lease
@@ -63,6 +64,7 @@ class WaitingRequest:
         shown_name: The model named in the waiting comments (as the client named it).
         interval_s: Seconds between two waiting comments.
         keep_alive_s: ``--sse-keep-alive-interval`` for the stream once it runs (0: none).
+        stall_timeout_s: ``server.stream_stall_timeout_s`` for the stream once it runs (0: none).
     """
 
     target: AdmissionTarget
@@ -70,6 +72,7 @@ class WaitingRequest:
     shown_name: str
     interval_s: float
     keep_alive_s: float = 0.0
+    stall_timeout_s: float = 0.0
     #: Whether the SSE body has started (it owns the admission from then on) or the admission was given up.
     claimed: bool = False
     abandoned: bool = False
@@ -107,7 +110,7 @@ class WaitingRequest:
                 for event in _error_events(api, self.target.shown(exc)):
                     yield event
                 return
-            admitted = self.target.admitted(lease)
+            admitted = self.target.admitted(lease, keep_alive_s=self.keep_alive_s, stall_timeout_s=self.stall_timeout_s)
             try:
                 result = await call(admitted)
             except EngineError as exc:
@@ -154,8 +157,13 @@ async def provide_admission(
     whose SSE body owns the rest of the admission.
     """
     target = await admission_target(request, manager)
+    timing = {
+        "keep_alive_s": api_settings.sse_keep_alive_interval_s,
+        "stall_timeout_s": api_settings.stream_stall_timeout_s,
+    }
     if target.body.get("stream") is not True:
-        admitted = target.admitted(await manager.acquire(target.name))
+        # A client that leaves while its request waits for admission leaves the queue (and its body) at once.
+        admitted = target.admitted(await unless_client_leaves(target.receive, manager.acquire(target.name)), **timing)
     else:
         acquiring = asyncio.ensure_future(manager.acquire(target.name))
         try:
@@ -170,12 +178,12 @@ async def provide_admission(
                 shown_name=target.requested or target.name or manager.active_model or "the model",
                 interval_s=api_settings.wait_notice_interval_s,
                 keep_alive_s=api_settings.sse_keep_alive_interval_s,
+                stall_timeout_s=api_settings.stream_stall_timeout_s,
             )
             # No cleanup here: Litestar runs it before the SSE body starts; the body's generator ends the wait.
             yield waiting
             return
-        admitted = target.admitted(acquiring.result())
-    admitted.keep_alive_s = api_settings.sse_keep_alive_interval_s
+        admitted = target.admitted(acquiring.result(), **timing)
     try:
         yield admitted
     finally:

@@ -116,7 +116,7 @@ class AdmissionTimeout(EngineError):
 
 
 class QueueFull(EngineError):
-    """Auto mode: too many requests already wait for this model."""
+    """Too many requests already wait for this model (`switching.max_queue`)."""
 
     status_code = 503
     code = "queue_full"

@@ -180,7 +180,7 @@ class Scheduler(Generic[T]):
         elif switch is None and model == active and not self._at_limit(model):
             self._admit(waiter, now)
         elif switch is None and model == active:
-            if len(state.queue) >= self._policy.concurrency_queue:
+            if len(state.queue) >= self._policy.max_queue:
                 self._refuse(waiter, Refusal.CONCURRENCY_LIMIT, 1)
             else:
                 state.queue.append(waiter)  # the next request of this model to end lets it in

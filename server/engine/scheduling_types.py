@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import math
-import sys
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -21,8 +20,9 @@ T = TypeVar("T")
 @dataclass(frozen=True, kw_only=True)
 class SchedulerPolicy:
     """The scheduler's settings: the profile's ``switching`` section (``server/profiles/schema.py`` holds the
-    defaults and says what each means). Manual mode waits without a bound of its own (the caller's applies) and
-    queues without a limit, as a request there only ever waits for a switch the admin started."""
+    defaults and says what each means). Manual mode waits without a bound of its own (the caller's applies), as a
+    request there only ever waits for a switch the admin started; every queue, in both modes, holds at most
+    ``max_queue`` waiters (then 503 with ``Retry-After``), since each waiter holds its body and a connection."""
 
     mode: SwitchMode
     min_residency_s: float
@@ -31,8 +31,6 @@ class SchedulerPolicy:
     max_queue: int
     failure_backoff_s: float
     max_failure_backoff_s: float
-    #: How many requests may wait for a model at its concurrency limit (the profile's max_queue, in both modes).
-    concurrency_queue: int = 256
 
     @classmethod
     def from_switching(cls, switching: Switching) -> SchedulerPolicy:
@@ -43,10 +41,9 @@ class SchedulerPolicy:
             min_residency_s=switching.min_residency_s,
             max_residency_s=switching.max_residency_s,
             max_wait_s=math.inf if manual else switching.max_wait_s,
-            max_queue=sys.maxsize if manual else switching.max_queue,
+            max_queue=switching.max_queue,
             failure_backoff_s=switching.failure_backoff_s,
             max_failure_backoff_s=switching.max_failure_backoff_s,
-            concurrency_queue=switching.max_queue,
         )
 
     @property

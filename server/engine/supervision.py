@@ -6,10 +6,16 @@ vLLM 0.32's ``check_health`` only reads that flag. An :class:`EngineWatch` cover
 
 * death, at once (within ``poll_interval_s``): vLLM's ``errored`` flag, or an exit code of one of the
   engine-core processes (``engine.engine_core.resources.engine_manager.processes``), which names the signal;
-* a hang, within ``health_interval_s + health_timeout_s``: a round trip to the engine core's busy loop through
-  vLLM's utility channel. The busy loop answers utilities between two engine steps, so a core that stopped
-  stepping never answers. On a hang the watch kills the engine's processes, so the hung engine cannot wake up
-  later and hold the device.
+* a hang: a round trip to the engine core's busy loop through vLLM's utility channel that is late (past
+  ``health_timeout_s``) *and* no progress meanwhile: the engine's processes used no CPU time during the last
+  window (:mod:`server.engine.engine_progress`). The busy loop answers utilities between two engine steps, so a
+  core that stopped stepping never answers; but neither does one whose step is long (a long prefill, a large
+  batch with logprobs, a first-time kernel, a loaded machine), and killing that one would turn a slow moment into
+  an outage. While the engine works, the watch waits on, one window (``health_timeout_s``) at a time, and logs
+  once that the check is late but the engine busy. A stopped or wedged engine is so noticed within
+  ``health_interval_s + health_timeout_s`` (plus one window when it still worked at the start of the round
+  trip). On a hang the watch kills the engine's processes, so the hung engine cannot wake up later and hold the
+  device.
 
 Either way it calls ``on_death(cause)`` exactly once, with a cause for the status page and the log, such as
 ``engine died: killed by signal 9 (SIGKILL)``. :class:`EngineWatches` keeps one watch per loaded engine for the
@@ -26,6 +32,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from server.engine.engine_progress import ProgressProbe, cpu_times, cpu_used, is_busy
 from server.profiles.schema import Switching
 
 __all__ = [
@@ -71,7 +78,8 @@ class Supervision:
 
     Attributes:
         health_interval_s: Seconds between two health round trips to an idle or busy engine core.
-        health_timeout_s: Seconds a round trip may take before the engine counts as hung.
+        health_timeout_s: Seconds a round trip may take before the engine's progress is read: it counts as hung
+            when its processes used no CPU time during that window (and each further one while it stays late).
         poll_interval_s: Seconds between two reads of vLLM's dead flag and the processes' exit codes.
     """
 
@@ -148,6 +156,7 @@ class EngineWatch:
         name: The model, for the log.
         settings: Intervals and the health timeout.
         kill: Kills the engine's processes when it hung (tests pass a recorder).
+        progress: Reads the CPU time of the engine's processes (tests pass their own).
     """
 
     def __init__(
@@ -158,12 +167,14 @@ class EngineWatch:
         name: str,
         settings: Supervision | None = None,
         kill: Killer = kill_process_trees,
+        progress: ProgressProbe = cpu_times,
     ) -> None:
         self._engine = engine
         self._on_death = on_death
         self._name = name
         self._settings = settings or Supervision()
         self._kill = kill
+        self._progress = progress
         self._task: asyncio.Task[None] | None = None
         self._suspended = 0
         self._slow: list[float] = []  # the bounds of the slow operations under way
@@ -280,26 +291,61 @@ class EngineWatch:
         return "vLLM reports the engine dead (EngineDeadError)"
 
     async def _hang(self) -> str:
-        """Returns once a health round trip outlives its timeout (a failing one is left to :meth:`_death`)."""
+        """Returns once a health round trip is late and the engine shows no progress (a failing round trip is
+        left to :meth:`_death`)."""
         settings = self._settings
         while True:
             await asyncio.sleep(settings.health_interval_s)
             if self._suspended:
                 continue
-            timeout, windows = self._check_timeout(), self._windows
+            # ensure_future, not await: the round trip is watched with asyncio.wait, which never cancels it (3.11's
+            # wait_for can swallow a cancellation, stop(), that races with the answer).
+            check = asyncio.ensure_future(self._engine.engine_core.call_utility_async(HEALTH_UTILITY))
             try:
-                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (stop()) that races
-                # with the answer, and the watch would then outlive its stop.
-                async with asyncio.timeout(timeout):
-                    await self._engine.engine_core.call_utility_async(HEALTH_UTILITY)
-            except TimeoutError:
-                if self._suspended or self._windows != windows:
-                    continue  # a swap or a slow operation began while the round trip waited behind it
-                return f"engine hung: no answer to a health check within {timeout:g} s"
-            except Exception as exc:
-                # A dead engine fails its calls; the death check names the cause. Anything else (an engine core
-                # that answers with an error) is alive and stepping, so it is no hang.
-                logger.debug("%s: health check failed: %r", self._name, exc)
+                verdict = await self._answer_or_hang(check)
+            finally:
+                check.cancel()
+            if verdict is not None:
+                return verdict
+
+    async def _answer_or_hang(self, check: asyncio.Future[Any]) -> str | None:
+        """Wait for one round trip, a window at a time while the engine works; the hang's cause, or None."""
+        timeout, windows = self._check_timeout(), self._windows
+        pids = engine_pids(self._engine)
+        before = await asyncio.to_thread(self._progress, pids)
+        late_s, told = 0.0, False
+        while True:
+            done, _ = await asyncio.wait({check}, timeout=timeout)
+            if done:
+                if not check.cancelled() and check.exception() is not None:
+                    # A dead engine fails its calls; the death check names the cause. Anything else (an engine
+                    # core that answers with an error) is alive and stepping, so it is no hang.
+                    logger.debug("%s: health check failed: %r", self._name, check.exception())
+                if told:
+                    logger.info(
+                        "%s: the health check was answered after %.1f s; the engine was busy", self._name, late_s
+                    )
+                return None
+            late_s += timeout
+            if self._suspended or self._windows != windows:
+                return None  # a swap or a slow operation began while the round trip waited behind it
+            after = await asyncio.to_thread(self._progress, pids)
+            used = cpu_used(before, after)
+            if not is_busy(used, timeout):
+                return (
+                    f"engine hung: no answer to a health check within {late_s:g} s and no progress "
+                    f"(its processes used {used:.2f} s of CPU time in the last {timeout:g} s)"
+                )
+            if not told:
+                logger.warning(
+                    "%s: no answer to a health check within %g s, but the engine is busy (its processes used %.1f s "
+                    "of CPU time meanwhile): not hung; waiting on",
+                    self._name,
+                    late_s,
+                    used,
+                )
+                told = True
+            before = after
 
 
 class EngineWatches:
@@ -308,11 +354,19 @@ class EngineWatches:
     Args:
         settings: How every engine is watched.
         kill: Kills hung engines' processes.
+        progress: Reads the CPU time of an engine's processes.
     """
 
-    def __init__(self, settings: Supervision | None = None, *, kill: Killer = kill_process_trees) -> None:
+    def __init__(
+        self,
+        settings: Supervision | None = None,
+        *,
+        kill: Killer = kill_process_trees,
+        progress: ProgressProbe = cpu_times,
+    ) -> None:
         self.settings = settings or Supervision()
         self._kill = kill
+        self._progress = progress
         self._on_death: EngineDeathHandler | None = None
         self._watches: dict[int, EngineWatch] = {}
 
@@ -330,7 +384,7 @@ class EngineWatches:
             else:
                 logger.error("%s's engine died (%s) and nobody supervises it", name, cause)
 
-        watch = EngineWatch(engine, died, name=name, settings=self.settings, kill=self._kill)
+        watch = EngineWatch(engine, died, name=name, settings=self.settings, kill=self._kill, progress=self._progress)
         self._watches[id(engine)] = watch
         return watch.start()
 

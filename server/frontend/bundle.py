@@ -97,8 +97,14 @@ class FrontendBundle:
             operation: Which route (see `server.frontend.operations`).
             body: The JSON body; for ``responses.retrieve`` / ``responses.cancel`` the path and query values.
             request_id: As in `chat`; a created response's id is this id.
+
+        A ``background: true`` Response runs in a task of vLLM's own, which a streaming reader only reads: the
+        reader may go away (its stream closed) while the response goes on generating, to be retrieved. So its
+        engine requests are not recorded under ``request_id``; ``fail_background`` (or vLLM's cancel) ends it.
         """
-        return await self._tracked(lambda body, rid: self._operations.call(operation, body, rid), body, request_id)
+        detached = operation == "responses.create" and isinstance(body, Mapping) and body.get("background") is True
+        call = lambda body, rid: self._operations.call(operation, body, rid)  # noqa: E731
+        return await self._tracked(call, body, request_id, detached=detached)
 
     async def background_finished(self, response_id: str) -> None:
         """Return once the background Response ``response_id`` (``background: true``) has finished."""
@@ -145,14 +151,14 @@ class FrontendBundle:
         """
         return await self._inflight.abort([request_id])
 
-    async def _tracked(self, handle: _Handler, body: Any, request_id: str) -> BundleResult:
+    async def _tracked(self, handle: _Handler, body: Any, request_id: str, *, detached: bool = False) -> BundleResult:
         with self._inflight.collect(request_id):
             try:
                 result = await handle(body, request_id)
             except BaseException:
                 self._inflight.release(request_id)
                 raise
-        if isinstance(result, JsonResult):
+        if isinstance(result, JsonResult) or detached:
             self._inflight.release(request_id)
             return result
 

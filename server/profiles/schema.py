@@ -200,7 +200,8 @@ class Switching(Base, frozen=True, kw_only=True):
             of the pending switch (four times it), so a dear switch is made rarely.
         max_wait_s: Auto mode: the longest a request waits for its model. Past it the request gets 503 with
             ``Retry-After``; the active model also gives the device up early so that waiters make it in time.
-        max_queue: Auto mode: how many requests may wait for one model; the next one gets 503 at once.
+        max_queue: How many requests may wait for one model (auto mode's switches, manual mode's admin switch, a
+            model at its ``max_concurrent_requests``); the next one gets 503 with ``Retry-After`` at once.
         failure_backoff_s: Auto mode: after a model fails to load it is not tried again for this long, doubled
             after each further failure. Meanwhile its requests get 503 ``model_load_failed`` at once, and the
             healthy model keeps serving. An admin switch retries at once.
@@ -210,8 +211,10 @@ class Switching(Base, frozen=True, kw_only=True):
             its engine core, which a hung engine core (a wedged device, a stopped process) never answers. A
             dead engine process is noticed at once, whatever this says.
         health_check_timeout_s: Seconds a health check may wait for its answer. An engine that does not
-            answer in time counts as hung: its processes are killed and it is handled as a dead engine, so a
-            hang is noticed within ``health_check_interval_s + health_check_timeout_s``.
+            answer in time, and whose processes used no CPU time meanwhile, counts as hung: its processes are
+            killed and it is handled as a dead engine, so a hang is noticed within ``health_check_interval_s +
+            health_check_timeout_s`` (one timeout more when it still worked as the check began). A late engine
+            that works (a long step) is busy, not hung: the check waits on, one timeout at a time.
         load_timeout_s: The longest a model load (an engine start, or an in-place swap of the model) may
             take. On expiry the engine's processes are killed and the load fails; the switch then rolls back
             as any failed switch does.
@@ -272,6 +275,11 @@ class ServerSection(Base, frozen=True, kw_only=True):
             (a defence against DNS rebinding), any otherwise.
         reload_dirs: Folders ``POST /admin/reload`` may read a profile from (relative ones from the profile's
             folder); default: the served profile's folder. Any other path is refused without being opened.
+        stream_stall_timeout_s: Seconds a stream may wait for its client to take a chunk (a client that stopped
+            reading, its socket buffers full) before it is ended: its engine request is aborted, its lease
+            released, and the end logged with the model and request id, so that neither switches nor
+            ``max_concurrent_requests`` wait on it. Waiting for the engine does not count. nginx's
+            ``send_timeout`` is 60 s too.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -280,6 +288,7 @@ class ServerSection(Base, frozen=True, kw_only=True):
     metrics_token_env: str | None = None
     allowed_hosts: list[str] | None = None
     reload_dirs: list[str] | None = None
+    stream_stall_timeout_s: PositiveFloat = 60.0
 
 
 class Profile(Base, frozen=True, kw_only=True):

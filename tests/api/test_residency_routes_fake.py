@@ -8,6 +8,7 @@ from typing import Any
 from server.engine.strategies import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.api.conftest import MakeClient, admin
+from tests.fakes.engines import FakeLoader
 
 
 def _error(response: Any, status: int, code: str) -> str:
@@ -89,3 +90,21 @@ async def test_past_the_concurrency_limit_and_queue_a_request_gets_429(make_clie
     assert int(refused.headers["retry-after"]) >= 1
     manager.release(held)
     assert (await asyncio.wait_for(waiting, 5)).status_code == 200
+
+
+async def test_manual_mode_waiters_past_max_queue_get_503_with_retry_after(make_client: MakeClient) -> None:
+    loader = FakeLoader()
+    client, manager = await make_client(loader=loader, switching=Switching(mode="manual", max_queue=2))
+    loader.delay_s = 2.0  # the admin switch to plain takes this long: its requests wait for it meanwhile
+    switch = asyncio.create_task(client.post("/v1/models/switch", json={"model": "plain"}, headers=admin()))
+    while manager.snapshot().switching_to is None:
+        await asyncio.sleep(0.01)
+    body = {"model": "plain", "messages": [], "max_tokens": 2}
+    waiting = [asyncio.create_task(client.post("/v1/chat/completions", json=body)) for _ in range(2)]
+    while manager.snapshot().slots[1].queued < 2:
+        await asyncio.sleep(0.01)
+    refused = await client.post("/v1/chat/completions", json=body)
+    assert "2 requests already wait" in _error(refused, 503, "queue_full")
+    assert int(refused.headers["retry-after"]) >= 1
+    assert (await asyncio.wait_for(switch, 10)).status_code == 200
+    assert [(await answer).status_code for answer in waiting] == [200, 200]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import pytest
 
+from server.engine.engine_progress import BUSY_CPU_SHARE, cpu_times, cpu_used, is_busy
 from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit, engine_is_dead
 from tests.fakes.supervised import FakeSupervisedEngine, KillRecorder
 from tests.waiting import until
@@ -74,9 +76,12 @@ async def test_a_frozen_engine_core_is_noticed_within_interval_plus_timeout_and_
     frozen_at = time.perf_counter()
     cause = await deaths.first()
     noticed_s = time.perf_counter() - frozen_at
-    assert cause == "engine hung: no answer to a health check within 0.1 s"
+    assert cause == (
+        "engine hung: no answer to a health check within 0.1 s and no progress "
+        "(its processes used 0.00 s of CPU time in the last 0.1 s)"
+    )
     # Not before the timeout; the ceiling is generous (a loaded 2-core machine), yet far below a missed check's.
-    assert FAST.health_timeout_s <= noticed_s <= 10 * (FAST.health_interval_s + FAST.health_timeout_s)
+    assert FAST.health_timeout_s <= noticed_s <= 10 * (FAST.health_interval_s + FAST.health_timeout_s) + 0.1
     assert kill.killed == [[engine.process.pid]]
     await asyncio.sleep(0.05)
     assert len(deaths.causes) == 1  # the kill's exit code is not reported a second time
@@ -166,3 +171,63 @@ def test_an_engine_is_dead_by_its_flag_or_by_an_exited_process() -> None:
     flagged = FakeSupervisedEngine()
     flagged.errored = True
     assert engine_is_dead(flagged) and not engine_is_dead(object())
+
+
+class CpuClock:
+    """A progress probe whose engine uses ``share`` of a core while the test's clock runs."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.started = time.perf_counter()
+        self.pids: list[list[int]] = []
+
+    def __call__(self, pids: Sequence[int]) -> dict[int, float]:
+        self.pids.append(list(pids))
+        return {pid: self.share * (time.perf_counter() - self.started) for pid in pids}
+
+
+async def test_a_busy_engine_that_answers_late_is_not_hung(caplog: pytest.LogCaptureFixture) -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    busy = CpuClock(share=1.0)  # a step that holds the busy loop and a whole core
+    kill = KillRecorder(engine)
+    EngineWatch(engine, deaths, name="a", settings=FAST, kill=kill, progress=busy).start()
+    await asyncio.sleep(0.1)
+    engine.frozen = True
+    await asyncio.sleep(1.0)  # ten times the health timeout
+    assert deaths.causes == [] and kill.killed == []
+    assert busy.pids and busy.pids[-1] == [engine.process.pid]
+    assert caplog.text.count("but the engine is busy") == 1, "said once per late round trip"
+    busy.share = 0.0  # then it stops working: the next window finds no progress
+    stopped_at = time.perf_counter()
+    cause = await deaths.first()
+    assert time.perf_counter() - stopped_at <= 2 * FAST.health_timeout_s + 0.2
+    assert cause.startswith("engine hung: no answer to a health check within ") and "no progress" in cause
+    assert kill.killed == [[engine.process.pid]]
+
+
+async def test_an_engine_using_a_sliver_of_cpu_is_not_busy() -> None:
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    idle = CpuClock(share=BUSY_CPU_SHARE / 2)  # a stopped core's workers polling their queue
+    EngineWatch(engine, deaths, name="a", settings=FAST, kill=KillRecorder(engine), progress=idle).start()
+    engine.frozen = True
+    assert "and no progress" in await deaths.first()
+
+
+def test_cpu_used_counts_every_process_once_and_new_ones_whole() -> None:
+    assert cpu_used({1: 2.0, 2: 5.0}, {1: 3.5, 2: 5.0, 3: 0.25}) == 1.75
+    assert cpu_used({1: 2.0, 2: 5.0}, {1: 2.0}) == 0.0  # a process that ended takes nothing back
+    assert is_busy(0.05, 1.0) and not is_busy(0.01, 1.0)
+
+
+def test_cpu_times_reads_this_process_and_its_children() -> None:
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        times = cpu_times([os.getpid()])
+        assert times[os.getpid()] > 0 and child.pid in times
+    finally:
+        child.kill()
+        child.wait()

@@ -58,6 +58,11 @@ class FakeEngine:
         finally:
             self._abort_events.pop(request_id, None)
 
+    @property
+    def running(self) -> int:
+        """How many requests are generating now (as vLLM's ``num_requests_running``)."""
+        return len(self._abort_events)
+
     def _check_usable(self) -> None:
         if not self.alive:
             raise RuntimeError(f"engine {self.name} used after unload")

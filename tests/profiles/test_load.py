@@ -119,6 +119,15 @@ def test_supervision_settings_load_and_must_be_positive(check: Check) -> None:
     assert any("switching.load_timeout_s" in m for m in messages), messages
 
 
+def test_stream_stall_timeout_loads_and_must_be_positive(check: Check) -> None:
+    profile = check("models: {a: {model: models/tiny}}\nserver: {stream_stall_timeout_s: 4.5}\n").profile
+
+    assert profile is not None and profile.server.stream_stall_timeout_s == 4.5
+    broken = check("models: {a: {model: models/tiny}}\nserver: {stream_stall_timeout_s: 0}\n")
+    assert broken.profile is None
+    assert [issue.message for issue in broken.errors] == ["server.stream_stall_timeout_s must be a number > 0, got 0"]
+
+
 def test_default_model_comes_from_the_file_first(check: Check, env: dict[str, str]) -> None:
     text = "default_model: b\nmodels: {a: {model: models/tiny}, b: {model: models/tiny}}"
 
