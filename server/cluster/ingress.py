@@ -20,7 +20,7 @@ from litestar.exceptions import HTTPException
 from litestar.response import Stream
 from ray import serve
 
-from server.api.auth import AdminGuard, ApiKeyGuard
+from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -88,10 +88,13 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
 
     @get("/v1/models", guards=key_guards)
     async def models(request: Request[Any, Any, Any], state: State) -> dict[str, Any]:
-        listed = merged_models(await reports(state), int(time.time()))
-        # A key limited to some models sees only those, as on one node.
-        listed["data"] = [card for card in listed["data"] if visible(request, card["parent"] or card["id"])]
-        return listed
+        # A key limited to some models sees only those, and only the admin the folders, as on one node.
+        return merged_models(
+            await reports(state),
+            int(time.time()),
+            sees=lambda name: visible(request, name),
+            admin=is_admin(request, settings),
+        )
 
     @get("/admin/status", guards=[AdminGuard(settings)])
     async def status(state: State) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["merged_models", "replica_summaries"]
@@ -23,15 +23,27 @@ def _best(states: list[str]) -> str:
     return states[0] if states else "stopped"
 
 
-def merged_models(reports: Mapping[str, Mapping[str, Any]], created: int) -> dict[str, Any]:
+def merged_models(
+    reports: Mapping[str, Mapping[str, Any]],
+    created: int,
+    *,
+    sees: Callable[[str], bool] = lambda _: True,
+    admin: bool = False,
+) -> dict[str, Any]:
     """``/v1/models`` for the cluster: each model (and alias) once, its ``status`` the best across replicas,
-    ``active`` where any replica serves it, and ``replicas`` each replica's state of it."""
+    ``active`` where any replica serves it, and ``replicas`` each replica's state of it.
+
+    As on one node: only the models the caller ``sees`` (a key limited to some sees those), and their folders
+    (``root``) only to the ``admin``.
+    """
     per_replica = {replica: _states(report) for replica, report in sorted(reports.items())}
     first = next(iter(reports.values()), None)
     cards: list[dict[str, Any]] = []
     if first is None:
         return {"object": "list", "data": cards}
     for name, path in first["models"].items():
+        if not sees(name):
+            continue
         states = {replica: states[name] for replica, states in per_replica.items() if name in states}
         status = _best(list(states.values()))
         for card_id in (name, *(alias for alias in first["aliases"].get(name, []) if alias != name)):
@@ -41,7 +53,7 @@ def merged_models(reports: Mapping[str, Mapping[str, Any]], created: int) -> dic
                     "object": "model",
                     "created": created,
                     "owned_by": "turnout",
-                    "root": path,
+                    "root": path if admin else None,
                     "parent": None if card_id == name else name,
                     "permission": [],
                     "status": status,

@@ -55,6 +55,20 @@ def test_the_model_list_merges_every_replica() -> None:
     assert cards["b"]["replicas"] == {"r1": "stopped", "r2": "active"}
     assert cards["c"]["status"] == "failed" and not cards["c"]["active"]
     assert merged_models({}, created=7) == {"object": "list", "data": []}
+    assert {card["root"] for card in cards.values()} == {None}  # folders only to the admin
+
+
+def test_the_cluster_list_shows_a_key_its_models_and_the_admin_the_folders() -> None:
+    reports = {"r1": _report(1, {"a": "active", "b": "stopped", "c": "failed"}, ["a"])}
+    limited = merged_models(reports, created=7, sees=lambda name: name == "b")
+    assert [(card["id"], card["root"]) for card in limited["data"]] == [("b", None)]
+    admin = merged_models(reports, created=7, admin=True)
+    assert [(card["id"], card["root"]) for card in admin["data"]] == [
+        ("a", "/m/a"),
+        ("alias-a", "/m/a"),
+        ("b", "/m/b"),
+        ("c", "/m/c"),
+    ]
 
 
 def test_the_status_lists_replicas_in_order_with_what_each_holds() -> None:
