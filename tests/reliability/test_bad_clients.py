@@ -104,7 +104,8 @@ def test_malformed_bodies_get_a_400_in_openai_shape(live: LiveServer, path: str,
 
 def test_a_malformed_switch_body_gets_a_400_in_openai_shape(live: LiveServer) -> None:
     for body in (b'{"model": ', b"[]", b'{"drain_timeout": 1}', b'{"model": "tools", "drain_timeout": -1}'):
-        response = httpx.post(f"{live.url}/v1/models/switch", content=body, headers=AUTH, timeout=60)
+        headers = {**AUTH, "Content-Type": "application/json"}  # a JSON route takes only JSON bodies (else 415)
+        response = httpx.post(f"{live.url}/v1/models/switch", content=body, headers=headers, timeout=60)
         _openai_error(response, 400)
 
 
