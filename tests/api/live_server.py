@@ -38,12 +38,14 @@ DEMO_API_KEY = "demo-api-key"
 
 @dataclass
 class LiveServer:
-    """One running server: its URL, process and log file."""
+    """One running server: its URL, process, log file and the profile it serves (None: started outside the suite;
+    a reload may read only that profile's folder)."""
 
     url: str
     process: subprocess.Popen[bytes]
     log_path: Path
     log_file: BinaryIO
+    profile: Path | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -97,7 +99,7 @@ def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str,
     process = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
     )
-    return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log)
+    return LiveServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path, log_file=log, profile=profile)
 
 
 def wait_ready(server: LiveServer, timeout: float = 300.0, *, verify: ssl.SSLContext | bool = True) -> None:

@@ -94,11 +94,14 @@ async def test_template_reloads_under_auto_mode_traffic_all_apply(
     # Each reload gives tools another copy of its template: a real change (a new bundle when tools is active),
     # one that renders the same prompt (a comment), so every answer can still be judged by the model's own text.
     template = (TEMPLATES_DIR / TEMPLATES["tools"]).read_text()
+    if live.profile is None:
+        pytest.skip("a server started outside the suite reads reloads only from its own profile's folder")
     profiles = []
     for version in range(RELOADS):
         copy = tmp_path / f"tools-{version}.jinja"
         copy.write_text(f"{{#- reload {version} -#}}\n{template}")
-        folder = tmp_path / f"v{version}"
+        # A reload reads only profiles under the served profile's folder (server.reload_dirs' default).
+        folder = live.profile.parent / f"reload-{tmp_path.name}-v{version}"
         folder.mkdir()
         path = write_profile(folder, reliability_models, PROFILES["auto"])
         profile = json.loads(path.read_text())
