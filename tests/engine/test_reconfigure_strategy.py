@@ -173,29 +173,43 @@ def test_the_strategy_refuses_to_start_without_its_vllm_plugin(monkeypatch: pyte
         check_plugin({})
 
 
-async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+async def _name_bundle(name: str, profile: Any, engine: Any) -> str:
+    return name
+
+
+def _no_renderer(config: Any) -> Any:
+    raise AssertionError("no model loads in this test")
+
+
+def _auto_falls_back_to_keep() -> Any:
+    """Check that ``strategy: auto`` builds a keep strategy without in-place swaps; the same profile asking for
+    ``reconfigure``, for the caller to build."""
     from server.engine.factory import build_manager
     from server.engine.strategies import KeepStrategy
     from server.profiles.schema import ModelProfile, Profile
 
-    monkeypatch.setenv("VLLM_PLUGINS", "lora_filesystem_resolver")
     models = {"a": ModelProfile(model="/m/a"), "b": ModelProfile(model="/m/b")}
-
-    async def bundle(name: str, profile: ModelProfile, engine: Any) -> str:
-        return name
-
-    def renderer(config: Any) -> Any:
-        raise AssertionError("no model loads in this test")
-
     auto = build_manager(
-        Profile(path="/p.yaml", default_model="a", models=models), bundle, build_renderer=renderer, device="cpu"
+        Profile(path="/p.yaml", default_model="a", models=models),
+        _name_bundle,
+        build_renderer=_no_renderer,
+        device="cpu",
     )
     assert isinstance(auto._strategy, KeepStrategy) and auto._strategy._in_place is None
-    explicit = Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
+    return Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
+
+
+async def test_without_the_plugin_auto_falls_back_and_reconfigure_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.engine.factory import build_manager
+
+    monkeypatch.setenv("VLLM_PLUGINS", "lora_filesystem_resolver")
+    explicit = _auto_falls_back_to_keep()
     with pytest.raises(StrategyUnavailable, match="VLLM_PLUGINS"):
-        build_manager(explicit, bundle, build_renderer=renderer, device="cpu")
+        build_manager(explicit, _name_bundle, build_renderer=_no_renderer, device="cpu")
     monkeypatch.delenv("VLLM_PLUGINS")
-    assert build_manager(explicit, bundle, build_renderer=renderer, device="cpu").strategy_name == "reconfigure"
+    assert (
+        build_manager(explicit, _name_bundle, build_renderer=_no_renderer, device="cpu").strategy_name == "reconfigure"
+    )
 
 
 async def test_on_a_vllm_before_the_plugins_range_auto_falls_back_and_reconfigure_refuses(
@@ -204,29 +218,15 @@ async def test_on_a_vllm_before_the_plugins_range_auto_falls_back_and_reconfigur
     import vllm
 
     from server.engine.factory import build_manager
-    from server.engine.strategies import KeepStrategy
-    from server.profiles.schema import ModelProfile, Profile
     from server.profiles.vllm_version import ALLOW_UNKNOWN_ENV, IN_PLACE_ADAPTER, SUPPORTED_VLLM
 
     monkeypatch.delenv(ALLOW_UNKNOWN_ENV, raising=False)
     if vllm.__version__ in SUPPORTED_VLLM[IN_PLACE_ADAPTER]:
         monkeypatch.setattr(vllm, "__version__", "0.28.0")  # scripts/compat.sh runs this on a real 0.28.0
-    models = {"a": ModelProfile(model="/m/a"), "b": ModelProfile(model="/m/b")}
-
-    async def bundle(name: str, profile: ModelProfile, engine: Any) -> str:
-        return name
-
-    def renderer(config: Any) -> Any:
-        raise AssertionError("no model loads in this test")
-
-    auto = build_manager(
-        Profile(path="/p.yaml", default_model="a", models=models), bundle, build_renderer=renderer, device="cpu"
-    )
-    assert isinstance(auto._strategy, KeepStrategy) and auto._strategy._in_place is None
-    explicit = Profile(path="/p.yaml", default_model="a", models=models, switching=Switching(strategy="reconfigure"))
+    explicit = _auto_falls_back_to_keep()
     reason = rf"\(server/vllm_plugin/\) supports vLLM 0\.32\.0 to 0\.33\.x; found {vllm.__version__}"
     with pytest.raises(StrategyUnavailable, match=reason):
-        build_manager(explicit, bundle, build_renderer=renderer, device="cpu")
+        build_manager(explicit, _name_bundle, build_renderer=_no_renderer, device="cpu")
 
 
 async def test_target_configs_build_in_the_background_and_the_switch_reuses_them() -> None:
