@@ -20,7 +20,7 @@ from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.tls_refresh import certificate_refresher
-from server.profiles import CONFIG_ENV, Profile, ValidationResult, validate_profile
+from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ValidationResult, validate_profile
 from server.profiles.vllm_source import source_parser_registry
 
 if TYPE_CHECKING:
@@ -73,17 +73,27 @@ def serving_validation(
     """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries and
     the CLI's frontend defaults."""
     from server.frontend.vllm_adapter import parser_registry
-    from server.profiles import validate_profile
 
     def validate(path: str | None) -> ValidationResult:
-        return validate_profile(
-            path,
-            parsers=parser_registry(),
-            default_tool_call_parser=default_tool_call_parser,
-            default_enable_auto_tool_choice=default_enable_auto_tool_choice,
-        )
+        return _validated(path, parser_registry(), default_tool_call_parser, default_enable_auto_tool_choice)
 
     return validate
+
+
+def _validated(
+    path: str | None,
+    parsers: ParserRegistry,
+    default_tool_call_parser: str | None,
+    default_enable_auto_tool_choice: bool,
+) -> ValidationResult:
+    """``path`` validated against ``parsers`` (vLLM's live registries, or its source tables before vLLM is
+    imported) with the CLI's frontend defaults."""
+    return validate_profile(
+        path,
+        parsers=parsers,
+        default_tool_call_parser=default_tool_call_parser,
+        default_enable_auto_tool_choice=default_enable_auto_tool_choice,
+    )
 
 
 def load_serving_profile(
@@ -111,12 +121,7 @@ def refuse_invalid_profile(
     registry = source_parser_registry()
     if registry is None:  # vLLM is not installed: serving fails later, saying so
         return
-    result = validate_profile(
-        path,
-        parsers=registry,
-        default_tool_call_parser=default_tool_call_parser,
-        default_enable_auto_tool_choice=default_enable_auto_tool_choice,
-    )
+    result = _validated(path, registry, default_tool_call_parser, default_enable_auto_tool_choice)
     if result.profile is None:
         _refuse(result)
 
