@@ -24,6 +24,7 @@ from server.engine.kv_budget import (
     with_kv_budget,
 )
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.room_plan import RoomBudget, room_budget
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
@@ -40,6 +41,7 @@ from server.engine.vllm_loader import (
     memory_check,
     stash_host_factory,
 )
+from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION
 
@@ -91,6 +93,13 @@ def prepare_profile(
         resident=resident_together(strategy, max_active=profile.switching.max_active, models=len(profile.models)),
         strategy=strategy,
         engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
+        budget_bytes=(
+            budget_bytes(
+                profile.switching.memory_budget, total_bytes=memory.total_bytes, available_bytes=memory.available_bytes
+            )
+            if strategy == "keep"
+            else None
+        ),
     )
     if plan.errors:
         raise MemoryBudgetExceeded(plan)
@@ -130,6 +139,13 @@ def _in_place_loader(
         return None, None
 
 
+def _by_bytes(plan: MemoryPlan | None) -> RoomBudget | None:
+    """Eviction by bytes where the plan has a memory budget (``keep``)."""
+    if plan is None or plan.budget_bytes is None:
+        return None
+    return room_budget({item.model: item.footprint_bytes for item in plan.decisions}, plan.budget_bytes)
+
+
 def build_manager(
     profile: Profile,
     build_bundle: BundleBuilder[B],
@@ -163,6 +179,7 @@ def build_manager(
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
+        by_bytes=_by_bytes(memory_plan),
         models=profile.models,
         watches=watches,
     )
