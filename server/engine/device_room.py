@@ -35,7 +35,10 @@ class DeviceRoom(Generic[B]):
         return sorted(slots, key=lambda slot: slot.last_active)
 
     def engines_held(self) -> int:
-        return sum(1 for slot in self._device if slot.name != self._target and slot.engine is not None)
+        return len(self.holders())
+
+    def holders(self) -> Sequence[Slot]:
+        return [slot for slot in self._device if slot.name != self._target and slot.engine is not None]
 
     async def evict(self, name: str) -> None:
         await self._device.unload(name, frozenset({SlotState.RESIDENT}))

@@ -92,6 +92,9 @@ class Room(Protocol):
     def engines_held(self) -> int:
         """Engines held by slots other than the target."""
 
+    def holders(self) -> Sequence[Slot]:
+        """Every slot other than the target that holds an engine (busy and pinned ones included)."""
+
     async def evict(self, name: str) -> None:
         """Stop ``name`` (a resident) and unload its engine."""
 
