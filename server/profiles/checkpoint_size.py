@@ -5,7 +5,7 @@ dtype, shape and byte range; only those bytes are read. With ``model.safetensors
 ``weight_map`` names count (a folder may also hold a consolidated copy). The byte ranges are what is stored, so a
 quantized checkpoint's packed tensors (``I32``, ``U8``, ``F8_*``, ``F4``) come out as they will sit in memory; a
 float tensor that vLLM casts to another float width (``dtype: float16`` over a float32 checkpoint) is counted at
-that width. A checkpoint without safetensors (``*.bin``, ``*.pt``) counts its files' size.
+that width. A checkpoint without safetensors (``*.bin``, ``*.pt``, ``*.gguf``) counts its files' size.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ FLOAT_DTYPE_BYTES: Final = {
 #: The safetensors format's own cap on a header (its Rust reader refuses larger ones).
 _MAX_HEADER_BYTES: Final = 100_000_000
 _INDEX: Final = "model.safetensors.index.json"
-_OTHER_WEIGHTS: Final = ("*.bin", "*.pt", "*.pth")
+_OTHER_WEIGHTS: Final = ("*.bin", "*.pt", "*.pth", "*.gguf")
 
 
 class CheckpointUnreadable(ValueError):
