@@ -229,7 +229,8 @@ def plan_kv_cache(
     """
     reserve = int(memory.total_bytes * reserve_fraction)
     pool = memory.available_bytes - reserve if budget_bytes is None else budget_bytes
-    group = 1 if budget_bytes is not None else max(1, min(resident, len(shapes)))
+    together = max(1, min(resident, len(shapes)))
+    group = 1 if budget_bytes is not None else together  # by budget each model is sized alone
     fixed = [engine_overhead_bytes + shape.weight_bytes + _explicit_kv(shape, memory) for shape in shapes]
 
     def worst_group(level: int) -> int:
@@ -261,7 +262,7 @@ def plan_kv_cache(
         memory=memory,
         reserve_bytes=reserve,
         engine_overhead_bytes=engine_overhead_bytes,
-        resident_together=group,
+        resident_together=together,
         strategy=strategy,
         decisions=decisions,
         budget_bytes=budget_bytes,
