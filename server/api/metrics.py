@@ -10,14 +10,14 @@ single-series aggregates the Kubernetes inference gateway reads (``turnout:*``) 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from server.api.gateway_metrics import GatewayCollector
-from server.engine import EngineManager, SlotState
+from server.engine import EngineManager, ManagerSnapshot, SlotState
 from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
 from server.engine.report import SwitchAttempt
 
@@ -55,6 +55,7 @@ class ManagerCollector(Collector):
         yield GaugeMetricFamily(
             "turnout_switch_in_progress", "1 while a switch runs", value=float(bool(snapshot.switching_to))
         )
+        yield from _memory_families(snapshot)
         last = snapshot.last_switch
         if last is not None:
             yield GaugeMetricFamily(
@@ -72,6 +73,33 @@ class ManagerCollector(Collector):
                 "Requests aborted by the last switch",
                 value=float(last.aborted_requests),
             )
+
+
+#: Slot states that hold an engine's memory under a memory budget (``keep``).
+_HOLDING: Final = frozenset({SlotState.LOADING, SlotState.ACTIVE, SlotState.RESIDENT, SlotState.DRAINING})
+
+
+def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
+    """The memory budget, each model's footprint and what the models holding engines take (``keep`` only)."""
+    plan = snapshot.memory
+    if plan is None or plan.budget_bytes is None:
+        return
+    yield GaugeMetricFamily(
+        "turnout_memory_budget_bytes", "Memory resident models may take together", value=float(plan.budget_bytes)
+    )
+    footprints = {item.model: item.footprint_bytes for item in plan.decisions}
+    family = GaugeMetricFamily(
+        "turnout_model_footprint_bytes",
+        "What each model takes when resident (weights, KV cache, engine)",
+        labels=["model"],
+    )
+    for name, size in footprints.items():
+        family.add_metric([name], float(size))
+    yield family
+    held = sum(footprints.get(slot.name, 0) for slot in snapshot.slots if slot.state in _HOLDING)
+    yield GaugeMetricFamily(
+        "turnout_memory_resident_bytes", "Footprints of the models holding an engine now", value=float(held)
+    )
 
 
 class ManagerMetrics:
