@@ -143,10 +143,11 @@ def render_plan(report: PlanReport) -> list[str]:
         lines.append("  resident together: " + ("one model at a time" if one else "unknown (no memory budget)"))
         return lines
     cap = f", at most {outlook.max_active} (max_active)" if outlook.max_active else ""
-    lines.append(f"  resident together (largest sets that fit{cap}):")
+    uncounted = "; models of unknown footprint not counted" if report.unknown else ""
+    lines.append(f"  resident together (largest sets that fit{cap}{uncounted}):")
     lines.extend(f"    {', '.join(combo)}" for combo in outlook.largest_sets)
     if not outlook.largest_sets:
-        lines.append("    none")
+        lines.append("    none" if report.footprints else "    unknown: no model's footprint is known here")
     if outlook.never_fit:
         lines.append(f"  never fit: {', '.join(outlook.never_fit)}")
     return lines

@@ -316,3 +316,17 @@ def test_validate_without_plan_leaves_the_json_as_it_was(workspace: Path, env: d
     path = write_profile(workspace, VALID_PROFILE)
     code, output = run([str(path)], env, "json")
     assert code == 0 and "plan" not in json.loads(output)["files"][0]
+
+
+def test_validate_plan_says_which_footprints_are_unknown(tmp_path: Path) -> None:
+    profile = tmp_path / "hub.yaml"
+    profile.write_text("models:\n  remote:\n    model: org/absent\nswitching:\n  memory_budget: 8GiB\n")
+    out = io.StringIO()
+    env = {"HF_HUB_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    assert run_validate([str(profile)], env=env, parsers=None, out=out, plan=True) == 0
+    text = out.getvalue()
+    assert (
+        "remote: footprint unknown (model 'remote': 'org/absent' is neither a local folder nor in the local cache)"
+        in (text)
+    )
+    assert "models of unknown footprint not counted" in text and "no model's footprint is known here" in text
