@@ -24,7 +24,7 @@ from server.engine.kv_budget import (
     with_kv_budget,
 )
 from server.engine.manager import BundleBuilder, EngineManager
-from server.engine.room_plan import RoomBudget, room_budget
+from server.engine.room_plan import room_budget
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
@@ -139,13 +139,6 @@ def _in_place_loader(
         return None, None
 
 
-def _by_bytes(plan: MemoryPlan | None) -> RoomBudget | None:
-    """Eviction by bytes where the plan has a memory budget (``keep``)."""
-    if plan is None or plan.budget_bytes is None:
-        return None
-    return room_budget({item.model: item.footprint_bytes for item in plan.decisions}, plan.budget_bytes)
-
-
 def build_manager(
     profile: Profile,
     build_bundle: BundleBuilder[B],
@@ -179,7 +172,8 @@ def build_manager(
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
-        by_bytes=_by_bytes(memory_plan),
+        # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
+        by_bytes=room_budget(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
         models=profile.models,
         watches=watches,
     )

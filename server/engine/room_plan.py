@@ -7,10 +7,11 @@ stay. When even all of those would not free enough, the answer is "cannot fit no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
+from server.engine.kv_budget import MemoryPlan
 from server.engine.states import Slot, SlotState
 from server.profiles.memory_budget import describe_size
 
@@ -103,13 +104,18 @@ def evictions_to_fit(
 RoomBudget = Callable[[str, Sequence[Slot]], RoomDecision]
 
 
-def room_budget(footprints: Mapping[str, int], budget_bytes: int) -> RoomBudget:
-    """The keep strategy's eviction by bytes over the plan's ``footprints`` (model to bytes) and budget.
+def room_budget(current_plan: Callable[[], MemoryPlan | None]) -> RoomBudget:
+    """The keep strategy's eviction by bytes over the current plan's footprints and budget.
 
-    A parked (``resident``) slot is idle; any other state that holds an engine (active, draining, asleep) is busy.
+    The plan is read at each decision, so that a reload's models count with their own footprints. A parked
+    (``resident``) slot is idle; any other state that holds an engine (active, draining, asleep) is busy.
     """
 
     def decide(target: str, holders: Sequence[Slot]) -> RoomDecision:
+        plan = current_plan()
+        if plan is None or plan.budget_bytes is None:
+            return RoomDecision(target=target, fits=True, evict=[], needs_bytes=0, free_bytes=0, reason="no budget")
+        footprints = {item.model: item.footprint_bytes for item in plan.decisions}
         residents = [
             Resident(
                 name=slot.name,
@@ -120,6 +126,6 @@ def room_budget(footprints: Mapping[str, int], budget_bytes: int) -> RoomBudget:
             )
             for slot in holders
         ]
-        return evictions_to_fit(target, footprints.get(target, 0), residents, budget_bytes=budget_bytes)
+        return evictions_to_fit(target, footprints.get(target, 0), residents, budget_bytes=plan.budget_bytes)
 
     return decide
