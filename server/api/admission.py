@@ -27,7 +27,7 @@ from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
-from server.frontend.operations import Operation
+from server.frontend import Operation
 
 __all__ = [
     "AbortsRequests",

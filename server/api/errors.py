@@ -21,7 +21,7 @@ from litestar.types import ExceptionHandlersMap
 from server.api.disconnects import ClientLeft
 from server.api.key_scopes import request_scope, shown_to
 from server.engine import EngineError
-from server.frontend.openai_errors import error_body
+from server.frontend import error_body
 
 __all__ = [
     "ANTHROPIC_API",

@@ -12,7 +12,7 @@ from server.api.admission import AdmittedRequest, leased_stream
 from server.api.disconnects import ClientLeft, unless_client_leaves
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.waiting import SSE_HEADERS, BundleCall, WaitingRequest, with_keep_alive
-from server.frontend.results import JsonResult, StreamResult
+from server.frontend import JsonResult, StreamResult
 
 __all__ = ["answer", "respond"]
 

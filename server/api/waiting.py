@@ -28,7 +28,7 @@ from server.api.disconnects import unless_client_leaves
 from server.api.errors import ApiShape
 from server.api.settings import ApiSettings
 from server.engine import EngineError, EngineManager, Lease
-from server.frontend.results import StreamResult
+from server.frontend import StreamResult
 
 __all__ = [
     "KEEP_ALIVE_COMMENT",

@@ -22,9 +22,8 @@ from server.api import create_app
 from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
 from server.cluster.parts import NodeParts, import_builder
 from server.cluster.registry import registry_handle
-from server.engine import EngineError
-from server.engine.strategies.select import models_held_at_once
-from server.frontend.openai_errors import error_body
+from server.engine import EngineError, models_held_at_once
+from server.frontend import error_body
 
 __all__ = ["TurnoutNode", "error_items"]
 

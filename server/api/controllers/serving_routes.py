@@ -25,7 +25,7 @@ from server.api.openapi import request_body
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
-from server.frontend.operations import Operation
+from server.frontend import Operation
 
 __all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
 
