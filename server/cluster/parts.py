@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.api import ApiSettings
-from server.api.admission import ServingBundle
+from server.api.request_admission import ServingBundle
 from server.engine import EngineManager
 from server.profiles import ModelProfile
 

@@ -9,10 +9,10 @@ import msgspec
 from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
-from server.api.admission import AdmittedRequest, ServingBundle
 from server.api.auth import is_admin
 from server.api.controllers.bundle_routes import bundle_route
 from server.api.key_scopes import allowed_model, visible
+from server.api.request_admission import AdmittedRequest, ServingBundle
 from server.api.responses import respond
 from server.api.settings import ApiSettings
 from server.engine import EngineManager

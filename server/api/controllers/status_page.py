@@ -17,8 +17,8 @@ from litestar import Controller, MediaType, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
-from server.api.admission import ServingBundle
 from server.api.auth import Viewer
+from server.api.request_admission import ServingBundle
 from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
