@@ -57,7 +57,7 @@ def ray_serve(
     except ImportError:
         err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
         raise SystemExit(1) from None
-    from server.api.serving_settings import ServingFlags
+    from server.api import ServingFlags
     from server.cluster.application import ACCELERATOR, build_application
 
     loaded = load_serving_profile(str(profile))

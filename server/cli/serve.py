@@ -24,8 +24,7 @@ from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ValidationResul
 from server.profiles.vllm_source import source_parser_registry
 
 if TYPE_CHECKING:
-    from server.api import ApiSettings
-    from server.api.serving_settings import ServingFlags
+    from server.api import ApiSettings, ServingFlags
     from server.engine import MemoryPlan
 
 __all__ = [
@@ -201,8 +200,7 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
     """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
     exits 1 naming a ``server.api_keys`` variable that is not set."""
-    from server.api.key_scopes import KeyNotSet
-    from server.api.serving_settings import api_settings
+    from server.api import KeyNotSet, api_settings
 
     try:
         return api_settings(profile, flags, os.environ)
@@ -216,11 +214,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import create_app
-    from server.api.key_ring import KeyRing
-    from server.api.profile_watch import watch_profile
-    from server.api.reloader import Reloader
-    from server.api.serving_settings import ServingFlags
+    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile
     from server.engine import StrategyUnavailable, build_manager, prepare_profile
     from server.frontend import (
         FrontendSettings,
