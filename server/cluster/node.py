@@ -117,7 +117,7 @@ class TurnoutNode:
         mode's scheduler switches by itself)."""
         await self._model(name)
         manager = self._manager
-        if manager.snapshot().mode == "manual" and manager.active_model != name:
+        if not manager.switching.auto and manager.active_model != name:
             await manager.switch(name)
 
     # -- requests -------------------------------------------------------------------------------------------

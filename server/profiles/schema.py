@@ -241,6 +241,11 @@ class Switching(Base, frozen=True, kw_only=True):
     load_timeout_s: PositiveFloat = 600.0
     max_restarts: Annotated[int, Meta(ge=0)] = 3
 
+    @property
+    def auto(self) -> bool:
+        """Whether the scheduler decides the switches (``mode: auto``), not the admin: the one check of the mode."""
+        return self.mode == "auto"
+
 
 class ApiKeyScope(Base, frozen=True, kw_only=True):
     """An API key limited to some models (one item of ``server.api_keys``).

@@ -1,0 +1,49 @@
+"""Facts that packages share are stated once, in the lowest layer that needs them: these tests hold the ones a
+scan or a comparison can hold (each can fail: the scans see a planted copy, the comparisons read both sides)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from server.profiles import Switching
+
+SERVER = Path(__file__).resolve().parents[1] / "server"
+#: Where the mode may be compared to its names: the schema that defines it, and the engine, whose checks go
+#: through its ``SchedulerPolicy`` (issue #29, part A).
+MODE_OWNERS = ("profiles", "engine")
+
+
+def mode_comparisons(source: str) -> list[int]:
+    """The lines that compare a ``mode`` attribute to ``"auto"`` or ``"manual"``."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = any(isinstance(side, ast.Attribute) and side.attr in ("mode", "_mode") for side in sides)
+            literal = any(isinstance(side, ast.Constant) and side.value in ("auto", "manual") for side in sides)
+            if named and literal:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_mode_scan_sees_a_comparison() -> None:
+    assert mode_comparisons('if snapshot.mode == "auto":\n    pass\n') == [1]
+    assert mode_comparisons('if "manual" != self._mode:\n    pass\n') == [1]
+    assert mode_comparisons("if switching.auto:\n    pass\n") == []
+
+
+def test_the_mode_is_checked_through_switching_auto() -> None:
+    found = [
+        f"{path.relative_to(SERVER.parent)}:{line}"
+        for path in sorted(SERVER.rglob("*.py"))
+        if path.relative_to(SERVER).parts[0] not in MODE_OWNERS
+        for line in mode_comparisons(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_switching_auto_is_the_mode() -> None:
+    assert Switching(mode="auto").auto
+    assert not Switching(mode="manual").auto
+    assert not Switching().auto
