@@ -21,6 +21,7 @@ from server.api.errors import (
 )
 from server.api.key_ring import KeyRing
 from server.api.key_scopes import KeyNotSet, allowed_model, visible
+from server.api.model_cards import model_card, served_names
 from server.api.model_names import resolve_model_name
 from server.api.profile_watch import watch_profile
 from server.api.reloader import Reloader
@@ -50,7 +51,9 @@ __all__ = [
     "create_app",
     "error_response",
     "is_admin",
+    "model_card",
     "resolve_model_name",
+    "served_names",
     "visible",
     "watch_profile",
 ]

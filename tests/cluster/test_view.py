@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from server.cluster.parts import import_builder
-from server.cluster.view import merged_models, replica_summaries
+from server.cluster.view import PREFERENCE, merged_models, replica_summaries
+from server.engine import SlotState
 from server.engine.strategies.select import models_held_at_once
 
 
@@ -69,6 +70,12 @@ def test_the_cluster_list_shows_a_key_its_models_and_the_admin_the_folders() -> 
         ("b", "/m/b"),
         ("c", "/m/c"),
     ]
+
+
+def test_every_slot_state_has_its_rank_in_the_merged_status() -> None:
+    # The ranking names the engine's states, not copies of their strings: a new state must be ranked here.
+    assert len(set(PREFERENCE)) == len(PREFERENCE)
+    assert set(PREFERENCE) | {SlotState.STOPPED} == set(SlotState)
 
 
 def test_the_status_lists_replicas_in_order_with_what_each_holds() -> None:
