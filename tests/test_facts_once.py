@@ -4,9 +4,11 @@ scan or a comparison can hold (each can fail: the scans see a planted copy, the 
 from __future__ import annotations
 
 import ast
+import typing
 from pathlib import Path
 
-from server.profiles import Switching
+from server.frontend import FrontendSettings
+from server.profiles import ModelProfile, Switching
 
 SERVER = Path(__file__).resolve().parents[1] / "server"
 #: Where the mode may be compared to its names: the schema that defines it, and the engine, whose checks go
@@ -47,3 +49,13 @@ def test_switching_auto_is_the_mode() -> None:
     assert Switching(mode="auto").auto
     assert not Switching(mode="manual").auto
     assert not Switching().auto
+
+
+def test_the_frontend_settings_take_the_profiles_types() -> None:
+    # A per-model frontend key has one type, the schema's (`None` there: the flag's default applies).
+    profile = typing.get_type_hints(ModelProfile)
+    settings = typing.get_type_hints(FrontendSettings)
+    shared = sorted(set(profile) & set(settings))
+    assert "tool_strict_level" in shared
+    differ = [key for key in shared if profile[key] not in (settings[key], settings[key] | None)]
+    assert differ == []

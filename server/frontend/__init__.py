@@ -20,7 +20,7 @@ from server.frontend.openai_errors import error_body
 from server.frontend.operations import AudioUpload, Operation
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
 from server.frontend.results import BundleResult, JsonResult, StreamResult
-from server.frontend.settings import ChatTemplateContentFormat, FrontendConfigError, FrontendSettings
+from server.frontend.settings import FrontendConfigError, FrontendSettings
 
 if TYPE_CHECKING:
     from server.frontend.bundle import FrontendBundle, build_bundle
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AudioUpload",
     "BundleResult",
-    "ChatTemplateContentFormat",
     "FrontendBundle",
     "FrontendConfigError",
     "FrontendSettings",

@@ -8,12 +8,23 @@ read with ``ast`` in ``vllm_source.py``), so ``turnout validate`` starts fast.
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
 from server.profiles.registry import ParserRegistry
-from server.profiles.schema import FRONTEND_KEYS, ModelProfile, Profile, ServerSection, Switching
+from server.profiles.schema import (
+    FRONTEND_KEYS,
+    ChatTemplateContentFormat,
+    DisabledThinkingEffort,
+    ModelProfile,
+    Profile,
+    ServerSection,
+    Switching,
+    ToolStrictLevel,
+)
 
 __all__ = [
     "CONFIG_ENV",
     "FRONTEND_KEYS",
     "MODEL_ENV",
+    "ChatTemplateContentFormat",
+    "DisabledThinkingEffort",
     "ModelProfile",
     "ParserRegistry",
     "Profile",
@@ -22,6 +33,7 @@ __all__ = [
     "ServerSection",
     "Severity",
     "Switching",
+    "ToolStrictLevel",
     "ValidationResult",
     "load_profile",
     "validate_profile",
