@@ -6,11 +6,11 @@ layer reads its protocol (utility names and result shapes).
 Every ``import server...`` counts, including imports inside functions and under ``TYPE_CHECKING``: a lazy import
 is still a dependency. ``tinymodels`` (the test models' builder) stands apart and imports nothing else of ours.
 
-Another package enters ``engine``, ``frontend`` and ``api`` only through their face (``server.engine``, ...): their
-inner modules are theirs to move. ``server.frontend.vllm_adapter`` is inner too (the frontend face hands out its
-functions lazily, as importing it imports vLLM). ``vllm_plugin`` has two doors: its face (for vLLM and the engine)
-and ``protocol``, the utility names and result shapes Turnout's process shares with vLLM's processes. Inside a
-package anything goes, and tests may import inner modules.
+Another package enters ``engine``, ``frontend``, ``api`` and ``cluster`` only through their face (``server.engine``,
+...): their inner modules are theirs to move. ``server.frontend.vllm_adapter`` is inner too (the frontend face hands
+out its functions lazily, as importing it imports vLLM; the cluster face its Ray application). ``vllm_plugin`` has two
+doors: its face (for vLLM and the engine) and ``protocol``, the utility names and result shapes Turnout's process
+shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ DOORS: dict[str, frozenset[str]] = {
     "frontend": frozenset(),
     "api": frozenset(),
     "vllm_plugin": frozenset({"server.vllm_plugin.protocol"}),
+    "cluster": frozenset(),
 }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from server.cluster import MAX_ONGOING_REQUESTS, node_options
 from server.cluster.parts import import_builder
 from server.cluster.view import PREFERENCE, merged_models, replica_summaries
 from server.engine import SlotState
@@ -88,3 +89,17 @@ def test_a_builder_is_named_module_colon_function() -> None:
     assert import_builder("server.engine.strategies.select:models_held_at_once") is models_held_at_once
     with pytest.raises(ValueError, match="module:function"):
         import_builder("server.cluster.parts")
+
+
+def test_the_cli_and_a_config_file_build_the_application_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `turnout ray-serve` and a Ray Serve config file's `app_builder` state neither the options nor the defaults.
+    pytest.importorskip("ray.serve")
+    from server.cli.ray_serve import ray_serve
+    from server.cluster import application
+
+    built: dict[str, Any] = {}
+    monkeypatch.setattr(application, "build_application", lambda **kwargs: built.update(kwargs))
+    application.app_builder({"profile": "profile.yaml", "dev": True})
+    assert built["options"] == node_options("profile.yaml", dev=True) == {"profile": "profile.yaml", "dev": True}
+    cli_default = next(param.default for param in ray_serve.params if param.name == "max_ongoing_requests")
+    assert built["max_ongoing_requests"] == cli_default == MAX_ONGOING_REQUESTS
