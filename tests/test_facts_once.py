@@ -4,6 +4,7 @@ scan or a comparison can hold (each can fail: the scans see a planted copy, the 
 from __future__ import annotations
 
 import ast
+import re
 import typing
 from pathlib import Path
 
@@ -59,3 +60,43 @@ def test_the_frontend_settings_take_the_profiles_types() -> None:
     assert "tool_strict_level" in shared
     differ = [key for key in shared if profile[key] not in (settings[key], settings[key] | None)]
     assert differ == []
+
+
+ENV_NAME = re.compile(r"(TURNOUT|VLLM)_[A-Z0-9_]+")
+
+
+def env_names(source: str) -> list[str]:
+    """The environment variable names (``TURNOUT_...``, ``VLLM_...``) a module states as string constants, those
+    of ``__all__`` left out (they name Python names)."""
+    tree = ast.parse(source)
+    exported = {
+        id(element)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        for element in ast.walk(node.value)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and ENV_NAME.fullmatch(node.value)
+        and id(node) not in exported
+    ]
+
+
+def test_the_env_name_scan_sees_names_not_exports() -> None:
+    assert env_names('__all__ = ["VLLM_PREFIX"]\nX = "TURNOUT_ADMIN_TOKEN"\nos.environ["VLLM_PLUGINS"]\n') == [
+        "TURNOUT_ADMIN_TOKEN",
+        "VLLM_PLUGINS",
+    ]
+
+
+def test_each_environment_variable_is_named_once() -> None:
+    # The admin token's variable, the profile's, ...: a second copy of a name drifts from the first.
+    places: dict[str, list[str]] = {}
+    for path in sorted(SERVER.rglob("*.py")):
+        for name in env_names(path.read_text(encoding="utf-8")):
+            places.setdefault(name, []).append(str(path.relative_to(SERVER.parent)))
+    assert "TURNOUT_ADMIN_TOKEN" in places
+    assert {name: files for name, files in places.items() if len(files) > 1} == {}
