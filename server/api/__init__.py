@@ -17,7 +17,9 @@ from server.api.errors import (
     OPENAI_API,
     RESPONSES_API,
     ApiShape,
+    engine_error_body,
     error_response,
+    retry_after_header,
 )
 from server.api.key_ring import KeyRing
 from server.api.key_scopes import KeyNotSet, allowed_model, visible
@@ -49,10 +51,12 @@ __all__ = [
     "allowed_model",
     "api_settings",
     "create_app",
+    "engine_error_body",
     "error_response",
     "is_admin",
     "model_card",
     "resolve_model_name",
+    "retry_after_header",
     "served_names",
     "visible",
     "watch_profile",

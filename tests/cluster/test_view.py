@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
+from server.api import error_response
 from server.cluster import MAX_ONGOING_REQUESTS, node_options
 from server.cluster.parts import import_builder
 from server.cluster.view import PREFERENCE, merged_models, replica_summaries
-from server.engine import SlotState
+from server.engine import EngineError, ModelNotFound, ModelSwitching, NoActiveModel, SlotState
 from server.engine.strategies.select import models_held_at_once
 
 
@@ -103,3 +105,31 @@ def test_the_cli_and_a_config_file_build_the_application_alike(monkeypatch: pyte
     assert built["options"] == node_options("profile.yaml", dev=True) == {"profile": "profile.yaml", "dev": True}
     cli_default = next(param.default for param in ray_serve.params if param.name == "max_ongoing_requests")
     assert built["max_ongoing_requests"] == cli_default == MAX_ONGOING_REQUESTS
+
+
+class _Unsure(EngineError):
+    status_code = 503
+    code = "unsure"  # a 503 whose cause does not say when: the default wait
+
+
+class _Now(EngineError):
+    status_code = 503
+    code = "now"
+    retry_after = 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ModelSwitching("a", "b", "c"), NoActiveModel("none serves"), ModelNotFound("x", ["a"]), _Unsure("?"), _Now("!")],
+    ids=lambda error: error.code,
+)
+def test_a_node_answers_an_engine_error_as_one_server_does(error: EngineError) -> None:
+    pytest.importorskip("ray.serve")
+    from server.cluster.node import error_items
+
+    start, body = error_items(error)
+    response = error_response(error.status_code, error.message, code=error.code, retry_after=error.retry_after)
+    response.content["error"].update(error.details())
+    assert start["status"] == response.status_code
+    assert msgspec.json.decode(body["body"]) == response.content
+    assert dict(start["headers"]).get(b"retry-after", b"").decode() == response.headers.get("Retry-After", "")
