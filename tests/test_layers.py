@@ -1,4 +1,4 @@
-"""The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cluster <- cli``.
+"""The layers, held by their imports: ``profiles <- vllm_plugin <- engine || frontend <- api <- cluster <- cli``.
 
 ``vllm_plugin`` runs inside vLLM's processes: it may import only the profiles layer (and vLLM), and the engine
 layer reads its protocol (utility names and result shapes).
@@ -141,3 +141,22 @@ def test_the_face_scan_sees_inner_modules_not_names() -> None:
 def test_other_packages_enter_through_the_face(target: str) -> None:
     broken = [f"{file} imports {module}" for file, module in past_faces() if module.split(".")[1] == target]
     assert broken == []
+
+
+#: The layers as ``server/__init__.py`` states them, lowest first (``||``: side by side).
+CHAIN = "profiles <- vllm_plugin <- engine || frontend <- api <- cluster <- cli"
+
+
+def test_the_package_docstring_states_the_layers_the_rules_hold() -> None:
+    import server
+
+    assert f"``{CHAIN}``" in (server.__doc__ or "")
+    below: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    for group in CHAIN.split(" <- "):
+        for layer in group.split(" || "):
+            below[layer] = set(seen)
+        seen |= set(group.split(" || "))
+    assert set(below) == set(ALLOWED) - {"tinymodels"}
+    upward = {layer: ALLOWED[layer] - {ROOT, "tinymodels"} - below[layer] for layer in below}
+    assert {layer: targets for layer, targets in upward.items() if targets} == {}
