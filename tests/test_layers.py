@@ -44,7 +44,13 @@ DOORS: dict[str, frozenset[str]] = {
     "api": frozenset(),
     "vllm_plugin": frozenset({"server.vllm_plugin.protocol"}),
     "cluster": frozenset(),
+    # The version check alone, as vLLM's processes (the plugin) load it without the profile loader.
+    "profiles": frozenset({"server.profiles.vllm_version"}),
 }
+#: Packages that still reach past a face, with the faces they pass: the engine's modules import the profiles'
+#: ``schema`` and ``engine_args`` (issue #29, part A refactors the engine). A test fails once one is no longer
+#: needed, so that this list only shrinks.
+PENDING: dict[str, frozenset[str]] = {"engine": frozenset({"profiles"})}
 
 
 def layer_of_file(path: Path) -> str:
@@ -137,10 +143,23 @@ def test_the_face_scan_sees_inner_modules_not_names() -> None:
     assert not is_module("server.frontend.build_bundle")
 
 
+def _importer(file: str) -> str:
+    return layer_of_file(SERVER.parent / file)
+
+
 @pytest.mark.parametrize("target", sorted(DOORS))
 def test_other_packages_enter_through_the_face(target: str) -> None:
-    broken = [f"{file} imports {module}" for file, module in past_faces() if module.split(".")[1] == target]
+    broken = [
+        f"{file} imports {module}"
+        for file, module in past_faces()
+        if module.split(".")[1] == target and target not in PENDING.get(_importer(file), frozenset())
+    ]
     assert broken == []
+
+
+def test_the_pending_exceptions_are_still_needed() -> None:
+    passed = {(_importer(file), module.split(".")[1]) for file, module in past_faces()}
+    assert {(layer, target) for layer, targets in PENDING.items() for target in targets} <= passed
 
 
 #: The layers as ``server/__init__.py`` states them, lowest first (``||``: side by side).

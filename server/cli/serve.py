@@ -20,8 +20,14 @@ from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.tls_refresh import certificate_refresher
-from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ValidationResult, validate_profile
-from server.profiles.vllm_source import source_parser_registry
+from server.profiles import (
+    CONFIG_ENV,
+    ParserRegistry,
+    Profile,
+    ValidationResult,
+    source_parser_registry,
+    validate_profile,
+)
 
 if TYPE_CHECKING:
     from server.api import ApiSettings, ServingFlags

@@ -17,8 +17,7 @@ from typing import Literal, TextIO
 import click
 import msgspec
 
-from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
-from server.profiles.vllm_source import source_parser_registry
+from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, source_parser_registry, validate_profile
 
 __all__ = [
     "FileReport",
