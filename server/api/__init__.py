@@ -21,7 +21,7 @@ from server.api.errors import (
     error_response,
     retry_after_header,
 )
-from server.api.key_ring import KeyRing
+from server.api.key_ring import KeyRing, read_keys
 from server.api.key_scopes import KeyNotSet, allowed_model, visible
 from server.api.model_cards import model_card, served_names
 from server.api.model_names import resolve_model_name
@@ -55,6 +55,7 @@ __all__ = [
     "error_response",
     "is_admin",
     "model_card",
+    "read_keys",
     "resolve_model_name",
     "retry_after_header",
     "served_names",

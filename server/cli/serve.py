@@ -129,6 +129,10 @@ def refuse_invalid_profile(
     result = _validated(path, registry, default_tool_call_parser, default_enable_auto_tool_choice)
     if result.profile is None:
         _refuse(result)
+    from server.api import read_keys  # Litestar, not vLLM: an unset key variable is also said in well under a second
+
+    with _unset_key_exits(result.profile):
+        read_keys(result.profile, os.environ)
 
 
 def _refuse(result: ValidationResult) -> NoReturn:
@@ -206,10 +210,20 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
     """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
     exits 1 naming a ``server.api_keys`` variable that is not set."""
-    from server.api import KeyNotSet, api_settings
+    from server.api import api_settings
+
+    with _unset_key_exits(profile):
+        settings = api_settings(profile, flags, os.environ)
+    return settings
+
+
+@contextmanager
+def _unset_key_exits(profile: Profile) -> Iterator[None]:
+    """Exit 1 naming the ``server.api_keys`` variable that is not set (one line: ``file: error: ...``)."""
+    from server.api import KeyNotSet
 
     try:
-        return api_settings(profile, flags, os.environ)
+        yield
     except KeyNotSet as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
