@@ -38,7 +38,8 @@ class Healer:
     """Restarts the active model after its engine died (manual mode) and keeps every dead model's restart count.
 
     Args:
-        switching: The profile's switching section (mode, ``max_restarts``, the failure backoff).
+        switching: The profile's switching section (``max_restarts``).
+        policy: The mode and the failure backoff (the manager's one :class:`SchedulerPolicy`).
         restart: Switches to a model as a restart (raises :class:`SwitchFailed` when it fails).
         taken_over: True once something else holds the device (a switch, another active model, shutdown): the
             restarts stop then.
@@ -48,14 +49,15 @@ class Healer:
     def __init__(
         self,
         switching: Switching,
+        policy: SchedulerPolicy,
         restart: Callable[[str], Awaitable[object]],
         taken_over: Callable[[], bool],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._mode = switching.mode
+        self._policy = policy
         self._max = switching.max_restarts
-        self._backoff = SchedulerPolicy.from_switching(switching).backoff_s
+        self._backoff = policy.backoff_s
         self._restart = restart
         self._taken_over = taken_over
         self._clock = clock
@@ -79,7 +81,7 @@ class Healer:
                 self._restarts.get(name, 0),
                 self._max,
             )
-        if not was_active or self._mode != "manual" or self._task is not None:
+        if not was_active or self._policy.auto or self._task is not None:
             return
         if self._restarts.get(name, 0) >= self._max:
             logger.error("%s's engine died after %d restarts (max_restarts); it %s", name, self._max, GIVEN_UP)
@@ -114,7 +116,7 @@ class Healer:
         if not dead:
             return None
         tried = self._restarts.get(name, 0)
-        if self._mode == "auto":
+        if self._policy.auto:
             wait = f", not before {retry_in_s:.0f} s" if retry_in_s is not None else ""
             note = "restarting" if restarting else f"restarts at its next request{wait}"
             return RestartPlan(restarts=tried, restarting=restarting, next_restart_in_s=retry_in_s, note=note)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -103,22 +102,21 @@ class Scheduler(Generic[T]):
         device: The device's state, read on every decision.
     """
 
-    def __init__(
-        self, models: Iterable[str], policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView
-    ) -> None:
-        self._models: dict[str, _Model[T]] = {name: _Model() for name in models}
+    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView) -> None:
+        # Per-model queue and backoff, made at a model's first request; the model list itself is the device's.
+        self._models: dict[str, _Model[T]] = {}
         self._policy = policy
         self._effects = effects
         self._device = device
         self._active_since = 0.0
         self._costs: dict[tuple[str | None, str, bool], float] = {}
-        self._closed = False
 
     # -- views ----------------------------------------------------------------------------------------------
 
     def queue_depth(self, model: str) -> int:
         """Requests waiting for ``model``."""
-        return len(self._models[model].queue)
+        state = self._models.get(model)
+        return len(state.queue) if state is not None else 0
 
     def last_busy_at(self, model: str) -> float:
         """When a request for ``model`` was last admitted or ended (-inf: never): its last use."""
@@ -132,7 +130,10 @@ class Scheduler(Generic[T]):
 
     def backoff_until(self, model: str, now: float) -> float | None:
         """When ``model`` may be tried again, or None when it is not backing off."""
-        backoff = self._models[model].backoff
+        state = self._models.get(model)
+        if state is None:
+            return None
+        backoff = state.backoff
         return backoff.retry_at if backoff.failures and backoff.retry_at > now else None
 
     def cost_estimate(self, source: str | None, target: str) -> float:
@@ -171,9 +172,9 @@ class Scheduler(Generic[T]):
     def submit(self, model: str, ticket: T, now: float) -> Waiter[T]:
         """A request for ``model`` arrived: admit it, queue it or refuse it (through the effects)."""
         waiter = Waiter(model=model, enqueued_at=now, ticket=ticket)
-        state = self._models[model]
+        state = self._per_model(model)
         switch, active = self._device.switch, self._device.active_model
-        if self._closed:
+        if self._device.closed:
             self._refuse(waiter, Refusal.CLOSED, 1)
         elif (retry_at := self.backoff_until(model, now)) is not None:
             self._refuse(waiter, Refusal.LOAD_FAILED, retry_at - now)
@@ -195,7 +196,7 @@ class Scheduler(Generic[T]):
 
     def withdraw(self, waiter: Waiter[T], now: float) -> None:
         """A queued waiter gave up (its client went away). No effect is called for it."""
-        queue = self._models[waiter.model].queue
+        queue = self._per_model(waiter.model).queue
         if waiter in queue:
             queue.remove(waiter)
             self._decide(now)
@@ -220,7 +221,7 @@ class Scheduler(Generic[T]):
 
     def switch_forced(self, target: str, now: float) -> None:
         """A switch the scheduler did not start began (start-up, or the admin route): it ends a backoff."""
-        self._models[target].backoff.retry_at = now
+        self._per_model(target).backoff.retry_at = now
 
     def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None:
         """``ended`` is over; the device publishes its outcome already (``active_model``; None: nothing serves)."""
@@ -247,40 +248,30 @@ class Scheduler(Generic[T]):
         self._decide(now)
 
     def device_changed(self, now: float) -> None:
-        """The device changed outside a switch (a reload let go of it, an engine died): decide again."""
-        self._decide(now)
+        """The device changed outside a switch (a reload let go of it or changed the models, an engine died, it
+        closed): follow it, and decide again.
 
-    @property
-    def models(self) -> list[str]:
-        """Every model the scheduler knows, in profile order."""
-        return list(self._models)
-
-    def set_models(self, models: Iterable[str]) -> None:
-        """Follow a profile reload: added models start with empty queues; a removed model's waiters are refused.
-
-        The device never removes the active model or reloads during a switch, so neither names a removed model.
+        A model a reload removed has its waiters refused (the device never removes the active model, nor reloads
+        during a switch); once the device is closed, every waiter is refused, and everything from then on.
         """
-        names = list(models)
-        for name in names:
-            self._models.setdefault(name, _Model())
-        for name in [name for name in self._models if name not in names]:
+        models = self._device.models
+        for name in [name for name in self._models if name not in models]:
             state = self._models.pop(name)
             while state.queue:
                 self._refuse(state.queue.popleft(), Refusal.REMOVED, 1)
-        self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in self._models}
-
-    def close(self) -> None:
-        """Refuse every waiter; refuse everything from now on."""
-        self._closed = True
-        for state in self._models.values():
-            while state.queue:
-                self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
+        self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in models}
+        if self._device.closed:
+            for state in self._models.values():
+                while state.queue:
+                    self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
+            return
+        self._decide(now)
 
     # -- decisions ------------------------------------------------------------------------------------------
 
     def _decide(self, now: float) -> None:
         """Start the next switch when the policy says so; the one place that does."""
-        if not self._policy.auto or not self._device.free or self._closed:
+        if not self._policy.auto or not self._device.free or self._device.closed:
             return
         candidate = self._next_model()
         if candidate is None:
@@ -320,7 +311,7 @@ class Scheduler(Generic[T]):
         """When ``active``, with nothing in flight, stops waiting for more requests."""
         cost, bound = self.cost_estimate(active, candidate), self._policy.min_residency_s
         after_activation = self._active_since + min(cost, bound)
-        after_last_request = self._models[active].last_busy_at + min(max(cost, IDLE_GAP_S), bound)
+        after_last_request = self.last_busy_at(active) + min(max(cost, IDLE_GAP_S), bound)
         return max(after_activation, after_last_request)
 
     def _expected_wait(self, model: str, now: float) -> float:
@@ -333,12 +324,15 @@ class Scheduler(Generic[T]):
 
     # -- effects --------------------------------------------------------------------------------------------
 
+    def _per_model(self, model: str) -> _Model[T]:
+        return self._models.setdefault(model, _Model())
+
     def _admit(self, waiter: Waiter[T], now: float) -> None:
-        self._models[waiter.model].last_busy_at = now
+        self._per_model(waiter.model).last_busy_at = now
         self._effects.admit(waiter)  # the device counts it in flight from here
 
     def _admit_queue(self, model: str, now: float) -> None:
-        queue = self._models[model].queue
+        queue = self._per_model(model).queue
         while queue and not self._at_limit(model, queued_first=False):
             self._admit(queue.popleft(), now)
 
@@ -348,7 +342,7 @@ class Scheduler(Generic[T]):
         limit = self._device.concurrency_limit(model)
         if limit is None:
             return False
-        return self._device.in_flight(model) >= limit or (queued_first and bool(self._models[model].queue))
+        return self._device.in_flight(model) >= limit or (queued_first and bool(self.queue_depth(model)))
 
     def _refuse(self, waiter: Waiter[T], refusal: Refusal, retry_after_s: float) -> None:
         waiter.retry_after_s = max(1, math.ceil(retry_after_s))
@@ -357,18 +351,18 @@ class Scheduler(Generic[T]):
     def _failed(self, model: str, now: float) -> None:
         """A switch to ``model`` failed: manual mode refuses its waiters, auto mode backs off."""
         if not self._policy.auto:
-            queue = self._models[model].queue
+            queue = self._per_model(model).queue
             while queue:
                 self._refuse(queue.popleft(), Refusal.SWITCH_FAILED, 1)
             return
-        backoff = self._models[model].backoff
+        backoff = self._per_model(model).backoff
         backoff.failures += 1
         delay = self._policy.backoff_s(backoff.failures)
         backoff.retry_at = now + delay
         logger.warning(
             "scheduler: '%s' failed to load (%d in a row); not retried for %.0f s", model, backoff.failures, delay
         )
-        queue = self._models[model].queue
+        queue = self._per_model(model).queue
         while queue:
             self._refuse(queue.popleft(), Refusal.LOAD_FAILED, delay)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from server.engine.healing import GIVEN_UP, STABLE_AFTER_S, Healer
+from server.engine.scheduling_types import SchedulerPolicy
 from server.profiles.schema import Switching
 
 
@@ -24,7 +25,8 @@ async def _healer(clock: _Clock, restarted: list[str]) -> Healer:
         restarted.append(name)
         healer.restart_ended(name, ok=True)
 
-    healer = Healer(Switching(max_restarts=2, failure_backoff_s=0.01), restart, lambda: False, clock=clock)
+    switching = Switching(max_restarts=2, failure_backoff_s=0.01)
+    healer = Healer(switching, SchedulerPolicy.from_switching(switching), restart, lambda: False, clock=clock)
     return healer
 
 
