@@ -56,6 +56,7 @@ class Admission(Generic[B]):
         policy: The scheduler's mode and bounds.
         observer: Told how long each queued request waited.
         start_switch: Starts a switch ``(source, target)`` as a task and returns at once (auto mode).
+        is_dead: Whether a model's engine died and it has not served since (the healer keeps that).
     """
 
     def __init__(
@@ -64,12 +65,14 @@ class Admission(Generic[B]):
         policy: SchedulerPolicy,
         observer: ManagerObserver,
         start_switch: Callable[[str | None, str], None],
+        is_dead: Callable[[str], bool],
     ) -> None:
         self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, device)
         self._device = device
         self._policy = policy
         self._observer = observer
         self._start_switch = start_switch
+        self._is_dead = is_dead
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._change_pending = False
@@ -169,7 +172,7 @@ class Admission(Generic[B]):
                 refusal = Refusal.NO_ACTIVE if device.active_model is None else Refusal.NOT_ACTIVE
             else:
                 refusal = Refusal.LOAD_FAILED
-        if model in device.dead and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
+        if self._is_dead(model) and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
             # Its engine died and its restart has not begun, or gave up: say so, not "not active".
             slot = device.slots.get(model)
             return EngineDied(model, (slot.reason if slot is not None else None) or "engine died")

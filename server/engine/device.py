@@ -11,7 +11,7 @@ What it holds, each fact once:
     * the leases in flight, per model (the scheduler reads their count from here);
     * the switch under way (at most one), or a reload, load or unload holding the device between switches;
     * the published snapshot (active model and bundle) and the KV-cache memory plan;
-    * the models whose engines run with settings a reload has since changed, and those whose engine died;
+    * the models whose engines run with settings a reload has since changed;
     * whether the manager is closing.
 
 Everything runs on one asyncio loop and changes happen between awaits, so no lock is needed: waiters watch a
@@ -111,7 +111,6 @@ class Device(Generic[B]):
         self._switch: SwitchUnderWay | None = None
         self._held = False  # a reload, load or unload holds the device between switches
         self._stale: set[str] = set()
-        self._dead: set[str] = set()
         self._changes = ChangeSignal()
         self._closed = False
         self.hold_timeout = drain_timeout + HOLD_MARGIN_S
@@ -162,11 +161,6 @@ class Device(Generic[B]):
     def stale(self) -> list[str]:
         """Models whose engine runs with settings a reload has since changed (applied at their next load)."""
         return sorted(self._stale & set(self._slots))
-
-    @property
-    def dead(self) -> frozenset[str]:
-        """Models whose engine died and that have not served since (their next activation is a restart)."""
-        return frozenset(self._dead)
 
     def in_flight(self, model: str) -> int:
         """Requests admitted to ``model`` and not finished."""
@@ -330,7 +324,6 @@ class Device(Generic[B]):
     def activated(self, name: str) -> None:
         """The loading ``name`` is up and will be published when the switch closes."""
         self._move(name, frozenset({SlotState.LOADING}), SlotState.ACTIVE)
-        self._dead.discard(name)
 
     async def fail(self, name: str, reason: str) -> None:
         """Bringing ``name`` up failed: it is marked failed, and the engine it held is freed."""
@@ -528,7 +521,6 @@ class Device(Generic[B]):
         if active is not None and active in new_engine:
             self._stale.add(active)
         self._stale &= set(models)
-        self._dead &= set(models)
         self._memory_plan = memory_plan
         self._strategy.models_changed(models)
         self._changes.notify()
@@ -548,7 +540,6 @@ class Device(Generic[B]):
         if was_active:
             self._published = None
         freed = self._slots[name]._detach()
-        self._dead.add(name)
         self._move(name, SUPERVISED, SlotState.FAILED, cause)
         await self.end_requests(name, 0.0, EngineDied(name, cause), "its engine died")
         await self._free(name, freed)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from server.engine.errors import ManagerClosed, SwitchConflict, SwitchFailed
 from server.engine.report import RestartPlan
@@ -35,7 +35,8 @@ STABLE_AFTER_S = 60.0
 
 
 class Healer:
-    """Restarts the active model after its engine died (manual mode) and keeps every dead model's restart count.
+    """Restarts the active model after its engine died (manual mode), and keeps the restart bookkeeping, all of it:
+    which models are dead (their engine died and they have not served since), and each one's restart count.
 
     Args:
         switching: The profile's switching section (``max_restarts``).
@@ -61,6 +62,7 @@ class Healer:
         self._restart = restart
         self._taken_over = taken_over
         self._clock = clock
+        self._dead: set[str] = set()
         self._restarts: dict[str, int] = {}
         self._back_at: dict[str, float] = {}  # when a restart last brought the model back
         self._task: asyncio.Task[None] | None = None
@@ -70,6 +72,7 @@ class Healer:
     def died(self, name: str, *, was_active: bool) -> None:
         """``name``'s engine died: its restart count starts again (unless a restart brought it back less than
         :data:`STABLE_AFTER_S` ago), and in manual mode, when it was the active model, its restarts begin."""
+        self._dead.add(name)
         back_at = self._back_at.pop(name, None)
         if back_at is None or self._clock() - back_at >= STABLE_AFTER_S:
             self._restarts[name] = 0
@@ -90,6 +93,15 @@ class Healer:
         self._task = asyncio.get_running_loop().create_task(self._heal(name), name=f"heal {name}")
         self._task.add_done_callback(self._healed)
 
+    def is_dead(self, name: str) -> bool:
+        """Whether ``name``'s engine died and it has not served since (its next activation is a restart)."""
+        return name in self._dead
+
+    def keep_only(self, models: Collection[str]) -> None:
+        """A reload left only ``models``: forget the others (a model added again later starts afresh)."""
+        self._dead &= set(models)
+        self._restarts = {name: count for name, count in self._restarts.items() if name in models}
+
     def restart_began(self, name: str) -> None:
         """A switch to the dead ``name`` began (its own restart, the scheduler's or an admin's): one more try."""
         self._restarts[name] = self._restarts.get(name, 0) + 1
@@ -97,6 +109,7 @@ class Healer:
     def restart_ended(self, name: str, *, ok: bool) -> None:
         """A switch that restarted ``name`` ended; when ``ok``, the model serves again from now."""
         if ok:
+            self._dead.discard(name)
             self._back_at[name] = self._clock()
 
     def cancel(self) -> None:
@@ -104,16 +117,15 @@ class Healer:
         if self._task is not None:
             self._task.cancel()
 
-    def plan(self, name: str, *, dead: bool, restarting: bool, retry_in_s: float | None) -> RestartPlan | None:
+    def plan(self, name: str, *, restarting: bool, retry_in_s: float | None) -> RestartPlan | None:
         """What comes next for ``name`` (None unless its engine died and it has not served since).
 
         Args:
             name: The model.
-            dead: Its engine died and it has not served since.
             restarting: A switch to it is under way.
             retry_in_s: Auto mode: the scheduler's backoff after a failed restart, if any.
         """
-        if not dead:
+        if name not in self._dead:
             return None
         tried = self._restarts.get(name, 0)
         if self._policy.auto:

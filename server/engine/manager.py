@@ -94,7 +94,11 @@ class EngineManager(Generic[B]):
             taken_over=lambda: self._device.closed or self.active_model is not None or self._device.switch is not None,
         )
         self._admission: Admission[B] = Admission(
-            self._device, self._policy, self._observers, start_switch=self._start_auto_switch
+            self._device,
+            self._policy,
+            self._observers,
+            start_switch=self._start_auto_switch,
+            is_dead=self._healer.is_dead,
         )
         self._residency: Residency[B] = Residency(
             self._device, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
@@ -346,4 +350,5 @@ class EngineManager(Generic[B]):
             timeout=wait_timeout,
         )
         self._residency.models_changed()
+        self._healer.keep_only(models)
         return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._device.stale)

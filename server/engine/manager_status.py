@@ -52,7 +52,6 @@ def manager_snapshot(
                 unloads_in_s=residency.unloads_in(slot.name, now),
                 restart=healer.plan(
                     slot.name,
-                    dead=slot.name in device.dead,
                     restarting=switching_to == slot.name,
                     retry_in_s=admission.retry_in(slot.name) if auto else None,
                 ),

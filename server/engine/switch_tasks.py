@@ -83,7 +83,7 @@ class SwitchTasks(Generic[B]):
 
     async def _run(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
         started_at, started = time.time(), time.perf_counter()
-        restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
+        restart = self._healer.is_dead(run.target)  # the target's engine died: this switch brings it back
         if restart:
             self._healer.restart_began(run.target)
         error: str | None = "cancelled (the server is shutting down)"

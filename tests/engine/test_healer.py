@@ -53,5 +53,5 @@ async def test_deaths_soon_after_restarts_count_on_and_give_up() -> None:
         await _settle()
         clock.now += STABLE_AFTER_S - 1
     assert restarted == ["a"] * 2  # max_restarts: the third death restarts nothing
-    plan = healer.plan("a", dead=True, restarting=False, retry_in_s=None)
+    plan = healer.plan("a", restarting=False, retry_in_s=None)
     assert plan is not None and plan.given_up and plan.note == GIVEN_UP
