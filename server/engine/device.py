@@ -83,7 +83,7 @@ class Device(Generic[B]):
 
     Args:
         models: Model name to profile, in profile order.
-        strategy: Brings engines up, parks and frees them; told the models.
+        strategy: Brings engines up, parks and frees them (it reads the models from the room it is given).
         build_bundle: Builds a model's frontend bundle once its engine is up (None: no bundles, device tests).
         memory_plan: The KV-cache budget the models run under (None where Turnout does not budget).
         drain_timeout: The profile's drain timeout: a hold waits for a switch under way this long plus
@@ -104,7 +104,6 @@ class Device(Generic[B]):
         self._slots = {name: Slot(name, profile) for name, profile in models.items()}
         self._leases: dict[str, set[Lease[B]]] = {name: set() for name in models}
         self._strategy = strategy
-        strategy.models_changed(models)  # the device says which models there are, now and at each reload
         self._build_bundle = build_bundle
         self._memory_plan = memory_plan
         self._published: Published[B] | None = None
@@ -460,7 +459,7 @@ class Device(Generic[B]):
     ) -> tuple[bool, list[str]]:
         """Replace the configured models live, as one operation: hold the device, build the active model's new
         bundle off to the side, then swap everything in without an await in between (slots, leases, profiles,
-        the active model's new snapshot, the memory plan, the strategy's view), or change nothing; then free the
+        the active model's new snapshot, the memory plan), or change nothing; then free the
         engines the swap let go. Returns whether the active model was republished, and the models unloaded.
 
         Raises:
@@ -522,7 +521,6 @@ class Device(Generic[B]):
             self._stale.add(active)
         self._stale &= set(models)
         self._memory_plan = memory_plan
-        self._strategy.models_changed(models)
         self._changes.notify()
         return [(name, engine) for name, engine in released if engine is not None]
 
@@ -600,6 +598,10 @@ class _Room(Generic[B]):
     def __init__(self, device: Device[B], target: str) -> None:
         self._device = device
         self._target = target
+
+    @property
+    def models(self) -> Mapping[str, ModelProfile]:
+        return self._device.models
 
     def residents(self) -> Sequence[Slot]:
         """The eviction choice: the residents a strategy may evict, least recently used first."""

@@ -103,8 +103,8 @@ class Scheduler(Generic[T]):
     """
 
     def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView) -> None:
-        # Per-model queue and backoff, made at a model's first request; the model list itself is the device's.
-        self._models: dict[str, _Model[T]] = {}
+        # Each model's demand (queue, last use, backoff), made at its first request; the model list is the device's.
+        self._demand: dict[str, _Model[T]] = {}
         self._policy = policy
         self._effects = effects
         self._device = device
@@ -115,12 +115,12 @@ class Scheduler(Generic[T]):
 
     def queue_depth(self, model: str) -> int:
         """Requests waiting for ``model``."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         return len(state.queue) if state is not None else 0
 
     def last_busy_at(self, model: str) -> float:
         """When a request for ``model`` was last admitted or ended (-inf: never): its last use."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         return state.last_busy_at if state is not None else -math.inf
 
     @property
@@ -130,7 +130,7 @@ class Scheduler(Generic[T]):
 
     def backoff_until(self, model: str, now: float) -> float | None:
         """When ``model`` may be tried again, or None when it is not backing off."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         if state is None:
             return None
         backoff = state.backoff
@@ -157,7 +157,7 @@ class Scheduler(Generic[T]):
 
     def next_wakeup(self) -> float | None:
         """The next time :meth:`tick` has something to do (a wait bound or the end of a quantum)."""
-        times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._models.values() if m.queue]
+        times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._demand.values() if m.queue]
         times = [when for when in times if when < math.inf]
         candidate = self._next_model()
         active = self._device.active_model
@@ -203,7 +203,7 @@ class Scheduler(Generic[T]):
 
     def finished(self, model: str, now: float) -> None:
         """A request admitted to ``model`` ended."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         if state is None:
             return
         state.last_busy_at = now
@@ -213,7 +213,7 @@ class Scheduler(Generic[T]):
 
     def tick(self, now: float) -> None:
         """Time passed: refuse waiters past their bound, end a used-up quantum."""
-        for state in self._models.values():
+        for state in self._demand.values():
             while state.queue and state.queue[0].enqueued_at + self._policy.max_wait_s <= now:
                 waiter = state.queue.popleft()
                 self._refuse(waiter, Refusal.WAIT_TIMEOUT, self._expected_wait(waiter.model, now))
@@ -228,7 +228,7 @@ class Scheduler(Generic[T]):
         active = self._device.active_model
         if active != ended.source or ok:
             self._active_since = now
-        state = self._models.get(ended.target)
+        state = self._demand.get(ended.target)
         if state is not None and ok:
             measured = now - ended.started_at
             key = (ended.source, ended.target, ended.warm)
@@ -242,7 +242,7 @@ class Scheduler(Generic[T]):
         if not self._policy.auto:
             # Manual mode: only the switch's target waits for a switch, so a queue left elsewhere holds requests
             # past the concurrency limit of a model that is not active any more.
-            for name, other in self._models.items():
+            for name, other in self._demand.items():
                 while name != active and other.queue:
                     self._refuse(other.queue.popleft(), Refusal.NOT_ACTIVE, 1)
         self._decide(now)
@@ -255,13 +255,13 @@ class Scheduler(Generic[T]):
         during a switch); once the device is closed, every waiter is refused, and everything from then on.
         """
         models = self._device.models
-        for name in [name for name in self._models if name not in models]:
-            state = self._models.pop(name)
+        for name in [name for name in self._demand if name not in models]:
+            state = self._demand.pop(name)
             while state.queue:
                 self._refuse(state.queue.popleft(), Refusal.REMOVED, 1)
         self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in models}
         if self._device.closed:
-            for state in self._models.values():
+            for state in self._demand.values():
                 while state.queue:
                     self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
             return
@@ -294,7 +294,7 @@ class Scheduler(Generic[T]):
         """The model, other than the active one, whose oldest waiter is oldest."""
         oldest: Waiter[T] | None = None
         active = self._device.active_model
-        for name, state in self._models.items():
+        for name, state in self._demand.items():
             if name != active and state.queue and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at):
                 oldest = state.queue[0]
         return oldest.model if oldest is not None else None
@@ -302,7 +302,7 @@ class Scheduler(Generic[T]):
     def _yield_at(self, active: str, candidate: str) -> float:
         """When ``active`` gives the device up to ``candidate`` even though it has demand."""
         by_quantum = self._active_since + self.quantum(active, candidate)
-        oldest = self._models[candidate].queue[0].enqueued_at
+        oldest = self._demand[candidate].queue[0].enqueued_at
         # Leave the switch its estimated time, and a tenth of the bound for the estimate to be wrong.
         by_deadline = oldest + DEADLINE_SHARE * self._policy.max_wait_s - self.cost_estimate(active, candidate)
         return min(by_quantum, by_deadline)
@@ -325,7 +325,7 @@ class Scheduler(Generic[T]):
     # -- effects --------------------------------------------------------------------------------------------
 
     def _per_model(self, model: str) -> _Model[T]:
-        return self._models.setdefault(model, _Model())
+        return self._demand.setdefault(model, _Model())
 
     def _admit(self, waiter: Waiter[T], now: float) -> None:
         self._per_model(waiter.model).last_busy_at = now
