@@ -1,7 +1,8 @@
 """The scheduler: which requests run now, which wait, which model gets the device next, and when.
 
-Pure and synchronous: no asyncio and no clock of its own. The manager feeds it events with the current time, it
-reads who is active, which switch runs and how many requests are in flight from the device's own view
+Pure and synchronous: no asyncio and no clock of its own. The admission feeds it the device's changes (its one
+change path: the device's change signal) with the current time, it reads the models, who is active, which switch
+runs, whether the device is closed and how many requests are in flight from the device's own view
 (:class:`DeviceView`: it keeps no copy of them), and it acts only through :class:`SchedulerEffects` (start a
 switch, admit a waiter, refuse a waiter), so the tests and the simulation benchmark drive it with a fake clock,
 a fake device and fake effects.
