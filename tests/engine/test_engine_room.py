@@ -38,6 +38,8 @@ def test_the_device_is_one_class_in_one_module() -> None:
     "fact",
     [
         "closed (modules keeping a _closed flag)",
+        "model list (device slots + other _models copies)",
+        "restart bookkeeping (modules)",
         "SchedulerPolicy built",
         "hold timeout drain_timeout + 60",
         "'removes the active model' refusal",
