@@ -163,7 +163,6 @@ def build_manager(
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
-        models=profile.models,
         watches=watches,
     )
     manager: EngineManager[B] = EngineManager(

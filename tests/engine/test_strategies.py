@@ -35,7 +35,7 @@ from server.engine.vllm_loader import (
 )
 from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
-from tests.fakes.engines import FakeLoader, fake_models
+from tests.fakes.engines import FakeLoader
 from tests.fakes.manager_views import served_engine, state_of
 from tests.fakes.stash import FakeStashHost
 
@@ -90,7 +90,7 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
         hosts.append(host)
         return host
 
-    strategy = StashStrategy(factory, fake_models("a", "b", "c"))
+    strategy = StashStrategy(factory)
     manager = make_manager(strategy)
     await manager.initialize("a")
     bundle_a = manager.published.bundle  # type: ignore[union-attr]
@@ -115,7 +115,7 @@ async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_mana
         hosts.append(host)
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     hosts[0].fail_switch.add("b")
     with pytest.raises(SwitchFailed):
@@ -139,7 +139,7 @@ async def test_a_stash_host_that_names_another_model_is_not_published(make_manag
         await host.initialize(first)
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     with pytest.raises(SwitchFailed, match="reports 'c'"):
         await manager.switch("b")
@@ -237,7 +237,7 @@ async def test_stash_restarts_its_host_for_a_model_a_reload_added(make_manager: 
         hosts.append((host, list(models)))
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     await manager.replace_models({**manager.models, "d": ModelProfile(model="/models/d")})
     report = await manager.switch("d")

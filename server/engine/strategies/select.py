@@ -8,7 +8,7 @@ place; without the in-place swap it unloads that engine before a new one loads).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,7 +19,7 @@ from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.engine.supervision import EngineWatches
-from server.profiles.schema import ModelProfile, Switching
+from server.profiles.schema import Switching
 
 __all__ = [
     "StrategyChoice",
@@ -104,7 +104,6 @@ def select_strategy(
     stash_factory: StashHostFactory | None = None,
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
-    models: Mapping[str, ModelProfile] | None = None,
     watches: EngineWatches | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
@@ -117,7 +116,6 @@ def select_strategy(
         memory_allows: The memory check of the ``auto`` policy (host RAM on CPU, device memory on CUDA).
         in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
             ``loader`` must start engines with its worker extension.
-        models: The configured models (``stash`` builds its host over them).
         watches: The loader's engine watches (``sleep`` widens their health check while an engine sleeps or
             wakes, up to ``load_timeout_s``).
     """
@@ -135,7 +133,7 @@ def select_strategy(
         return ReconfigureStrategy(loader, in_place)
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
-        return StashStrategy(stash_factory, models or {})
+        return StashStrategy(stash_factory)
     if choice.memory_bounded:
         return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place)
     return KeepStrategy(loader, max_resident=switching.max_active)
