@@ -151,6 +151,10 @@ class Simulation:
     def free(self) -> bool:
         return self.switch is None
 
+    @property
+    def closed(self) -> bool:
+        return False
+
     def in_flight(self, model: str) -> int:
         return self.leases[model]
 
@@ -338,7 +342,7 @@ def simulate(
     def make(device: Simulation) -> Policy:
         if policy == "fifo":
             return FifoPolicy(device)
-        return Scheduler(models, scheduler_policy, device, device)
+        return Scheduler(scheduler_policy, device, device)
 
     sim = Simulation(
         models=models,

@@ -129,6 +129,12 @@ STEPS: tuple[Step, ...] = (
         [*_PY, "benchmarks.cluster_sim", "--requests", str(_CLUSTER.requests)],
     ),
     Step(
+        "natural_profile",
+        [*_PY, "benchmarks.natural_profile"],
+        [*_PY, "benchmarks.natural_profile"],
+        needs="tests/api/test_natural_profile.py",
+    ),
+    Step(
         "reliability_long",
         [*_PY, "benchmarks.reliability_long", "--mode", "quick"],
         [*_PY, "benchmarks.reliability_long", "--mode", reliability_long.DEFAULT_MODE],

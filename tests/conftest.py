@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from server.tinymodels import build_tiny_models
-from tests.live_servers import LiveServers
+from tests.live_servers import LiveServers, grouped_by_server
 
 __all__ = ["live_servers", "tiny_models"]
 
@@ -42,6 +42,30 @@ def live_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         yield servers
     finally:
         servers.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "live_server(key): the shared live server a test runs against (tests/live_servers.py)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the tests of each shared live server together, so that each one starts once per session."""
+    items[:] = grouped_by_server(items, _server_key)
+
+
+def _server_key(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("live_server")
+    return None if marker is None else str(marker.args[0])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """What the session paid for its shared live servers: each start, in order."""
+    servers = config.stash.get(_LIVE_SERVERS, None)
+    if servers is not None:
+        started = ", ".join(servers.starts) or "none"
+        terminalreporter.write_line(f"shared live servers: {len(servers.starts)} started ({started})")
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -6,17 +6,24 @@ stops the one running first, and ``tests/conftest.py`` stops it when the next te
 ``live_servers``, so a shared server lives no longer than a module fixture would and never runs beside a later
 module's engines (each server holds one or two engines of a 2-core machine).
 
+So that each key starts once per session whatever the modules are called, a test (or module) that shares a
+server says which with ``@pytest.mark.live_server(key)``, and ``tests/conftest.py`` moves the tests of each key
+together (:func:`grouped_by_server`).
+
 Tests that change a server's state beyond the active model (a reload, a kill) start their own server instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from tests.api.live_server import LiveServer
 
-__all__ = ["LiveServers"]
+__all__ = ["LiveServers", "grouped_by_server"]
+
+T = TypeVar("T")
 
 
 class LiveServers:
@@ -44,3 +51,22 @@ class LiveServers:
         if self._current is not None:
             current, self._current = self._current[1], None
             current.stop()
+
+
+def grouped_by_server(items: Sequence[T], key: Callable[[T], str | None]) -> list[T]:
+    """``items`` with the ones of each server ``key`` moved together, to where the first of them is.
+
+    Items without a key stay in their order, and so do the items of one key (a module's order is kept).
+    """
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        if (name := key(item)) is not None:
+            groups.setdefault(name, []).append(item)
+    ordered: list[T] = []
+    for item in items:
+        name = key(item)
+        if name is None:
+            ordered.append(item)
+        elif groups[name][0] is item:
+            ordered.extend(groups[name])
+    return ordered

@@ -1,10 +1,16 @@
-"""The package's layers, held by its imports: ``profiles <- engine || frontend <- api <- cluster <- cli``.
+"""The layers, held by their imports: ``profiles <- vllm_plugin <- engine || frontend <- api <- cluster <- cli``.
 
 ``vllm_plugin`` runs inside vLLM's processes: it may import only the profiles layer (and vLLM), and the engine
 layer reads its protocol (utility names and result shapes).
 
 Every ``import server...`` counts, including imports inside functions and under ``TYPE_CHECKING``: a lazy import
 is still a dependency. ``tinymodels`` (the test models' builder) stands apart and imports nothing else of ours.
+
+Another package enters ``engine``, ``frontend``, ``api`` and ``cluster`` only through their face (``server.engine``,
+...): their inner modules are theirs to move. ``server.frontend.vllm_adapter`` is inner too (the frontend face hands
+out its functions lazily, as importing it imports vLLM; the cluster face its Ray application). ``vllm_plugin`` has two
+doors: its face (for vLLM and the engine) and ``protocol``, the utility names and result shapes Turnout's process
+shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
 """
 
 from __future__ import annotations
@@ -29,6 +35,22 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": frozenset({"api", "cluster", "engine", "frontend", "profiles", "tinymodels", "vllm_plugin", ROOT}),
     "tinymodels": frozenset(),
 }
+
+
+#: The packages other packages enter only through these modules (the face, ``server.x`` itself, always).
+DOORS: dict[str, frozenset[str]] = {
+    "engine": frozenset(),
+    "frontend": frozenset(),
+    "api": frozenset(),
+    "vllm_plugin": frozenset({"server.vllm_plugin.protocol"}),
+    "cluster": frozenset(),
+    # The version check alone, as vLLM's processes (the plugin) load it without the profile loader.
+    "profiles": frozenset({"server.profiles.vllm_version"}),
+}
+#: Packages that still reach past a face, with the faces they pass: the engine's modules import the profiles'
+#: ``schema`` and ``engine_args`` (issue #29, part A refactors the engine). A test fails once one is no longer
+#: needed, so that this list only shrinks.
+PENDING: dict[str, frozenset[str]] = {"engine": frozenset({"profiles"})}
 
 
 def layer_of_file(path: Path) -> str:
@@ -56,6 +78,25 @@ def imported_modules(path: Path) -> set[str]:
                 # `from server import engine` reaches the engine layer.
                 modules.update(f"{node.module}.{alias.name}" for alias in node.names)
     return modules
+
+
+def is_module(module: str) -> bool:
+    """Whether ``server.x.y`` names a module or package of ours (not a name imported from one)."""
+    path = SERVER.parent.joinpath(*module.split("."))
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+def past_faces() -> list[tuple[str, str]]:
+    """Every (file, module) where a package imports an inner module of another package that has a face."""
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        layer = layer_of_file(path)
+        for module in sorted(imported_modules(path)):
+            target = layer_of_module(module)
+            inner = target in DOORS and module != f"server.{target}" and module not in DOORS[target]
+            if inner and target != layer and is_module(module):
+                found.append((str(path.relative_to(SERVER.parent)), module))
+    return found
 
 
 def layer_imports() -> list[tuple[str, str, str]]:
@@ -92,3 +133,49 @@ def test_imports_run_down_the_layers(layer: str) -> None:
         if importer == layer and target not in ALLOWED[layer]
     ]
     assert broken == []
+
+
+def test_the_face_scan_sees_inner_modules_not_names() -> None:
+    # The test below must be able to fail: an inner module is told from a name the face exports.
+    assert is_module("server.engine.manager")
+    assert is_module("server.frontend.vllm_adapter")
+    assert not is_module("server.engine.EngineManager")
+    assert not is_module("server.frontend.build_bundle")
+
+
+def _importer(file: str) -> str:
+    return layer_of_file(SERVER.parent / file)
+
+
+@pytest.mark.parametrize("target", sorted(DOORS))
+def test_other_packages_enter_through_the_face(target: str) -> None:
+    broken = [
+        f"{file} imports {module}"
+        for file, module in past_faces()
+        if module.split(".")[1] == target and target not in PENDING.get(_importer(file), frozenset())
+    ]
+    assert broken == []
+
+
+def test_the_pending_exceptions_are_still_needed() -> None:
+    passed = {(_importer(file), module.split(".")[1]) for file, module in past_faces()}
+    assert {(layer, target) for layer, targets in PENDING.items() for target in targets} <= passed
+
+
+#: The layers as ``server/__init__.py`` states them, lowest first (``||``: side by side).
+CHAIN = "profiles <- vllm_plugin <- engine || frontend <- api <- cluster <- cli"
+
+
+def test_the_package_docstring_states_the_layers_the_rules_hold() -> None:
+    import server
+
+    assert f"``{CHAIN}``" in (server.__doc__ or "")
+    below: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    for group in CHAIN.split(" <- "):
+        for layer in group.split(" || "):
+            below[layer] = set(seen)
+        seen |= set(group.split(" || "))
+    assert set(below) == set(ALLOWED) - {"tinymodels"}
+    upward = {layer: ALLOWED[layer] - {ROOT, "tinymodels"} - below[layer] for layer in below}
+    assert {layer: targets for layer, targets in upward.items() if targets} == {}

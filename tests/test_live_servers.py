@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tests.api.live_server import LiveServer
-from tests.live_servers import LiveServers
+from tests.live_servers import LiveServers, grouped_by_server
 
 
 class _Server:
@@ -34,3 +34,30 @@ def test_each_key_starts_once_and_another_key_stops_the_one_before(tmp_path: Pat
     servers.close()  # nothing left to stop
     assert cast(Any, other).stopped == 1
     assert servers.get("demo", _start) is not demo and servers.starts == ["demo", "reliability-keep", "demo"]
+
+
+def test_the_tests_of_each_server_move_together_to_where_the_first_one_is() -> None:
+    # (name, server key): a fast module ("classify") sat between two modules of the "keep" server, which stopped
+    # the server after the first and started it again for the second.
+    items = [
+        ("bad_clients::a", "keep"),
+        ("broken::keep", "keep"),
+        ("broken::stop", "stop"),
+        ("classify::x", None),
+        ("classify::y", None),
+        ("fuzz::keep", "keep"),
+        ("traffic::stop", "stop"),
+        ("traffic::auto", "auto"),
+    ]
+    ordered = grouped_by_server(items, key=lambda item: item[1])
+    assert [name for name, _ in ordered] == [
+        "bad_clients::a",
+        "broken::keep",
+        "fuzz::keep",
+        "broken::stop",
+        "traffic::stop",
+        "classify::x",
+        "classify::y",
+        "traffic::auto",
+    ]
+    assert grouped_by_server(items, key=lambda item: None) == items  # nothing shared: nothing moves

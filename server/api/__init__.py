@@ -1,9 +1,64 @@
 """The Litestar OpenAI-compatible API: thin controllers over the engine manager's bundles.
 
-It sits above ``engine`` and ``frontend`` and below ``cli`` (see ``server/__init__.py``).
+It sits above ``engine`` and ``frontend`` and below ``cluster`` and ``cli`` (see ``server/__init__.py``).
+
+This face is all other packages import (``tests/test_layers.py``): the app (:func:`create_app`) and its settings,
+and the edge pieces the CLI and the Ray ingress build the same way ``turnout serve`` does (the keys and their
+scopes, model names, guards, error shapes, the reloader and the profile watch). The modules behind it are the
+API's own to move.
 """
 
 from server.api.app import create_app
+from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
+from server.api.errors import (
+    ANTHROPIC_API,
+    ANTHROPIC_EXCEPTION_HANDLERS,
+    EXCEPTION_HANDLERS,
+    OPENAI_API,
+    RESPONSES_API,
+    ApiShape,
+    engine_error_body,
+    error_response,
+    retry_after_header,
+)
+from server.api.key_ring import KeyRing, read_keys
+from server.api.key_scopes import KeyNotSet, allowed_model, visible
+from server.api.model_cards import model_card, served_names
+from server.api.model_names import resolve_model_name
+from server.api.profile_watch import watch_profile
+from server.api.reloader import Reloader
+from server.api.request_admission import ServingBundle
+from server.api.route_table import RouteTable
+from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
 
-__all__ = ["ApiSettings", "create_app"]
+__all__ = [
+    "ANTHROPIC_API",
+    "ANTHROPIC_EXCEPTION_HANDLERS",
+    "EXCEPTION_HANDLERS",
+    "OPENAI_API",
+    "RESPONSES_API",
+    "AdminGuard",
+    "ApiKeyGuard",
+    "ApiSettings",
+    "ApiShape",
+    "KeyNotSet",
+    "KeyRing",
+    "Reloader",
+    "RouteTable",
+    "ServingBundle",
+    "ServingFlags",
+    "allowed_model",
+    "api_settings",
+    "create_app",
+    "engine_error_body",
+    "error_response",
+    "is_admin",
+    "model_card",
+    "read_keys",
+    "resolve_model_name",
+    "retry_after_header",
+    "served_names",
+    "visible",
+    "watch_profile",
+]

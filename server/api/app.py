@@ -20,7 +20,6 @@ from litestar.template.config import TemplateConfig
 from litestar.types import ControllerRouterHandler
 
 from server import __version__
-from server.api.admission import ServingBundle
 from server.api.auth import AdminGuard, ApiKeyGuard, provide_viewer
 from server.api.controllers import (
     AdminController,
@@ -42,6 +41,7 @@ from server.api.key_ring import KeyRing
 from server.api.metrics import metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
+from server.api.request_admission import ServingBundle
 from server.api.request_id import add_request_id_header
 from server.api.settings import ApiSettings
 from server.api.stored_responses import StoredResponses

@@ -17,9 +17,9 @@ import asyncio
 import logging
 from typing import Any
 
-from server.api.admission import AdmittedRequest, ServingBundle
-from server.engine.errors import EngineError
-from server.frontend.results import BundleResult, JsonResult
+from server.api.request_admission import AdmittedRequest, ServingBundle
+from server.engine import EngineError
+from server.frontend import BundleResult, JsonResult
 
 __all__ = ["hold_background_response"]
 

@@ -21,7 +21,7 @@ from litestar.types import ExceptionHandlersMap
 from server.api.disconnects import ClientLeft
 from server.api.key_scopes import request_scope, shown_to
 from server.engine import EngineError
-from server.frontend.openai_errors import error_body
+from server.frontend import error_body
 
 __all__ = [
     "ANTHROPIC_API",
@@ -32,11 +32,16 @@ __all__ = [
     "ApiShape",
     "anthropic_error_body",
     "anthropic_error_payload",
+    "engine_error_body",
     "error_response",
+    "retry_after_header",
     "sse_error_event",
 ]
 
 logger = logging.getLogger("turnout.api")
+
+#: Seconds a 503 asks the client to wait when its cause does not say.
+DEFAULT_RETRY_AFTER_S: Final = 5
 
 
 def error_response(
@@ -50,10 +55,9 @@ def error_response(
 ) -> Response[dict[str, Any]]:
     """An OpenAI-shaped error response; 503s always get ``Retry-After``, and 429s too when the cause says when."""
     all_headers = dict(headers or {})
-    if status == 503:
-        all_headers["Retry-After"] = str(retry_after if retry_after is not None else 5)
-    elif status == 429 and retry_after is not None:
-        all_headers["Retry-After"] = str(retry_after)
+    wait = retry_after_header(status, retry_after)
+    if wait is not None:
+        all_headers["Retry-After"] = wait
     return Response(
         error_body(status, message, code=code, param=param),
         status_code=status,
@@ -62,11 +66,26 @@ def error_response(
     )
 
 
-def sse_error_event(error: EngineError) -> str:
-    """The SSE event that ends a stream with a typed error (as vLLM ends streams that fail mid-way)."""
+def retry_after_header(status: int, retry_after: int | None) -> str | None:
+    """An error's ``Retry-After``: every 503 has one (:data:`DEFAULT_RETRY_AFTER_S` when its cause does not say
+    when), a 429 when its cause says; other statuses none."""
+    if status == 503:
+        return str(retry_after if retry_after is not None else DEFAULT_RETRY_AFTER_S)
+    if status == 429 and retry_after is not None:
+        return str(retry_after)
+    return None
+
+
+def engine_error_body(error: EngineError) -> dict[str, Any]:
+    """A Turnout error's OpenAI body, with its details (the model, the wait, the restart plan, ...)."""
     payload = error_body(error.status_code, error.message, code=error.code)
     payload["error"].update(error.details())
-    return f"data: {msgspec.json.encode(payload).decode()}\n\n"
+    return payload
+
+
+def sse_error_event(error: EngineError) -> str:
+    """The SSE event that ends a stream with a typed error (as vLLM ends streams that fail mid-way)."""
+    return f"data: {msgspec.json.encode(engine_error_body(error)).decode()}\n\n"
 
 
 def _responses_error_event(error: EngineError) -> str:

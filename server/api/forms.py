@@ -20,7 +20,7 @@ from litestar import Request
 from litestar.datastructures import UploadFile
 from litestar.exceptions import ValidationException
 
-from server.frontend.operations import AudioUpload
+from server.frontend import AudioUpload
 
 __all__ = ["FORM_BODY", "FORM_FIELDS_ALLOWANCE", "audio_upload_limit_bytes", "form_body_limit", "read_form_object"]
 

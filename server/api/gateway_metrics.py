@@ -36,11 +36,15 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from server.engine import EngineManager, SlotState
-from server.engine.engine_metrics import ENGINE_METRICS, EngineMetrics
-from server.engine.report import ManagerSnapshot
-from server.engine.states import PARKED
-from server.engine.strategies.select import models_held_at_once
+from server.engine import (
+    ENGINE_METRICS,
+    PARKED,
+    EngineManager,
+    EngineMetrics,
+    ManagerSnapshot,
+    SlotState,
+    models_held_at_once,
+)
 
 __all__ = ["GATEWAY_METRIC_NAMES", "GatewayCollector"]
 

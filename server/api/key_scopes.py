@@ -15,7 +15,7 @@ from typing import Any, Final
 from litestar.connection import ASGIConnection
 
 from server.engine import EngineError, ModelNotFound
-from server.profiles.schema import ApiKeyScope, ModelProfile
+from server.profiles import ApiKeyScope, ModelProfile
 
 __all__ = [
     "KeyNotSet",

@@ -17,9 +17,15 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from server.api.gateway_metrics import GatewayCollector
-from server.engine import EngineManager, ManagerSnapshot, SlotState
-from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
-from server.engine.report import SwitchAttempt
+from server.engine import (
+    ENGINE_METRICS,
+    VLLM_PREFIX,
+    EngineManager,
+    EngineMetrics,
+    ManagerSnapshot,
+    SlotState,
+    SwitchAttempt,
+)
 
 __all__ = ["ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
 

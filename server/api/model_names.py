@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from server.profiles.schema import ModelProfile
+from server.profiles import ModelProfile
 
 __all__ = ["resolve_model_name"]
 

@@ -18,11 +18,16 @@ import msgspec
 from server.api.key_ring import KeyEntries, KeyRing
 from server.api.key_scopes import KeyNotSet
 from server.api.reload_paths import ReloadPaths
-from server.engine import EngineManager, ModelsReplaced
-from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan
-from server.engine.vllm_configs import EngineConfigInvalid
-from server.profiles import Profile, ProfileIssue, ValidationResult
-from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
+from server.engine import EngineConfigInvalid, EngineManager, MemoryBudgetExceeded, MemoryPlan, ModelsReplaced
+from server.profiles import (
+    ModelChange,
+    Profile,
+    ProfileChanges,
+    ProfileIssue,
+    ValidationResult,
+    diff_profiles,
+    file_digests,
+)
 
 __all__ = ["ModelReload", "Prepare", "ProfileRejected", "ReloadReport", "Reloader", "Validate"]
 

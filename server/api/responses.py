@@ -8,11 +8,11 @@ from typing import Any
 from litestar import MediaType, Response
 from litestar.response import Stream
 
-from server.api.admission import AdmittedRequest, leased_stream
 from server.api.disconnects import ClientLeft, unless_client_leaves
 from server.api.errors import OPENAI_API, ApiShape
+from server.api.request_admission import AdmittedRequest, leased_stream
 from server.api.waiting import SSE_HEADERS, BundleCall, WaitingRequest, with_keep_alive
-from server.frontend.results import JsonResult, StreamResult
+from server.frontend import JsonResult, StreamResult
 
 __all__ = ["answer", "respond"]
 

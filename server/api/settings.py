@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.api.key_scopes import ScopedKey
-from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
+from server.profiles import DEFAULT_ADMIN_TOKEN_ENV
 
 __all__ = ["ApiSettings"]
 

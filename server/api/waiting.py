@@ -23,18 +23,24 @@ import msgspec
 from litestar import Request
 from litestar.di import NamedDependency
 
-from server.api.admission import AdmissionTarget, AdmittedRequest, ServingBundle, admission_target, leased_stream
 from server.api.disconnects import unless_client_leaves
 from server.api.errors import ApiShape
+from server.api.request_admission import (
+    AdmissionTarget,
+    AdmittedRequest,
+    ServingBundle,
+    admission_target,
+    leased_stream,
+)
 from server.api.settings import ApiSettings
 from server.engine import EngineError, EngineManager, Lease
-from server.frontend.results import StreamResult
+from server.frontend import StreamResult
 
 __all__ = [
     "KEEP_ALIVE_COMMENT",
     "SSE_HEADERS",
     "WAIT_NOTICE_AFTER_S",
-    "Admission",
+    "AdmittedOrWaiting",
     "WaitingRequest",
     "provide_admission",
     "with_keep_alive",
@@ -142,14 +148,14 @@ class WaitingRequest:
 
 #: What the admission dependency gives a route: an admitted request, or a streaming one still waiting. Routes
 #: declare it as ``Any``: Litestar hands a dependency's type to msgspec, which refuses a union of two dataclasses.
-Admission = AdmittedRequest | WaitingRequest
+AdmittedOrWaiting = AdmittedRequest | WaitingRequest
 
 
 async def provide_admission(
     request: Request[Any, Any, Any],
     manager: NamedDependency[EngineManager[ServingBundle]],
     api_settings: NamedDependency[ApiSettings],
-) -> AsyncGenerator[Admission, None]:
+) -> AsyncGenerator[AdmittedOrWaiting, None]:
     """Admit the request for its ``model`` for as long as its response lives; a stream may start waiting.
 
     A request that does not stream, or streams and is admitted within :data:`WAIT_NOTICE_AFTER_S`, is admitted

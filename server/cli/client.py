@@ -11,7 +11,7 @@ import httpx
 from rich.table import Table
 
 from server.cli._output import err_console, out_console
-from server.profiles.schema import DEFAULT_ADMIN_TOKEN_ENV
+from server.profiles import DEFAULT_ADMIN_TOKEN_ENV
 
 __all__ = ["load", "reload", "status", "switch", "unload"]
 

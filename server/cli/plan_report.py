@@ -12,12 +12,17 @@ from collections.abc import Mapping
 
 import msgspec
 
-from server.engine.kv_budget import MemoryReading
-from server.engine.memory import hlml_memory, nvml_memory
-from server.engine.strategies import resolve_strategy_name
-from server.profiles import Profile
-from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
-from server.profiles.memory_budget import ResidencyOutlook, budget_bytes, describe_size, residency_outlook
+from server.engine import MemoryReading, hlml_memory, nvml_memory, resolve_strategy_name
+from server.profiles import (
+    Footprint,
+    FootprintUnknown,
+    Profile,
+    ResidencyOutlook,
+    budget_bytes,
+    describe_size,
+    model_footprint,
+    residency_outlook,
+)
 
 __all__ = ["ModelFootprint", "PlanReport", "build_plan_report", "read_memory", "render_plan"]
 

@@ -17,6 +17,7 @@ import click
 
 from server.cli._output import err_console, out_console
 from server.cli.serve import load_serving_profile, refuse_invalid_profile, settings_or_exit
+from server.cluster import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
 
 __all__ = ["ray_serve"]
 
@@ -32,7 +33,7 @@ __all__ = ["ray_serve"]
 @click.option("--num-gpus", default=0.0, show_default=True, type=float, help="GPUs per replica (CUDA).")
 @click.option(
     "--max-ongoing-requests",
-    default=16,
+    default=MAX_ONGOING_REQUESTS,
     show_default=True,
     type=click.IntRange(min=1),
     help="Concurrent requests per replica; past it a model's requests spill to another replica.",
@@ -57,8 +58,8 @@ def ray_serve(
     except ImportError:
         err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
         raise SystemExit(1) from None
-    from server.api.serving_settings import ServingFlags
-    from server.cluster.application import ACCELERATOR, build_application
+    from server.api import ServingFlags
+    from server.cluster import build_application
 
     loaded = load_serving_profile(str(profile))
     path = str(profile.resolve())
@@ -75,7 +76,7 @@ def ray_serve(
         serve.start(http_options={"host": host, "port": port})
         application = build_application(
             replicas=replicas,
-            options={"profile": path, "dev": dev},
+            options=node_options(path, dev=dev),
             num_gpus=num_gpus,
             resources={ACCELERATOR: 1},
             max_ongoing_requests=max_ongoing_requests,

@@ -20,13 +20,18 @@ from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.tls_refresh import certificate_refresher
-from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ValidationResult, validate_profile
-from server.profiles.vllm_source import source_parser_registry
+from server.profiles import (
+    CONFIG_ENV,
+    ParserRegistry,
+    Profile,
+    ValidationResult,
+    source_parser_registry,
+    validate_profile,
+)
 
 if TYPE_CHECKING:
-    from server.api import ApiSettings
-    from server.api.serving_settings import ServingFlags
-    from server.engine.kv_budget import MemoryPlan
+    from server.api import ApiSettings, ServingFlags
+    from server.engine import MemoryPlan
 
 __all__ = [
     "ServeOptions",
@@ -72,7 +77,7 @@ def serving_validation(
 ) -> Callable[[str | None], ValidationResult]:
     """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries and
     the CLI's frontend defaults."""
-    from server.frontend.vllm_adapter import parser_registry
+    from server.frontend import parser_registry
 
     def validate(path: str | None) -> ValidationResult:
         return _validated(path, parser_registry(), default_tool_call_parser, default_enable_auto_tool_choice)
@@ -124,6 +129,10 @@ def refuse_invalid_profile(
     result = _validated(path, registry, default_tool_call_parser, default_enable_auto_tool_choice)
     if result.profile is None:
         _refuse(result)
+    from server.api import read_keys  # Litestar, not vLLM: an unset key variable is also said in well under a second
+
+    with _unset_key_exits(result.profile):
+        read_keys(result.profile, os.environ)
 
 
 def _refuse(result: ValidationResult) -> NoReturn:
@@ -173,10 +182,7 @@ def engine_defaults(
 
 def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
     """Build every model's vLLM engine config and the KV-cache budget; exit 1 naming what is wrong."""
-    from server.engine.factory import prepare_profile
-    from server.engine.kv_budget import MemoryBudgetExceeded
-    from server.engine.strategies import StrategyUnavailable
-    from server.engine.vllm_configs import EngineConfigInvalid
+    from server.engine import EngineConfigInvalid, MemoryBudgetExceeded, StrategyUnavailable, prepare_profile
 
     try:
         prepared, plan = prepare_profile(profile, engine_defaults=engine_defaults)
@@ -207,11 +213,20 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
     """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
     exits 1 naming a ``server.api_keys`` variable that is not set."""
-    from server.api.key_scopes import KeyNotSet
-    from server.api.serving_settings import api_settings
+    from server.api import api_settings
+
+    with _unset_key_exits(profile):
+        settings = api_settings(profile, flags, os.environ)
+    return settings
+
+
+@contextmanager
+def _unset_key_exits(profile: Profile) -> Iterator[None]:
+    """Exit 1 naming the ``server.api_keys`` variable that is not set (one line: ``file: error: ...``)."""
+    from server.api import KeyNotSet
 
     try:
-        return api_settings(profile, flags, os.environ)
+        yield
     except KeyNotSet as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
@@ -222,15 +237,15 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import create_app
-    from server.api.key_ring import KeyRing
-    from server.api.profile_watch import watch_profile
-    from server.api.reloader import Reloader
-    from server.api.serving_settings import ServingFlags
-    from server.engine.factory import build_manager, prepare_profile
-    from server.engine.strategies import StrategyUnavailable
-    from server.frontend import FrontendSettings, build_bundle_for_profile
-    from server.frontend.vllm_adapter import build_renderer, request_body_schemas, set_fingerprint_mode
+    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile
+    from server.engine import StrategyUnavailable, build_manager, prepare_profile
+    from server.frontend import (
+        FrontendSettings,
+        build_bundle_for_profile,
+        build_renderer,
+        request_body_schemas,
+        set_fingerprint_mode,
+    )
 
     if options.no_preload:
         profile = _without_preloads(profile)
@@ -428,8 +443,8 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     if len(args) <= 1 and not any(arg.startswith("-") for arg in args):
         # No vLLM flag to parse and no plugin to load: the profile is checked before vLLM is imported (seconds).
         refuse_invalid_profile(_profile_path(args), kwargs["tool_call_parser"], kwargs["enable_auto_tool_choice"])
-    from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
-    from server.frontend.vllm_adapter import load_parser_plugins, parse_frontend_flags
+    from server.engine import EngineFlagsInvalid, parse_engine_flags
+    from server.frontend import load_parser_plugins, parse_frontend_flags
 
     own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
     try:

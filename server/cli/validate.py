@@ -20,9 +20,15 @@ import click
 import msgspec
 
 from server.cli.plan_report import PlanReport, build_plan_report, read_memory, render_plan
-from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, validate_profile
-from server.profiles.budget_checks import guess_platform
-from server.profiles.vllm_source import source_parser_registry
+from server.profiles import (
+    CONFIG_ENV,
+    ParserRegistry,
+    Profile,
+    ProfileIssue,
+    guess_platform,
+    source_parser_registry,
+    validate_profile,
+)
 
 __all__ = [
     "FileReport",
@@ -200,7 +206,7 @@ def cli_parser_registry(
     """
     if plugins:
         with contextlib.redirect_stdout(sys.stderr):
-            from server.frontend.vllm_adapter import load_parser_plugins, parser_registry
+            from server.frontend import load_parser_plugins, parser_registry
 
             load_parser_plugins(**plugins)
             return parser_registry()
@@ -211,7 +217,7 @@ def cli_parser_registry(
     try:
         # stdout carries the report (JSON included): anything vLLM prints while importing goes to stderr.
         with contextlib.redirect_stdout(sys.stderr):
-            from server.frontend.vllm_adapter import parser_registry
+            from server.frontend import parser_registry
 
             return parser_registry()
     except Exception as exc:  # importing vLLM runs a lot of code; none of its failures may escape

@@ -3,8 +3,27 @@ ingress that routes by model (Ray's model multiplexing), and the cluster view (`
 
 Needs the ``ray`` extra (``pip install -e '.[ray]'``). The layer sits above ``api``: a node serves requests
 through Turnout's own app, and only the CLI imports this package.
+
+This face is all the CLI imports (``tests/test_layers.py``). It does not import Ray: the application's options and
+defaults are plain, and :func:`build_application` (which imports Ray) is looked up on first use. A Ray Serve config
+file names ``server.cluster.application:app_builder`` itself.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import TYPE_CHECKING, Any
+
+from server.cluster.application_options import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
+
+if TYPE_CHECKING:
+    from server.cluster.application import build_application
+
+__all__ = ["ACCELERATOR", "MAX_ONGOING_REQUESTS", "build_application", "node_options"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_application":
+        from server.cluster.application import build_application
+
+        return build_application
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

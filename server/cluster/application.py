@@ -12,17 +12,16 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
+from server.cluster.application_options import MAX_ONGOING_REQUESTS, node_options
 from server.cluster.ingress import TurnoutIngressDeployment
 from server.cluster.node import TurnoutNode
 
-__all__ = ["ACCELERATOR", "PROFILE_BUILDER", "PROFILE_EDGE", "app_builder", "build_application"]
+__all__ = ["PROFILE_BUILDER", "PROFILE_EDGE", "app_builder", "build_application"]
 
 #: The production node builder.
 PROFILE_BUILDER = "server.cluster.build:profile_node"
 #: The production edge builder (the ingress's; the node builder builds its edge with the same function).
 PROFILE_EDGE = "server.cluster.edge:profile_edge"
-#: The custom resource a replica takes one of where accelerators are not GPUs Ray knows (``--resources``).
-ACCELERATOR = "turnout_accel"
 
 
 def build_application(
@@ -33,7 +32,7 @@ def build_application(
     edge: str = PROFILE_EDGE,
     num_gpus: float = 0.0,
     resources: Mapping[str, float] | None = None,
-    max_ongoing_requests: int = 16,
+    max_ongoing_requests: int = MAX_ONGOING_REQUESTS,
     autoscaling: Mapping[str, Any] | None = None,
 ) -> Application:
     """The application: ``replicas`` node replicas (or an autoscaling range), each with ``num_gpus`` and
@@ -67,8 +66,8 @@ def app_builder(args: Mapping[str, Any]) -> Application:
     replica), ``resources``, ``max_ongoing_requests`` and ``dev``."""
     return build_application(
         replicas=int(args.get("replicas", 1)),
-        options={"profile": str(args["profile"]), "dev": bool(args.get("dev", False))},
+        options=node_options(str(args["profile"]), dev=bool(args.get("dev", False))),
         num_gpus=float(args.get("num_gpus", 0.0)),
         resources=args.get("resources"),
-        max_ongoing_requests=int(args.get("max_ongoing_requests", 16)),
+        max_ongoing_requests=int(args.get("max_ongoing_requests", MAX_ONGOING_REQUESTS)),
     )

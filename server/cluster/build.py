@@ -8,9 +8,8 @@ from typing import Any
 
 from server.cluster.edge import edge_parts
 from server.cluster.parts import NodeParts
-from server.engine.factory import build_manager, prepare_profile
-from server.frontend import FrontendSettings, build_bundle_for_profile
-from server.frontend.vllm_adapter import build_renderer, parser_registry
+from server.engine import build_manager, prepare_profile
+from server.frontend import FrontendSettings, build_bundle_for_profile, build_renderer, parser_registry
 from server.profiles import load_profile
 
 __all__ = ["profile_node"]

@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from server.api.serving_settings import ServingFlags, api_settings
+from server.api import ServingFlags, api_settings
 from server.cluster.parts import EdgeParts
 from server.profiles import Profile, load_profile
 

@@ -14,9 +14,7 @@ from typing import Any
 import msgspec
 from litestar import Request
 
-from server.api.key_scopes import allowed_model
-from server.api.model_names import resolve_model_name
-from server.api.route_table import RouteTable
+from server.api import RouteTable, allowed_model, resolve_model_name
 from server.cluster.parts import EdgeParts
 from server.engine import ModelNotFound
 

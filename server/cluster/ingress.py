@@ -20,19 +20,21 @@ from litestar.exceptions import HTTPException
 from litestar.response import Stream
 from ray import serve
 
-from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
-from server.api.errors import (
+from server.api import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
     EXCEPTION_HANDLERS,
     OPENAI_API,
     RESPONSES_API,
+    AdminGuard,
+    ApiKeyGuard,
     ApiShape,
+    KeyRing,
     error_response,
+    is_admin,
+    resolve_model_name,
+    visible,
 )
-from server.api.key_ring import KeyRing
-from server.api.key_scopes import visible
-from server.api.model_names import resolve_model_name
 from server.cluster.asgi_bridge import ForwardedRequest
 from server.cluster.errors import ReplicaLost, ReplicaUnknown
 from server.cluster.gate import IngressGate

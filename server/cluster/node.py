@@ -18,13 +18,11 @@ from typing import Any
 import msgspec
 from ray import serve
 
-from server.api import create_app
+from server.api import create_app, engine_error_body, retry_after_header
 from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
 from server.cluster.parts import NodeParts, import_builder
 from server.cluster.registry import registry_handle
-from server.engine import EngineError
-from server.engine.strategies.select import models_held_at_once
-from server.frontend.openai_errors import error_body
+from server.engine import EngineError, models_held_at_once
 
 __all__ = ["TurnoutNode", "error_items"]
 
@@ -50,11 +48,11 @@ class _Held:
 def error_items(error: EngineError) -> list[dict[str, Any]]:
     """A Turnout error as a node's response items (OpenAI's shape; a 503 with ``Retry-After``)."""
     headers = [(b"content-type", b"application/json")]
-    if error.status_code == 503:
-        headers.append((b"retry-after", str(error.retry_after or 5).encode()))
-    payload = error_body(error.status_code, error.message, code=error.code)
-    payload["error"].update(error.details())
-    return [response_start(error.status_code, headers), {"body": msgspec.json.encode(payload)}]
+    wait = retry_after_header(error.status_code, error.retry_after)
+    if wait is not None:
+        headers.append((b"retry-after", wait.encode()))
+    body = msgspec.json.encode(engine_error_body(error))
+    return [response_start(error.status_code, headers), {"body": body}]
 
 
 class TurnoutNode:
@@ -118,7 +116,7 @@ class TurnoutNode:
         mode's scheduler switches by itself)."""
         await self._model(name)
         manager = self._manager
-        if manager.snapshot().mode == "manual" and manager.active_model != name:
+        if not manager.switching.auto and manager.active_model != name:
             await manager.switch(name)
 
     # -- requests -------------------------------------------------------------------------------------------

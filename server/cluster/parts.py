@@ -7,8 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api import ApiSettings
-from server.api.admission import ServingBundle
+from server.api import ApiSettings, ServingBundle
 from server.engine import EngineManager
 from server.profiles import ModelProfile
 

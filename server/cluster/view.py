@@ -5,10 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["merged_models", "replica_summaries"]
+from server.api import model_card, served_names
+from server.engine import SlotState
 
-#: A model's best state across replicas: the first of these any replica has it in.
-_PREFERENCE = ("active", "draining", "resident", "sleeping", "loading", "stashed", "failed")
+__all__ = ["PREFERENCE", "merged_models", "replica_summaries"]
+
+#: A model's best state across replicas: the first of these any replica has it in (else stopped).
+PREFERENCE = (
+    SlotState.ACTIVE,
+    SlotState.DRAINING,
+    SlotState.RESIDENT,
+    SlotState.SLEEPING,
+    SlotState.LOADING,
+    SlotState.STASHED,
+    SlotState.FAILED,
+)
 
 
 def _states(report: Mapping[str, Any]) -> dict[str, str]:
@@ -17,10 +28,10 @@ def _states(report: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _best(states: list[str]) -> str:
-    for state in _PREFERENCE:
+    for state in PREFERENCE:
         if state in states:
             return state
-    return states[0] if states else "stopped"
+    return states[0] if states else SlotState.STOPPED
 
 
 def merged_models(
@@ -46,21 +57,18 @@ def merged_models(
             continue
         states = {replica: states[name] for replica, states in per_replica.items() if name in states}
         status = _best(list(states.values()))
-        for card_id in (name, *(alias for alias in first["aliases"].get(name, []) if alias != name)):
-            cards.append(
-                {
-                    "id": card_id,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "turnout",
-                    "root": path if admin else None,
-                    "parent": None if card_id == name else name,
-                    "permission": [],
-                    "status": status,
-                    "active": status == "active",
-                    "replicas": states,
-                }
+        cards += [
+            model_card(
+                card_id,
+                name,
+                created=created,
+                root=path if admin else None,
+                status=status,
+                active=status == SlotState.ACTIVE,
+                replicas=states,
             )
+            for card_id in served_names(name, first["aliases"].get(name, []))
+        ]
     return {"object": "list", "data": cards}
 
 

@@ -1,7 +1,14 @@
 """The engine manager: owns vLLM engines, gates requests and switches the active model.
 
-A layer above ``profiles`` and beside ``frontend`` (see ``server/__init__.py``): it imports neither the frontend nor
-Litestar, and knows a model's bundle only as the opaque value its :data:`BundleBuilder` returns.
+A layer above ``profiles`` and ``vllm_plugin`` and beside ``frontend`` (see ``server/__init__.py``): it imports
+neither the frontend nor Litestar, and knows a model's bundle only as the opaque value its :data:`BundleBuilder`
+returns.
+
+This face is all other packages import (``tests/test_layers.py``): the manager and what it reports, its errors,
+the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine flags
+and the memory plan) and the counters the metrics read. The modules behind it are the engine's own to move.
+Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
+profile fast.
 
 The vLLM plugin that runs inside vLLM's processes is a package of its own (``server/vllm_plugin``), so this one
 loads everything at once.
@@ -9,6 +16,7 @@ loads everything at once.
 
 from __future__ import annotations
 
+from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
 from server.engine.errors import (
     AdmissionTimeout,
     EngineDied,
@@ -25,8 +33,11 @@ from server.engine.errors import (
     SwitchConflict,
     SwitchFailed,
 )
+from server.engine.factory import build_manager, prepare_profile
+from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan, MemoryReading
 from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.report import (
     ManagerSnapshot,
     ModelsReplaced,
@@ -36,17 +47,30 @@ from server.engine.report import (
     SwitchAttempt,
     SwitchReport,
 )
-from server.engine.states import Slot, SlotState
+from server.engine.states import PARKED, Slot, SlotState
+from server.engine.strategies import StrategyUnavailable, resolve_strategy_name
+from server.engine.strategies.select import models_held_at_once
+from server.engine.vllm_configs import EngineConfigInvalid
+from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
 
 __all__ = [
+    "ENGINE_METRICS",
+    "PARKED",
+    "VLLM_PREFIX",
     "AdmissionTimeout",
     "BundleBuilder",
+    "EngineConfigInvalid",
     "EngineDied",
     "EngineError",
+    "EngineFlagsInvalid",
     "EngineManager",
+    "EngineMetrics",
     "Lease",
     "ManagerClosed",
     "ManagerSnapshot",
+    "MemoryBudgetExceeded",
+    "MemoryPlan",
+    "MemoryReading",
     "ModelLoadFailed",
     "ModelNotActive",
     "ModelNotFound",
@@ -62,8 +86,16 @@ __all__ = [
     "Slot",
     "SlotSnapshot",
     "SlotState",
+    "StrategyUnavailable",
     "SwitchAttempt",
     "SwitchConflict",
     "SwitchFailed",
     "SwitchReport",
+    "build_manager",
+    "hlml_memory",
+    "models_held_at_once",
+    "nvml_memory",
+    "parse_engine_flags",
+    "prepare_profile",
+    "resolve_strategy_name",
 ]

@@ -4,7 +4,8 @@ Each waiting request is a future the scheduler's effects resolve: ``admit`` crea
 model published now (synchronously, through the device, so a later switch's drain sees it), ``refuse`` fails it
 with the typed error. One loop timer wakes the scheduler for its next deadline. The scheduler's clock is
 ``time.monotonic()``, so status snapshots work outside the loop too. The manager owns one of these and reports
-switch ends to it; the device reports request ends.
+nothing tells it of a change: it subscribes to the device's change signal (switches, request ends, reloads, deaths)
+and passes each change to the scheduler.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from server.engine.change_signal import Change, LeaseEnded, SwitchBegan, SwitchEnded
 from server.engine.device import Device
 from server.engine.errors import (
     AdmissionTimeout,
@@ -32,7 +34,7 @@ from server.engine.errors import (
 from server.engine.lease import Lease
 from server.engine.observer import ManagerObserver
 from server.engine.scheduler import Scheduler
-from server.engine.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
+from server.engine.scheduling_types import Refusal, SchedulerPolicy, Waiter
 from server.engine.states import SlotState
 
 __all__ = ["Admission"]
@@ -54,6 +56,7 @@ class Admission(Generic[B]):
         policy: The scheduler's mode and bounds.
         observer: Told how long each queued request waited.
         start_switch: Starts a switch ``(source, target)`` as a task and returns at once (auto mode).
+        is_dead: Whether a model's engine died and it has not served since (the healer keeps that).
     """
 
     def __init__(
@@ -62,14 +65,18 @@ class Admission(Generic[B]):
         policy: SchedulerPolicy,
         observer: ManagerObserver,
         start_switch: Callable[[str | None, str], None],
+        is_dead: Callable[[str], bool],
     ) -> None:
-        self.scheduler: Scheduler[Ticket[B]] = Scheduler(device.models, policy, self, device)
+        self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, device)
         self._device = device
         self._policy = policy
         self._observer = observer
         self._start_switch = start_switch
+        self._is_dead = is_dead
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._change_pending = False
+        device.subscribe(self._on_change)
 
     # -- called by the manager ------------------------------------------------------------------------------
 
@@ -98,42 +105,44 @@ class Admission(Generic[B]):
             self._give_up(waiter)
             raise
 
-    def finished(self, model: str) -> None:
-        """A lease of ``model`` ended."""
-        self.scheduler.finished(model, time.monotonic())
-        self._rearm()
-
-    def switch_forced(self, target: str) -> None:
-        """A switch the scheduler did not ask for began (start-up or the admin route: a forced retry)."""
-        self.scheduler.switch_forced(target, time.monotonic())
-
-    def switch_ended(self, ended: SwitchView, *, ok: bool) -> None:
-        """``ended`` is over and its outcome published."""
-        self.scheduler.switch_ended(ended, time.monotonic(), ok=ok)
-        self._rearm()
-
-    def device_changed(self) -> None:
-        """The device changed outside a switch (a reload let go of it, an engine died)."""
-        self.scheduler.device_changed(time.monotonic())
-        self._rearm()
-
     def retry_in(self, model: str) -> float | None:
         """Seconds until ``model`` is tried again after a failed load, or None."""
         now = time.monotonic()
         until = self.scheduler.backoff_until(model, now)
         return None if until is None else round(until - now, 1)
 
-    def set_models(self, models: Iterable[str]) -> None:
-        """A reload changed the configured models (see :meth:`Scheduler.set_models`)."""
-        self.scheduler.set_models(models)
+    # -- the device's changes: the scheduler's one change path ------------------------------------------------
+
+    def _on_change(self, change: Change) -> None:
+        """Tell the scheduler what changed on the device: a request's end, a switch's start and end at once (a
+        switch's end may start the next switch); any other change once the change in progress is over (a slot
+        moves several times in one intent), except the device closing, which refuses every waiter at once."""
+        now = time.monotonic()
+        if self._device.closed:
+            self.scheduler.device_changed(now)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = self._timer_at = None
+            return
+        if isinstance(change, LeaseEnded):
+            self.scheduler.finished(change.model, now)
+        elif isinstance(change, SwitchBegan):
+            if change.forced:  # start-up, the admin route or a restart: it ends a backoff
+                self.scheduler.switch_forced(change.target, now)
+            return
+        elif isinstance(change, SwitchEnded):
+            self.scheduler.switch_ended(change.switch, now, ok=change.ok)
+        elif not self._change_pending:
+            self._change_pending = True
+            asyncio.get_running_loop().call_soon(self._device_changed)
+            return
         self._rearm()
 
-    def close(self) -> None:
-        """Refuse every waiter and stop the timer."""
-        self.scheduler.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = self._timer_at = None
+    def _device_changed(self) -> None:
+        self._change_pending = False
+        self.scheduler.device_changed(time.monotonic())
+        if not self._device.closed:
+            self._rearm()
 
     # -- the scheduler's effects ----------------------------------------------------------------------------
 
@@ -163,7 +172,7 @@ class Admission(Generic[B]):
                 refusal = Refusal.NO_ACTIVE if device.active_model is None else Refusal.NOT_ACTIVE
             else:
                 refusal = Refusal.LOAD_FAILED
-        if model in device.dead and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
+        if self._is_dead(model) and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
             # Its engine died and its restart has not begun, or gave up: say so, not "not active".
             slot = device.slots.get(model)
             return EngineDied(model, (slot.reason if slot is not None else None) or "engine died")
@@ -179,7 +188,7 @@ class Admission(Generic[B]):
         if refusal is Refusal.WAIT_TIMEOUT:
             return AdmissionTimeout(model, self._policy.max_wait_s, retry_after)
         if refusal is Refusal.REMOVED:
-            return ModelNotFound(model, self.scheduler.models)
+            return ModelNotFound(model, self._device.models)
         if refusal is Refusal.NOT_ACTIVE and device.active_model is not None:
             return ModelNotActive(model, device.active_model)
         if refusal is Refusal.SWITCHING_AWAY and (switch := device.switch) is not None:

@@ -1,30 +1,72 @@
-"""The manager's state-change broadcast: how requests and switches wait for the gate to change, without a lock.
+"""The device's change broadcast: how requests and switches wait for the gate to change, without a lock, and how the
+scheduler hears of every change (its one change path: nothing else tells it that something changed).
 
 Everything runs on one asyncio loop and state changes happen between awaits, so waiters only need to hear that
-*something* changed and then look again. Every change sets the current event and replaces it with a fresh one.
+*something* changed and then look again. Every change sets the current event and replaces it with a fresh one,
+and calls each subscriber with what changed: a :class:`Change` that carries news the state alone does not keep
+(a switch began or ended and how, a request ended), or None for any other change.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["ChangeSignal", "wait_set"]
+from server.engine.scheduling_types import SwitchView
+
+__all__ = ["Change", "ChangeSignal", "LeaseEnded", "SwitchBegan", "SwitchEnded", "wait_set"]
+
+
+@dataclass(frozen=True)
+class SwitchBegan:
+    """A switch to ``target`` began; ``forced`` when the scheduler did not ask for it (start-up, admin, restart)."""
+
+    target: str
+    forced: bool
+
+
+@dataclass(frozen=True)
+class SwitchEnded:
+    """``switch`` is over (``ok``: its target is active) and its outcome is published."""
+
+    switch: SwitchView
+    ok: bool
+
+
+@dataclass(frozen=True)
+class LeaseEnded:
+    """A request admitted to ``model`` ended."""
+
+    model: str
+
+
+#: What a subscriber is told: one of the events above, or None for any other change.
+Change = SwitchBegan | SwitchEnded | LeaseEnded | None
 
 
 class ChangeSignal:
-    """Wakes every waiter at each change; a waiter that looked at the state before a change never misses it."""
+    """Wakes every waiter at each change and tells each subscriber; a waiter that looked at the state before a
+    change never misses it."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._subscribers: list[Callable[[Change], None]] = []
+
+    def subscribe(self, subscriber: Callable[[Change], None]) -> None:
+        """Call ``subscriber`` at every change from now on (synchronously: it must not await)."""
+        self._subscribers.append(subscriber)
 
     def watch(self) -> asyncio.Event:
         """The event the next change sets. Take it *before* reading the state, so no change in between is lost."""
         return self._event
 
-    def notify(self) -> None:
-        """A change happened: wake everyone waiting on the current event."""
+    def notify(self, change: Change = None) -> None:
+        """A change happened: wake everyone waiting on the current event, then tell the subscribers."""
         event, self._event = self._event, asyncio.Event()
         event.set()
+        for subscriber in list(self._subscribers):
+            subscriber(change)
 
     async def wait(self, timeout: float) -> bool:
         """Wait for the next change, at most ``timeout`` seconds; False when it timed out."""

@@ -174,7 +174,6 @@ def build_manager(
         in_place=in_place,
         # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
         by_bytes=room_budget(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
-        models=profile.models,
         watches=watches,
     )
     manager: EngineManager[B] = EngineManager(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from server.engine.errors import ManagerClosed, SwitchConflict, SwitchFailed
 from server.engine.report import RestartPlan
@@ -35,10 +35,12 @@ STABLE_AFTER_S = 60.0
 
 
 class Healer:
-    """Restarts the active model after its engine died (manual mode) and keeps every dead model's restart count.
+    """Restarts the active model after its engine died (manual mode), and keeps the restart bookkeeping, all of it:
+    which models are dead (their engine died and they have not served since), and each one's restart count.
 
     Args:
-        switching: The profile's switching section (mode, ``max_restarts``, the failure backoff).
+        switching: The profile's switching section (``max_restarts``).
+        policy: The mode and the failure backoff (the manager's one :class:`SchedulerPolicy`).
         restart: Switches to a model as a restart (raises :class:`SwitchFailed` when it fails).
         taken_over: True once something else holds the device (a switch, another active model, shutdown): the
             restarts stop then.
@@ -48,17 +50,19 @@ class Healer:
     def __init__(
         self,
         switching: Switching,
+        policy: SchedulerPolicy,
         restart: Callable[[str], Awaitable[object]],
         taken_over: Callable[[], bool],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._mode = switching.mode
+        self._policy = policy
         self._max = switching.max_restarts
-        self._backoff = SchedulerPolicy.from_switching(switching).backoff_s
+        self._backoff = policy.backoff_s
         self._restart = restart
         self._taken_over = taken_over
         self._clock = clock
+        self._dead: set[str] = set()
         self._restarts: dict[str, int] = {}
         self._back_at: dict[str, float] = {}  # when a restart last brought the model back
         self._task: asyncio.Task[None] | None = None
@@ -68,6 +72,7 @@ class Healer:
     def died(self, name: str, *, was_active: bool) -> None:
         """``name``'s engine died: its restart count starts again (unless a restart brought it back less than
         :data:`STABLE_AFTER_S` ago), and in manual mode, when it was the active model, its restarts begin."""
+        self._dead.add(name)
         back_at = self._back_at.pop(name, None)
         if back_at is None or self._clock() - back_at >= STABLE_AFTER_S:
             self._restarts[name] = 0
@@ -79,7 +84,7 @@ class Healer:
                 self._restarts.get(name, 0),
                 self._max,
             )
-        if not was_active or self._mode != "manual" or self._task is not None:
+        if not was_active or self._policy.auto or self._task is not None:
             return
         if self._restarts.get(name, 0) >= self._max:
             logger.error("%s's engine died after %d restarts (max_restarts); it %s", name, self._max, GIVEN_UP)
@@ -88,6 +93,15 @@ class Healer:
         self._task = asyncio.get_running_loop().create_task(self._heal(name), name=f"heal {name}")
         self._task.add_done_callback(self._healed)
 
+    def is_dead(self, name: str) -> bool:
+        """Whether ``name``'s engine died and it has not served since (its next activation is a restart)."""
+        return name in self._dead
+
+    def keep_only(self, models: Collection[str]) -> None:
+        """A reload left only ``models``: forget the others (a model added again later starts afresh)."""
+        self._dead &= set(models)
+        self._restarts = {name: count for name, count in self._restarts.items() if name in models}
+
     def restart_began(self, name: str) -> None:
         """A switch to the dead ``name`` began (its own restart, the scheduler's or an admin's): one more try."""
         self._restarts[name] = self._restarts.get(name, 0) + 1
@@ -95,6 +109,7 @@ class Healer:
     def restart_ended(self, name: str, *, ok: bool) -> None:
         """A switch that restarted ``name`` ended; when ``ok``, the model serves again from now."""
         if ok:
+            self._dead.discard(name)
             self._back_at[name] = self._clock()
 
     def cancel(self) -> None:
@@ -102,19 +117,18 @@ class Healer:
         if self._task is not None:
             self._task.cancel()
 
-    def plan(self, name: str, *, dead: bool, restarting: bool, retry_in_s: float | None) -> RestartPlan | None:
+    def plan(self, name: str, *, restarting: bool, retry_in_s: float | None) -> RestartPlan | None:
         """What comes next for ``name`` (None unless its engine died and it has not served since).
 
         Args:
             name: The model.
-            dead: Its engine died and it has not served since.
             restarting: A switch to it is under way.
             retry_in_s: Auto mode: the scheduler's backoff after a failed restart, if any.
         """
-        if not dead:
+        if name not in self._dead:
             return None
         tried = self._restarts.get(name, 0)
-        if self._mode == "auto":
+        if self._policy.auto:
             wait = f", not before {retry_in_s:.0f} s" if retry_in_s is not None else ""
             note = "restarting" if restarting else f"restarts at its next request{wait}"
             return RestartPlan(restarts=tried, restarting=restarting, next_restart_in_s=retry_in_s, note=note)

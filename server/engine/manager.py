@@ -2,10 +2,11 @@
 
 The state it acts on has one owner, the :class:`Device` (slots, leases in flight, the switch under way). Around
 it, one role each: the switch's steps (``switch.py``) and its task and ending (``switch_tasks.py``), admission in
-both modes (``admission.py`` over the pure ``scheduler.py``), the residency entry points (``residency.py``),
-engine deaths (``engine_death.py``) and their healing (``healing.py``), a reload's swap-in (``models_reload.py``),
-the status snapshot (``manager_status.py``), the switch history (``switch_history.py``) and the observers
-(``observer.py``). This module wires them and keeps the public API; the switch's join-or-refuse rule is here.
+both modes (``admission.py`` over the pure ``scheduler.py``, which hears of every change through the device's
+change signal), the residency entry points (``residency.py``), engine deaths (``engine_death.py``) and their
+healing (``healing.py``), the status snapshot (``manager_status.py``), the switch history
+(``switch_history.py``) and the observers (``observer.py``). This module wires them and keeps the public API; the
+switch's join-or-refuse rule is here.
 
 Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
     * A request is served only by the model and bundle it was admitted to (its :class:`Lease` pins them).
@@ -18,20 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
 from server.engine.admission import Admission
-from server.engine.device import Device
-from server.engine.engine_death import EngineDeaths, end_leases
+from server.engine.device import BundleBuilder, Device
+from server.engine.engine_death import EngineDeaths
 from server.engine.errors import EngineError, ManagerClosed, ModelNotFound, SwitchConflict
 from server.engine.healing import Healer
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
-from server.engine.models_reload import ModelsReload
 from server.engine.observer import ManagerObserver, Observers
 from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyReport, SwitchReport
 from server.engine.residency import Residency
@@ -46,8 +45,6 @@ __all__ = ["BundleBuilder", "EngineManager"]
 logger = logging.getLogger("turnout.engine")
 
 B = TypeVar("B")
-#: Builds one model's frontend bundle: ``(name, profile, engine) -> bundle``. Supplied by the frontend layer.
-BundleBuilder = Callable[[str, ModelProfile, Any], Awaitable[B]]
 
 #: Most seconds a request waits for a switch before a 503, unless the caller says otherwise.
 ADMISSION_TIMEOUT_S = 600.0
@@ -82,48 +79,40 @@ class EngineManager(Generic[B]):
         memory_plan: MemoryPlan | None = None,
     ) -> None:
         self._switching = switching or Switching()
-        self._device: Device[B] = Device(models, strategy, memory_plan)
+        self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
+        self._device: Device[B] = Device(
+            models, strategy, build_bundle, memory_plan, drain_timeout=self._switching.drain_timeout
+        )
         self._strategy = strategy
-        self._build_bundle = build_bundle
         self._admission_timeout = ADMISSION_TIMEOUT_S if admission_timeout is None else admission_timeout
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
         self._healer = Healer(
             self._switching,
+            self._policy,
             restart=lambda name: self._switch_to(name, None, "restart"),
             taken_over=lambda: self._device.closed or self.active_model is not None or self._device.switch is not None,
         )
         self._admission: Admission[B] = Admission(
             self._device,
-            SchedulerPolicy.from_switching(self._switching),
+            self._policy,
             self._observers,
             start_switch=self._start_auto_switch,
+            is_dead=self._healer.is_dead,
         )
         self._residency: Residency[B] = Residency(
-            self._device,
-            strategy,
-            self._admission,
-            self._switching,
-            self._observers,
-            self._published_for,
-            abort_grace=abort_grace,
-            hold_timeout=self._switching.drain_timeout + 60.0,
+            self._device, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
         )
         self._switches: SwitchTasks[B] = SwitchTasks(
             self._device,
-            strategy,
-            self._published_for,
+            strategy.name,
             self._history,
             self._observers,
             self._healer,
-            self._admission,
             memory_probe=memory_probe,
             abort_grace=abort_grace,
         )
-        self._deaths: EngineDeaths[B] = EngineDeaths(self._device, self._observers, self._admission, self._healer)
-        self._reload: ModelsReload[B] = ModelsReload(
-            self._device, self._admission, self._residency, self._switching, build_bundle
-        )
+        self._deaths: EngineDeaths[B] = EngineDeaths(self._device, self._observers, self._healer)
 
     # -- read-only views ------------------------------------------------------------------------------------
 
@@ -171,7 +160,7 @@ class EngineManager(Generic[B]):
         """The manager's state for the status route."""
         return manager_snapshot(
             device=self._device,
-            switching=self._switching,
+            policy=self._policy,
             strategy=self._strategy.name,
             admission=self._admission,
             residency=self._residency,
@@ -193,19 +182,10 @@ class EngineManager(Generic[B]):
 
     async def shutdown(self) -> None:
         """Refuse new requests, stop a running switch and release every engine."""
-        device = self._device
-        device.close()
-        self._admission.close()
+        self._device.close()  # the scheduler refuses every waiter as it hears of it
         await self._residency.close()
         self._healer.cancel()
-        switch = device.switch
-        if switch is not None:
-            switch.task.cancel()
-            with suppress(BaseException):
-                await switch.task
-        for slot in device:
-            await device.unload(slot.name)
-        await self._strategy.close()
+        await self._device.shutdown()
 
     async def drain(self, timeout: float) -> int:
         """The first step of a graceful shutdown (SIGTERM): admit nothing more, and give the requests in flight
@@ -214,20 +194,13 @@ class EngineManager(Generic[B]):
         Returns how many requests were ended. :meth:`shutdown` still has to release the engines.
         """
         device = self._device
-        device.close()  # nothing new is admitted; requests in flight keep the model their lease pins
-        self._admission.close()  # queued requests get 503 server_shutting_down at once
-        deadline = asyncio.get_running_loop().time() + timeout
-        while any(device.in_flight(name) for name in device.models):
-            if not await device.wait_change(deadline - asyncio.get_running_loop().time()):
-                break
-        ended = 0
-        for model in device.models:
-            leases = device.leases(model)
-            if leases:
-                logger.warning("shutdown: ending %d request(s) on %s after the drain timeout", len(leases), model)
-                ended += len(leases)
-                await end_leases(leases, ManagerClosed(), model)
-        return ended
+        # Nothing new is admitted, and queued requests get 503 server_shutting_down at once (the scheduler hears of
+        # it); requests in flight keep the model their lease pins.
+        device.close()
+        ended = await asyncio.gather(
+            *(device.end_requests(model, timeout, ManagerClosed(), "at shutdown") for model in device.models)
+        )
+        return sum(aborted for _, aborted in ended)
 
     # -- admission ------------------------------------------------------------------------------------------
 
@@ -249,11 +222,8 @@ class EngineManager(Generic[B]):
 
     def release(self, lease: Lease[B]) -> None:
         """End ``lease``: the request no longer counts as in flight. Idempotent."""
-        if not self._device.release(lease):
-            return
-        if lease.aborted_by is not None:
+        if self._device.release(lease) and lease.aborted_by is not None:  # the scheduler hears of it from the device
             self._observers.request_aborted(lease.model)
-        self._admission.finished(lease.model)
 
     # -- switching ------------------------------------------------------------------------------------------
 
@@ -295,20 +265,12 @@ class EngineManager(Generic[B]):
                 break
             await device.wait_change(self._admission_timeout)  # a reload holds the device: it is brief
         timeout = self._switching.drain_timeout if drain_timeout is None else drain_timeout
-        self._admission.switch_forced(target)
         return await asyncio.shield(self._switches.begin(target, timeout, trigger).task)
 
     def _start_auto_switch(self, source: str | None, target: str) -> None:
         """The scheduler's decision: ``source`` (published now) gives the device to ``target``."""
         assert source == self.active_model, (source, self.active_model)
         self._switches.begin(target, self._switching.drain_timeout, "auto")
-
-    async def _published_for(self, name: str) -> Published[B]:
-        """The slot's snapshot for its engine, building the bundle only when the engine has none yet."""
-        slot = self._device.slots[name]
-        if slot.published is not None:
-            return slot.published
-        return self._device.hold_bundle(name, await self._build_bundle(name, slot.profile, slot.engine))
 
     # -- residency ------------------------------------------------------------------------------------------
 
@@ -361,13 +323,32 @@ class EngineManager(Generic[B]):
         """Replace the configured models live (``turnout reload``), as one operation of the device: the active
         model's new bundle is built first, then everything is swapped in at once, or nothing changes.
 
+        The reload waits (within ``wait_timeout``, default the device's hold timeout) for a switch under way to
+        end and holds the device meanwhile, so none starts; it then builds the active model's new bundle over its
+        running engine when its frontend changed. Only when that worked is everything swapped in without an
+        await in between: the profiles, the slots of added and removed models, the active model's new published
+        snapshot, the memory plan and the strategy's view of the models. Requests in flight keep the snapshot
+        they were admitted to, so they finish on the old bundle. Then the parked engines of removed models, and
+        of models whose engine settings changed, are released. The active model's engine settings apply at its
+        next load: a switch that parks it unloads it, whatever the strategy.
+
+        Args:
+            models: The new models, in profile order; must include the active model.
+            new_frontend: Models whose frontend settings changed (their bundle is rebuilt).
+            new_engine: Models whose engine settings changed.
+            memory_plan: The new models' KV-cache budget (None: keep the current one).
+            wait_timeout: Most seconds to wait for a switch under way.
+
         Raises:
-            ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`ModelsReload.replace`.
+            ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`Device.reload`.
         """
-        return await self._reload.replace(
+        republished, unloaded = await self._device.reload(
             models,
             new_frontend=new_frontend,
             new_engine=new_engine,
             memory_plan=memory_plan,
-            wait_timeout=wait_timeout,
+            timeout=wait_timeout,
         )
+        self._residency.models_changed()
+        self._healer.keep_only(models)
+        return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._device.stale)

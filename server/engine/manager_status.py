@@ -11,9 +11,9 @@ from server.engine.device import Device
 from server.engine.healing import Healer
 from server.engine.report import ManagerSnapshot, SlotSnapshot
 from server.engine.residency import Residency
+from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.supervision import engine_pids
 from server.engine.switch_history import SwitchHistory
-from server.profiles.schema import Switching
 
 __all__ = ["manager_snapshot"]
 
@@ -21,7 +21,7 @@ __all__ = ["manager_snapshot"]
 def manager_snapshot(
     *,
     device: Device[Any],
-    switching: Switching,
+    policy: SchedulerPolicy,
     strategy: str,
     admission: Admission[Any],
     residency: Residency[Any],
@@ -29,13 +29,13 @@ def manager_snapshot(
     history: SwitchHistory,
 ) -> ManagerSnapshot:
     """The manager's state for the status route (``strategy``: the strategy's name)."""
-    auto, now = switching.mode == "auto", time.monotonic()
+    auto, now = policy.auto, time.monotonic()
     switch = device.switch
     switching_to = switch.target if switch is not None else None
     return ManagerSnapshot(
         active_model=device.active_model,
         switching_to=switching_to,
-        mode=switching.mode,
+        mode=policy.mode,
         strategy=strategy,
         in_flight=sum(device.in_flight(name) for name in device.models),
         slots=[
@@ -52,7 +52,6 @@ def manager_snapshot(
                 unloads_in_s=residency.unloads_in(slot.name, now),
                 restart=healer.plan(
                     slot.name,
-                    dead=slot.name in device.dead,
                     restarting=switching_to == slot.name,
                     retry_in_s=admission.retry_in(slot.name) if auto else None,
                 ),

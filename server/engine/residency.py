@@ -1,8 +1,9 @@
 """Residency controls: load and unload a model without switching to it, preload at start, unload when idle.
 
-Each operation holds the device between switches (:meth:`Device.held_for_residency`, as a reload does): requests
-for the active model go on, and no switch starts meanwhile. Slots change only through the device's intents, and
-engines only through the strategy (``load_resident`` of a :class:`ResidentLoader`, ``unload``).
+Each operation holds the device between switches (:meth:`Device.held`, as a reload does): requests for the active
+model go on, and no switch starts meanwhile. The device's :meth:`~Device.load` and :meth:`~Device.unload` intents
+do the work; this module decides when (preload, the idle timer) and what the policy allows (manual mode's refusal
+to unload the active model without ``force``).
 
 The idle timer is one asyncio task that sleeps until the next deadline or the next change of the device. A
 model's last use is when a request for it was last admitted or ended (the scheduler's ``last_busy_at``) or when
@@ -15,26 +16,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Generic, TypeVar
 
 from server.engine.admission import Admission
-from server.engine.device import Device, describe_error
+from server.engine.device import UNLOADABLE, Device
 from server.engine.errors import (
     EngineError,
-    LoadFailed,
     ManagerClosed,
     ModelNotFound,
     RequestAbortedByUnload,
     ResidencyRefused,
 )
-from server.engine.lease import Published
 from server.engine.observer import ManagerObserver
 from server.engine.report import ResidencyReport
+from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.states import SlotState
-from server.engine.strategies.base import ResidentLoader, SwitchStrategy
-from server.engine.switch import drain
 from server.profiles.schema import Switching
 
 __all__ = ["Residency"]
@@ -43,8 +40,6 @@ logger = logging.getLogger("turnout.engine")
 
 B = TypeVar("B")
 
-#: States an unload frees without a drain: the engine is parked (a stashed slot's runner is the host's).
-_UNLOADABLE = frozenset({SlotState.RESIDENT, SlotState.SLEEPING})
 #: Longest sleep of the idle timer without a change of the device (a bound on a missed wake-up, not a poll).
 _IDLE_CHECK_S = 30.0
 
@@ -54,35 +49,29 @@ class Residency(Generic[B]):
 
     Args:
         device: The device's state (the one owner of the slots).
-        strategy: Loads and frees the engines.
-        admission: Told when the device is free again; its scheduler knows each model's last use.
-        switching: The profile's switching section (mode, drain timeout, the default ``idle_unload_s``).
+        admission: Its scheduler knows each model's last use and queues.
+        switching: The profile's switching section (drain timeout, the default ``idle_unload_s``).
+        policy: The mode, through :class:`SchedulerPolicy` (built once, by the manager).
         observer: Told about idle unloads.
-        publish: Builds (or reuses) the frontend bundle of a slot's engine, so a loaded model activates at once.
         abort_grace: Seconds aborted requests get to leave before an unloaded engine goes away.
-        hold_timeout: Most seconds an operation waits for a switch under way to end.
     """
 
     def __init__(
         self,
         device: Device[B],
-        strategy: SwitchStrategy,
         admission: Admission[B],
         switching: Switching,
+        policy: SchedulerPolicy,
         observer: ManagerObserver,
-        publish: Callable[[str], Awaitable[Published[B]]],
         *,
         abort_grace: float,
-        hold_timeout: float,
     ) -> None:
         self._device = device
-        self._strategy = strategy
         self._admission = admission
         self._switching = switching
+        self._policy = policy
         self._observer = observer
-        self._publish = publish
         self._abort_grace = abort_grace
-        self._hold_timeout = hold_timeout
         self._tasks: list[asyncio.Task[None]] = []
         self._idle_task: asyncio.Task[None] | None = None
         self._retry_at: dict[str, float] = {}  # an idle unload that did not happen waits this long to retry
@@ -125,11 +114,8 @@ class Residency(Generic[B]):
         """
         self._check(name)
         started = time.perf_counter()
-        try:
-            async with self._device.held_for_residency(self._hold_timeout):
-                changed = await self._load_held(name, preload=preload)
-        finally:
-            self._admission.device_changed()
+        async with self._device.held("load or unload", ResidencyRefused):
+            changed = await self._device.load(name, preload=preload)
         return self._report(name, "load", changed, started)
 
     async def unload(self, name: str, *, force: bool = False, drain_timeout: float | None = None) -> ResidencyReport:
@@ -146,11 +132,8 @@ class Residency(Generic[B]):
         self._check(name)
         started = time.perf_counter()
         timeout = self._switching.drain_timeout if drain_timeout is None else drain_timeout
-        try:
-            async with self._device.held_for_residency(self._hold_timeout):
-                changed = await self._unload_held(name, force=force, drain_timeout=timeout)
-        finally:
-            self._admission.device_changed()
+        async with self._device.held("load or unload", ResidencyRefused):
+            changed = await self._unload_held(name, force=force, drain_timeout=timeout)
         return self._report(name, "unload", changed, started)
 
     def unloads_in(self, name: str, now: float) -> float | None:
@@ -158,67 +141,20 @@ class Residency(Generic[B]):
         deadline = self._deadline(name)
         return None if deadline is None else round(max(0.0, deadline - now), 1)
 
-    # -- under the hold -------------------------------------------------------------------------------------
-
-    async def _load_held(self, name: str, *, preload: bool) -> bool:
-        device = self._device
-        slot = device.slots[name]
-        if slot.state is SlotState.ACTIVE or slot.engine is not None or slot.state is SlotState.STASHED:
-            return False
-        strategy = self._strategy
-        refusal = None
-        if not isinstance(strategy, ResidentLoader):
-            refusal = ResidencyRefused(
-                f"The '{strategy.name}' strategy holds one engine at a time, so '{name}' cannot be loaded next "
-                f"to the active model; switch to it instead (POST /v1/models/switch)."
-            )
-        if refusal is not None and not preload:
-            raise refusal  # the slot stays as it is, a failure's reason included
-        device.start_loading(name)
-        try:
-            if refusal is not None:
-                raise refusal
-            assert isinstance(strategy, ResidentLoader)
-            engine = await strategy.load_resident(name, slot.profile, device.room_for(name))
-            device.brought_up(name, engine)
-            await self._publish(name)  # the bundle too, so that switching to it is only a pointer swap
-        except ResidencyRefused as exc:
-            if preload:  # the profile asks for what cannot be: shown like a failed load
-                device.failed(name, f"preload refused: {exc.message}")
-            else:
-                device.stopped(name, frozenset({SlotState.LOADING}))
-            raise
-        except Exception as exc:
-            reason = describe_error(exc)
-            logger.error("loading %s failed: %s", name, reason)
-            await device.free_engine(name, device.failed(name, reason))
-            raise LoadFailed(name, reason) from exc
-        device.loaded_resident(name)
-        logger.info("%s is loaded and resident", name)
-        return True
-
     async def _unload_held(self, name: str, *, force: bool, drain_timeout: float) -> bool:
-        device = self._device
-        state = device.slots[name].state
-        if state is SlotState.STOPPED:
-            return False
-        if state is SlotState.FAILED:
-            device.stopped(name, frozenset({SlotState.FAILED}))  # clears the failure; nothing runs
-            return True
-        if state in _UNLOADABLE:
-            await device.unload(name, _UNLOADABLE)
-            return True
-        if state is not SlotState.ACTIVE:
-            raise ResidencyRefused(f"'{name}' is {state}; the strategy that holds it frees it at its next switch.")
-        if self._switching.mode == "manual" and not force:
-            raise ResidencyRefused(
+        refusal = None
+        if not self._policy.auto and not force:
+            refusal = (
                 f"'{name}' is the active model; unload it with force (its requests get retryable errors and no "
                 "model is active until the next switch), or switch to another model first."
             )
-        device.unpublish(name)
-        await drain(device, name, drain_timeout, self._abort_grace, RequestAbortedByUnload(name), "for its unload")
-        await device.unload(name, frozenset({SlotState.DRAINING}))
-        return True
+        return await self._device.unload(
+            name,
+            drain_timeout=drain_timeout,
+            error=RequestAbortedByUnload(name),
+            grace=self._abort_grace,
+            active_refusal=refusal,
+        )
 
     # -- preload and the idle timer -------------------------------------------------------------------------
 
@@ -250,7 +186,7 @@ class Residency(Generic[B]):
         ttl = self._ttl(name)
         logger.info("%s served nothing for %s s: unloading it", name, f"{ttl:g}" if ttl is not None else "?")
         try:
-            async with self._device.held_for_residency(self._hold_timeout):
+            async with self._device.held("load or unload", ResidencyRefused):
                 deadline = self._deadline(name)  # a request may have come while the hold began
                 if deadline is None or deadline > time.monotonic():
                     return
@@ -259,8 +195,6 @@ class Residency(Generic[B]):
             logger.warning("idle unload of %s did not happen: %s", name, exc.message)
             self._retry_at[name] = time.monotonic() + _IDLE_CHECK_S
             return
-        finally:
-            self._admission.device_changed()
         if changed:
             self._observer.model_idle_unloaded(name)
 
@@ -277,11 +211,11 @@ class Residency(Generic[B]):
         ttl = self._ttl(name) if slot is not None else None
         if slot is None or ttl is None:
             return None
-        if slot.state in _UNLOADABLE:
+        if slot.state in UNLOADABLE:
             since = slot.last_active
         elif (
             slot.state is SlotState.ACTIVE
-            and self._switching.mode == "auto"
+            and self._policy.auto
             and device.switch is None
             and device.in_flight(name) == 0
             and scheduler.queue_depth(name) == 0

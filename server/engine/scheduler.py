@@ -1,7 +1,8 @@
 """The scheduler: which requests run now, which wait, which model gets the device next, and when.
 
-Pure and synchronous: no asyncio and no clock of its own. The manager feeds it events with the current time, it
-reads who is active, which switch runs and how many requests are in flight from the device's own view
+Pure and synchronous: no asyncio and no clock of its own. The admission feeds it the device's changes (its one
+change path: the device's change signal) with the current time, it reads the models, who is active, which switch
+runs, whether the device is closed and how many requests are in flight from the device's own view
 (:class:`DeviceView`: it keeps no copy of them), and it acts only through :class:`SchedulerEffects` (start a
 switch, admit a waiter, refuse a waiter), so the tests and the simulation benchmark drive it with a fake clock,
 a fake device and fake effects.
@@ -48,7 +49,6 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -103,26 +103,25 @@ class Scheduler(Generic[T]):
         device: The device's state, read on every decision.
     """
 
-    def __init__(
-        self, models: Iterable[str], policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView
-    ) -> None:
-        self._models: dict[str, _Model[T]] = {name: _Model() for name in models}
+    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView) -> None:
+        # Each model's demand (queue, last use, backoff), made at its first request; the model list is the device's.
+        self._demand: dict[str, _Model[T]] = {}
         self._policy = policy
         self._effects = effects
         self._device = device
         self._active_since = 0.0
         self._costs: dict[tuple[str | None, str, bool], float] = {}
-        self._closed = False
 
     # -- views ----------------------------------------------------------------------------------------------
 
     def queue_depth(self, model: str) -> int:
         """Requests waiting for ``model``."""
-        return len(self._models[model].queue)
+        state = self._demand.get(model)
+        return len(state.queue) if state is not None else 0
 
     def last_busy_at(self, model: str) -> float:
         """When a request for ``model`` was last admitted or ended (-inf: never): its last use."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         return state.last_busy_at if state is not None else -math.inf
 
     @property
@@ -132,7 +131,10 @@ class Scheduler(Generic[T]):
 
     def backoff_until(self, model: str, now: float) -> float | None:
         """When ``model`` may be tried again, or None when it is not backing off."""
-        backoff = self._models[model].backoff
+        state = self._demand.get(model)
+        if state is None:
+            return None
+        backoff = state.backoff
         return backoff.retry_at if backoff.failures and backoff.retry_at > now else None
 
     def cost_estimate(self, source: str | None, target: str) -> float:
@@ -156,7 +158,7 @@ class Scheduler(Generic[T]):
 
     def next_wakeup(self) -> float | None:
         """The next time :meth:`tick` has something to do (a wait bound or the end of a quantum)."""
-        times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._models.values() if m.queue]
+        times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._demand.values() if m.queue]
         times = [when for when in times if when < math.inf]
         candidate = self._next_model()
         active = self._device.active_model
@@ -171,9 +173,9 @@ class Scheduler(Generic[T]):
     def submit(self, model: str, ticket: T, now: float) -> Waiter[T]:
         """A request for ``model`` arrived: admit it, queue it or refuse it (through the effects)."""
         waiter = Waiter(model=model, enqueued_at=now, ticket=ticket)
-        state = self._models[model]
+        state = self._per_model(model)
         switch, active = self._device.switch, self._device.active_model
-        if self._closed:
+        if self._device.closed:
             self._refuse(waiter, Refusal.CLOSED, 1)
         elif (retry_at := self.backoff_until(model, now)) is not None:
             self._refuse(waiter, Refusal.LOAD_FAILED, retry_at - now)
@@ -195,14 +197,14 @@ class Scheduler(Generic[T]):
 
     def withdraw(self, waiter: Waiter[T], now: float) -> None:
         """A queued waiter gave up (its client went away). No effect is called for it."""
-        queue = self._models[waiter.model].queue
+        queue = self._per_model(waiter.model).queue
         if waiter in queue:
             queue.remove(waiter)
             self._decide(now)
 
     def finished(self, model: str, now: float) -> None:
         """A request admitted to ``model`` ended."""
-        state = self._models.get(model)
+        state = self._demand.get(model)
         if state is None:
             return
         state.last_busy_at = now
@@ -212,7 +214,7 @@ class Scheduler(Generic[T]):
 
     def tick(self, now: float) -> None:
         """Time passed: refuse waiters past their bound, end a used-up quantum."""
-        for state in self._models.values():
+        for state in self._demand.values():
             while state.queue and state.queue[0].enqueued_at + self._policy.max_wait_s <= now:
                 waiter = state.queue.popleft()
                 self._refuse(waiter, Refusal.WAIT_TIMEOUT, self._expected_wait(waiter.model, now))
@@ -220,14 +222,14 @@ class Scheduler(Generic[T]):
 
     def switch_forced(self, target: str, now: float) -> None:
         """A switch the scheduler did not start began (start-up, or the admin route): it ends a backoff."""
-        self._models[target].backoff.retry_at = now
+        self._per_model(target).backoff.retry_at = now
 
     def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None:
         """``ended`` is over; the device publishes its outcome already (``active_model``; None: nothing serves)."""
         active = self._device.active_model
         if active != ended.source or ok:
             self._active_since = now
-        state = self._models.get(ended.target)
+        state = self._demand.get(ended.target)
         if state is not None and ok:
             measured = now - ended.started_at
             key = (ended.source, ended.target, ended.warm)
@@ -241,46 +243,36 @@ class Scheduler(Generic[T]):
         if not self._policy.auto:
             # Manual mode: only the switch's target waits for a switch, so a queue left elsewhere holds requests
             # past the concurrency limit of a model that is not active any more.
-            for name, other in self._models.items():
+            for name, other in self._demand.items():
                 while name != active and other.queue:
                     self._refuse(other.queue.popleft(), Refusal.NOT_ACTIVE, 1)
         self._decide(now)
 
     def device_changed(self, now: float) -> None:
-        """The device changed outside a switch (a reload let go of it, an engine died): decide again."""
-        self._decide(now)
+        """The device changed outside a switch (a reload let go of it or changed the models, an engine died, it
+        closed): follow it, and decide again.
 
-    @property
-    def models(self) -> list[str]:
-        """Every model the scheduler knows, in profile order."""
-        return list(self._models)
-
-    def set_models(self, models: Iterable[str]) -> None:
-        """Follow a profile reload: added models start with empty queues; a removed model's waiters are refused.
-
-        The device never removes the active model or reloads during a switch, so neither names a removed model.
+        A model a reload removed has its waiters refused (the device never removes the active model, nor reloads
+        during a switch); once the device is closed, every waiter is refused, and everything from then on.
         """
-        names = list(models)
-        for name in names:
-            self._models.setdefault(name, _Model())
-        for name in [name for name in self._models if name not in names]:
-            state = self._models.pop(name)
+        models = self._device.models
+        for name in [name for name in self._demand if name not in models]:
+            state = self._demand.pop(name)
             while state.queue:
                 self._refuse(state.queue.popleft(), Refusal.REMOVED, 1)
-        self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in self._models}
-
-    def close(self) -> None:
-        """Refuse every waiter; refuse everything from now on."""
-        self._closed = True
-        for state in self._models.values():
-            while state.queue:
-                self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
+        self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in models}
+        if self._device.closed:
+            for state in self._demand.values():
+                while state.queue:
+                    self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
+            return
+        self._decide(now)
 
     # -- decisions ------------------------------------------------------------------------------------------
 
     def _decide(self, now: float) -> None:
         """Start the next switch when the policy says so; the one place that does."""
-        if not self._policy.auto or not self._device.free or self._closed:
+        if not self._policy.auto or not self._device.free or self._device.closed:
             return
         candidate = self._next_model()
         if candidate is None:
@@ -303,7 +295,7 @@ class Scheduler(Generic[T]):
         """The model, other than the active one, whose oldest waiter is oldest."""
         oldest: Waiter[T] | None = None
         active = self._device.active_model
-        for name, state in self._models.items():
+        for name, state in self._demand.items():
             if name != active and state.queue and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at):
                 oldest = state.queue[0]
         return oldest.model if oldest is not None else None
@@ -311,7 +303,7 @@ class Scheduler(Generic[T]):
     def _yield_at(self, active: str, candidate: str) -> float:
         """When ``active`` gives the device up to ``candidate`` even though it has demand."""
         by_quantum = self._active_since + self.quantum(active, candidate)
-        oldest = self._models[candidate].queue[0].enqueued_at
+        oldest = self._demand[candidate].queue[0].enqueued_at
         # Leave the switch its estimated time, and a tenth of the bound for the estimate to be wrong.
         by_deadline = oldest + DEADLINE_SHARE * self._policy.max_wait_s - self.cost_estimate(active, candidate)
         return min(by_quantum, by_deadline)
@@ -320,7 +312,7 @@ class Scheduler(Generic[T]):
         """When ``active``, with nothing in flight, stops waiting for more requests."""
         cost, bound = self.cost_estimate(active, candidate), self._policy.min_residency_s
         after_activation = self._active_since + min(cost, bound)
-        after_last_request = self._models[active].last_busy_at + min(max(cost, IDLE_GAP_S), bound)
+        after_last_request = self.last_busy_at(active) + min(max(cost, IDLE_GAP_S), bound)
         return max(after_activation, after_last_request)
 
     def _expected_wait(self, model: str, now: float) -> float:
@@ -333,12 +325,15 @@ class Scheduler(Generic[T]):
 
     # -- effects --------------------------------------------------------------------------------------------
 
+    def _per_model(self, model: str) -> _Model[T]:
+        return self._demand.setdefault(model, _Model())
+
     def _admit(self, waiter: Waiter[T], now: float) -> None:
-        self._models[waiter.model].last_busy_at = now
+        self._per_model(waiter.model).last_busy_at = now
         self._effects.admit(waiter)  # the device counts it in flight from here
 
     def _admit_queue(self, model: str, now: float) -> None:
-        queue = self._models[model].queue
+        queue = self._per_model(model).queue
         while queue and not self._at_limit(model, queued_first=False):
             self._admit(queue.popleft(), now)
 
@@ -348,7 +343,7 @@ class Scheduler(Generic[T]):
         limit = self._device.concurrency_limit(model)
         if limit is None:
             return False
-        return self._device.in_flight(model) >= limit or (queued_first and bool(self._models[model].queue))
+        return self._device.in_flight(model) >= limit or (queued_first and bool(self.queue_depth(model)))
 
     def _refuse(self, waiter: Waiter[T], refusal: Refusal, retry_after_s: float) -> None:
         waiter.retry_after_s = max(1, math.ceil(retry_after_s))
@@ -357,18 +352,18 @@ class Scheduler(Generic[T]):
     def _failed(self, model: str, now: float) -> None:
         """A switch to ``model`` failed: manual mode refuses its waiters, auto mode backs off."""
         if not self._policy.auto:
-            queue = self._models[model].queue
+            queue = self._per_model(model).queue
             while queue:
                 self._refuse(queue.popleft(), Refusal.SWITCH_FAILED, 1)
             return
-        backoff = self._models[model].backoff
+        backoff = self._per_model(model).backoff
         backoff.failures += 1
         delay = self._policy.backoff_s(backoff.failures)
         backoff.retry_at = now + delay
         logger.warning(
             "scheduler: '%s' failed to load (%d in a row); not retried for %.0f s", model, backoff.failures, delay
         )
-        queue = self._models[model].queue
+        queue = self._per_model(model).queue
         while queue:
             self._refuse(queue.popleft(), Refusal.LOAD_FAILED, delay)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -110,6 +111,14 @@ class SwitchView:
 
 class DeviceView(Protocol):
     """What the scheduler reads of the device's state (the device is its one owner)."""
+
+    @property
+    def models(self) -> Collection[str]:
+        """Every configured model (the one model list)."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the manager is shutting down: every waiter is refused."""
 
     @property
     def active_model(self) -> str | None:

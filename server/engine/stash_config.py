@@ -20,11 +20,13 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from server.profiles import CONFIG_ENV
 from server.profiles.schema import ModelProfile
 
 __all__ = ["MULTI_MODEL_CONFIG_ENV", "multi_model_config", "set_multi_model_config"]
 
-MULTI_MODEL_CONFIG_ENV = "VLLM_HPU_MULTI_MODEL_CONFIG"
+#: The variable vLLM-Gaudi reads, which is the one the profile loader reads too: one name, the loader's.
+MULTI_MODEL_CONFIG_ENV = CONFIG_ENV
 
 
 def multi_model_config(first: str, models: Mapping[str, ModelProfile]) -> dict[str, Any]:

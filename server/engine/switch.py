@@ -14,10 +14,9 @@ Failure handling:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -25,9 +24,8 @@ from server.engine.device import Device, describe_error
 from server.engine.errors import EngineError, RequestAbortedBySwitch, SwitchFailed
 from server.engine.lease import Published
 from server.engine.report import ActivationMetrics, SwitchReport
-from server.engine.strategies.base import EngineLost, SwitchStrategy
 
-__all__ = ["SwitchOutcome", "SwitchRun", "drain"]
+__all__ = ["SwitchOutcome", "SwitchRun"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -48,39 +46,36 @@ class SwitchRun(Generic[B]):
     """The state of one switch while it runs. Built by the manager, executed once."""
 
     device: Device[B]
-    strategy: SwitchStrategy
+    strategy_name: str
     previous: Published[B] | None
     target: str
-    publish: Callable[[str], Awaitable[Published[B]]]
     memory_probe: Callable[[], float]
     abort_grace: float
 
     async def execute(self, drain_timeout: float) -> SwitchOutcome[B]:
         """Run the switch; never raises an :class:`Exception`, it reports it in the outcome."""
+        device, target = self.device, self.target
         started = time.perf_counter()
         old = self.previous.model if self.previous else None
         memory_before = self._memory()
         drain_ms, aborted = 0.0, 0
         if old is not None:
-            self.device.start_draining(old)
-            drain_ms, aborted = await self._drain(old, drain_timeout)
+            error = RequestAbortedBySwitch(old, target)
+            why = f"for the switch to {target}"
+            drain_ms, aborted = await device.drain_active(old, drain_timeout, error, why, self.abort_grace)
         reconfigure_started = time.perf_counter()
         if old is not None:
             try:
-                await self._park(old)
-            except EngineLost as exc:
-                # The engine is gone even though its shutdown reported an error: go on with the target.
-                logger.error("%s; continuing", describe_error(exc))
-                self.device.engine_lost(old)
+                await device.park(old)
             except Exception as exc:
                 return self._park_failed(old, exc)
         memory_after_unload = self._memory()
         try:
-            metrics = await self._bring_up(self.target)
-            published = await self.publish(self.target)
+            metrics = await device.bring_up(target)
+            published = await device.publish(target)
         except Exception as exc:
             return await self._roll_back(old, exc)
-        self.device.activated(self.target)
+        device.activated(target)
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
         report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
         logger.info(
@@ -90,57 +85,36 @@ class SwitchRun(Generic[B]):
             report.duration_ms,
             drain_ms,
             aborted,
-            self.strategy.name,
+            self.strategy_name,
         )
         return SwitchOutcome(published, report, None)
 
-    # -- steps ----------------------------------------------------------------------------------------------
-
-    async def _drain(self, old: str, timeout: float) -> tuple[float, int]:
-        """Wait for the old model's requests, then abort what is left with the switch error."""
-        error = RequestAbortedBySwitch(old, self.target)
-        return await drain(self.device, old, timeout, self.abort_grace, error, f"for the switch to {self.target}")
-
-    async def _park(self, old: str) -> None:
-        engine = self.device.slots[old].engine
-        self.device.parked(old, await self.strategy.park(old, engine))
-
-    async def _bring_up(self, name: str) -> ActivationMetrics | None:
-        """Bring ``name`` up through the strategy; the device records the engine it then holds."""
-        self.device.start_loading(name)
-        slot = self.device.slots[name]
-        brought = await self.strategy.bring_up(name, slot.profile, slot.engine, self.device.room_for(name))
-        self.device.brought_up(name, brought.engine)
-        return brought.metrics
+    # -- failures -------------------------------------------------------------------------------------------
 
     def _park_failed(self, old: str, exc: Exception) -> SwitchOutcome[B]:
-        """The old model could not be parked but still holds its engine: it stays active."""
+        """The old model could not be parked but still holds its engine: it stays active (the device did that)."""
         assert self.previous is not None
         reason = f"could not park '{old}': {describe_error(exc)}"
         logger.error("%s; it stays active", reason)
-        self.device.stays_active(old)
         return SwitchOutcome(self.previous, None, SwitchFailed(self.target, reason, old))
 
     async def _roll_back(self, old: str | None, exc: Exception) -> SwitchOutcome[B]:
+        device = self.device
         reason = describe_error(exc)
         logger.error("activating %s failed: %s; rolling back", self.target, reason)
-        await self._fail(self.target, reason)
+        await device.fail(self.target, reason)
         if old is None:
             return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
         try:
-            await self._bring_up(old)
-            restored = await self.publish(old)
+            await device.bring_up(old)
+            restored = await device.publish(old)
         except Exception as restore_exc:
             restore_reason = describe_error(restore_exc)
             logger.error("restoring %s failed too: %s", old, restore_reason)
-            await self._fail(old, f"restore after a failed switch failed: {restore_reason}")
+            await device.fail(old, f"restore after a failed switch failed: {restore_reason}")
             return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
-        self.device.activated(old)
+        device.activated(old)
         return SwitchOutcome(restored, None, SwitchFailed(self.target, reason, old))
-
-    async def _fail(self, name: str, reason: str) -> None:
-        """Mark ``name`` failed and free whatever engine it held."""
-        await self.device.free_engine(name, self.device.failed(name, reason))
 
     # -- reporting ------------------------------------------------------------------------------------------
 
@@ -183,7 +157,7 @@ class SwitchRun(Generic[B]):
             stash_memory_after_mb=metrics.stash_memory_after_mb if metrics else None,
             drain_ms=round(drain_ms, 1),
             aborted_requests=aborted,
-            strategy=self.strategy.name,
+            strategy=self.strategy_name,
             method=metrics.method if metrics else None,
             unload_ms=_rounded(metrics.unload_ms if metrics else None),
             load_ms=_rounded(metrics.load_ms if metrics else None),
@@ -194,29 +168,3 @@ class SwitchRun(Generic[B]):
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
-
-
-async def drain(
-    device: Device[B], model: str, timeout: float, abort_grace: float, error: EngineError, why: str
-) -> tuple[float, int]:
-    """Wait up to ``timeout`` for ``model``'s requests, then abort what is left with ``error`` and give the aborted
-    ones ``abort_grace`` seconds to leave (so each ends with that error before the engine goes away).
-
-    Returns:
-        The milliseconds it took and how many requests were aborted.
-    """
-    started = time.perf_counter()
-    deadline = time.monotonic() + timeout
-    while device.in_flight(model) and await device.wait_change(deadline - time.monotonic()):
-        pass
-    left = device.leases(model)
-    if left:
-        logger.warning("drain timeout: aborting %d request(s) on %s %s", len(left), model, why)
-        results = await asyncio.gather(*(lease.abort(error) for lease in left), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                logger.error("aborting a request on %s failed: %s", model, describe_error(result))
-        grace_deadline = time.monotonic() + abort_grace
-        while device.in_flight(model) and await device.wait_change(grace_deadline - time.monotonic()):
-            pass
-    return (time.perf_counter() - started) * 1000.0, len(left)

@@ -1,6 +1,6 @@
 """A switch as the manager runs it: a task that the device records as the switch under way, and what happens when
-it ends, however it ends: its outcome published on the device, its attempt in the switch history, the healing and
-the observers told of a restart, and the admission told that the device is free (it may start the next switch).
+it ends, however it ends: its outcome published on the device (whose change signal tells the scheduler, which may
+start the next switch), its attempt in the switch history, the healing and the observers told of a restart.
 
 The steps of one switch (drain, park, bring up, roll back) are ``switch.py``'s :class:`SwitchRun`; when a switch
 starts, and whether a request joins it, is the manager's and the admission's.
@@ -11,17 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from server.engine.admission import Admission
 from server.engine.device import Device, SwitchUnderWay
 from server.engine.errors import SwitchFailed
 from server.engine.healing import Healer
-from server.engine.lease import Published
 from server.engine.observer import Observers
 from server.engine.report import SwitchAttempt, SwitchReport
-from server.engine.strategies.base import SwitchStrategy
 from server.engine.switch import SwitchRun
 from server.engine.switch_history import SwitchHistory
 
@@ -36,13 +33,11 @@ class SwitchTasks(Generic[B]):
     """Starts one manager's switches and closes each when it ends.
 
     Args:
-        device: Records the switch under way and publishes its outcome.
-        strategy: What happens to the model being left.
-        publish: The slot's published snapshot for its engine (builds the bundle when it has none).
+        device: Records the switch under way, runs its steps and publishes its outcome.
+        strategy_name: The strategy's name, for the report and the history.
         history: Keeps each attempt and the last report.
         observers: Told of a restart's outcome.
         healer: Told when a restart begins and how it ended.
-        admission: Told when a switch ended.
         memory_probe: Reads memory in MB for the switch report.
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
     """
@@ -50,23 +45,19 @@ class SwitchTasks(Generic[B]):
     def __init__(
         self,
         device: Device[B],
-        strategy: SwitchStrategy,
-        publish: Callable[[str], Awaitable[Published[B]]],
+        strategy_name: str,
         history: SwitchHistory,
         observers: Observers,
         healer: Healer,
-        admission: Admission[B],
         *,
         memory_probe: Callable[[], float],
         abort_grace: float,
     ) -> None:
         self._device = device
-        self._strategy = strategy
-        self._publish = publish
+        self._strategy_name = strategy_name
         self._history = history
         self._observers = observers
         self._healer = healer
-        self._admission = admission
         self._memory_probe = memory_probe
         self._abort_grace = abort_grace
 
@@ -80,20 +71,19 @@ class SwitchTasks(Generic[B]):
         """
         run = SwitchRun(
             device=self._device,
-            strategy=self._strategy,
+            strategy_name=self._strategy_name,
             previous=self._device.published,
             target=target,
-            publish=self._publish,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
         )
         task = asyncio.get_running_loop().create_task(self._run(run, drain_timeout, trigger))
         task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
-        return self._device.open_switch(target, task)
+        return self._device.open_switch(target, task, forced=trigger != "auto")
 
     async def _run(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
         started_at, started = time.time(), time.perf_counter()
-        restart = run.target in self._device.dead  # the target's engine died: this switch brings it back
+        restart = self._healer.is_dead(run.target)  # the target's engine died: this switch brings it back
         if restart:
             self._healer.restart_began(run.target)
         error: str | None = "cancelled (the server is shutting down)"
@@ -110,15 +100,13 @@ class SwitchTasks(Generic[B]):
             assert outcome.report is not None
             return outcome.report
         finally:
-            if self._device.closed:
-                published = None
-            ended = self._device.close_switch(published)
+            ended = self._device.close_switch(published, ok=error is None)
             self._history.record(
                 SwitchAttempt(
                     source=ended.source,
                     target=ended.target,
                     trigger=trigger,
-                    strategy=self._strategy.name,
+                    strategy=self._strategy_name,
                     outcome="ok" if error is None else "failed",
                     error=error,
                     restored=self._device.active_model if error is not None else None,
@@ -129,9 +117,6 @@ class SwitchTasks(Generic[B]):
             if restart:
                 self._healer.restart_ended(ended.target, ok=error is None)
                 self._observers.engine_restarted(ended.target, ok=error is None)
-            if not self._device.closed:
-                # May start the next switch at once (the scheduler decides), so it comes after the switch closed.
-                self._admission.switch_ended(ended, ok=error is None)
 
 
 def _failure_reason(error: Exception | None) -> str | None:

@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from server.frontend.settings import FrontendSettings
-from server.profiles.schema import FRONTEND_SETTING_KEYS, ModelProfile
+from server.profiles import FRONTEND_SETTING_KEYS, ModelProfile
 
 if TYPE_CHECKING:
     from server.frontend.bundle import FrontendBundle

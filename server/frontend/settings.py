@@ -7,22 +7,11 @@ them without paying for vLLM's import.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-__all__ = [
-    "ChatTemplateContentFormat",
-    "DisabledThinkingEffort",
-    "FrontendConfigError",
-    "FrontendSettings",
-    "ToolStrictLevel",
-]
+from server.profiles import ChatTemplateContentFormat, DisabledThinkingEffort, ToolStrictLevel
 
-ChatTemplateContentFormat = Literal["auto", "string", "openai"]
-"""How message `content` is handed to the chat template (vLLM's `--chat-template-content-format`)."""
-ToolStrictLevel = Literal["auto", "function", "parameter"]
-"""The server-side floor of structural-tag tool calling (vLLM's `--tool-strict-level`)."""
-DisabledThinkingEffort = Literal["auto", "none", "low", "medium", "high", "xhigh", "max"]
-"""The reasoning effort of a Messages request with thinking disabled (`--anthropic-disabled-thinking-effort`)."""
+__all__ = ["FrontendConfigError", "FrontendSettings"]
 
 
 class FrontendConfigError(ValueError):

@@ -1,28 +1,66 @@
 """Profiles: which models a Turnout server offers, how it switches between them, and their validation.
 
-The public API is re-exported here; the rest of the package is internal. The lowest layer (see
+The public API is re-exported here; the rest of the package is internal. Other packages import this face, and
+``vllm_version`` (the vLLM version check) on its own, which vLLM's processes load without the profile loader
+(``tests/test_layers.py``; the engine's own imports of ``schema`` are still to move). The lowest layer (see
 ``server/__init__.py``): it imports nothing else of ours, and neither Litestar nor vLLM (only vLLM's source text,
 read with ``ast`` in ``vllm_source.py``), so ``turnout validate`` starts fast.
 """
 
+from server.profiles.budget_checks import guess_platform
+from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
+from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
+from server.profiles.memory_budget import ResidencyOutlook, budget_bytes, describe_size, residency_outlook
 from server.profiles.registry import ParserRegistry
-from server.profiles.schema import FRONTEND_KEYS, ModelProfile, Profile, ServerSection, Switching
+from server.profiles.schema import (
+    DEFAULT_ADMIN_TOKEN_ENV,
+    FRONTEND_KEYS,
+    FRONTEND_SETTING_KEYS,
+    ApiKeyScope,
+    ChatTemplateContentFormat,
+    DisabledThinkingEffort,
+    ModelProfile,
+    Profile,
+    ServerSection,
+    Switching,
+    ToolStrictLevel,
+)
+from server.profiles.vllm_source import source_parser_registry
 
 __all__ = [
     "CONFIG_ENV",
+    "DEFAULT_ADMIN_TOKEN_ENV",
     "FRONTEND_KEYS",
+    "FRONTEND_SETTING_KEYS",
     "MODEL_ENV",
+    "ApiKeyScope",
+    "ChatTemplateContentFormat",
+    "DisabledThinkingEffort",
+    "Footprint",
+    "FootprintUnknown",
+    "ModelChange",
     "ModelProfile",
     "ParserRegistry",
     "Profile",
+    "ProfileChanges",
     "ProfileInvalid",
     "ProfileIssue",
+    "ResidencyOutlook",
     "ServerSection",
     "Severity",
     "Switching",
+    "ToolStrictLevel",
     "ValidationResult",
+    "budget_bytes",
+    "describe_size",
+    "diff_profiles",
+    "file_digests",
+    "guess_platform",
     "load_profile",
+    "model_footprint",
+    "residency_outlook",
+    "source_parser_registry",
     "validate_profile",
 ]

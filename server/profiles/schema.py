@@ -24,12 +24,15 @@ __all__ = [
     "MEMORY_SIZE_PATTERN",
     "RESIDENCY_KEYS",
     "ApiKeyScope",
+    "ChatTemplateContentFormat",
+    "DisabledThinkingEffort",
     "ModelProfile",
     "Profile",
     "ServerSection",
     "StrategyName",
     "SwitchMode",
     "Switching",
+    "ToolStrictLevel",
 ]
 
 NonNegativeFloat = Annotated[float, Meta(ge=0)]
@@ -42,6 +45,12 @@ SleepLevel = Literal[1, 2]
 MEMORY_SIZE_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGT]i?B|B)\s*$"
 MemorySize = Annotated[str, Meta(pattern=MEMORY_SIZE_PATTERN)]
 DeviceFraction = Annotated[float, Meta(gt=0, le=1)]
+ChatTemplateContentFormat = Literal["auto", "string", "openai"]
+"""How message `content` is handed to the chat template (vLLM's `--chat-template-content-format`)."""
+ToolStrictLevel = Literal["auto", "function", "parameter"]
+"""The server-side floor of structural-tag tool calling (vLLM's `--tool-strict-level`)."""
+DisabledThinkingEffort = Literal["auto", "none", "low", "medium", "high", "xhigh", "max"]
+"""The reasoning effort of a Messages request with thinking disabled (`--anthropic-disabled-thinking-effort`)."""
 
 DEFAULT_ADMIN_TOKEN_ENV = "TURNOUT_ADMIN_TOKEN"
 DEFAULT_API_KEY_ENV = "TURNOUT_API_KEY"
@@ -154,7 +163,7 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     reasoning_parser: str | None = None
     quant_config: str | None = None
     response_role: str | None = None
-    chat_template_content_format: Literal["auto", "string", "openai"] | None = None
+    chat_template_content_format: ChatTemplateContentFormat | None = None
     default_chat_template_kwargs: dict[str, Any] | None = None
     trust_request_chat_template: bool | None = None
     return_tokens_as_token_ids: bool | None = None
@@ -162,11 +171,11 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     enable_prompt_tokens_details: bool | None = None
     enable_force_include_usage: bool | None = None
     trust_request_mm_kwargs: bool | None = None
-    tool_strict_level: Literal["auto", "function", "parameter"] | None = None
+    tool_strict_level: ToolStrictLevel | None = None
     enable_per_request_metrics: bool | None = None
     enable_log_outputs: bool | None = None
     enable_log_deltas: bool | None = None
-    anthropic_disabled_thinking_effort: Literal["auto", "none", "low", "medium", "high", "xhigh", "max"] | None = None
+    anthropic_disabled_thinking_effort: DisabledThinkingEffort | None = None
     served_model_name: str | list[str] | None = None
     pinned: bool = False
     preload: bool = False
@@ -252,6 +261,11 @@ class Switching(Base, frozen=True, kw_only=True):
     health_check_timeout_s: PositiveFloat = 10.0
     load_timeout_s: PositiveFloat = 600.0
     max_restarts: Annotated[int, Meta(ge=0)] = 3
+
+    @property
+    def auto(self) -> bool:
+        """Whether the scheduler decides the switches (``mode: auto``), not the admin: the one check of the mode."""
+        return self.mode == "auto"
 
 
 class ApiKeyScope(Base, frozen=True, kw_only=True):

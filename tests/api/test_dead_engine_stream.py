@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from server.api.admission import AdmittedRequest, leased_stream
+from server.api.request_admission import AdmittedRequest, leased_stream
 from tests.api.conftest import MakeClient
 from tests.fakes.manager_views import served_engine
 

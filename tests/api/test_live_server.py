@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.api.live_server import DEMO, DEMO_ADMIN_TOKEN, DEMO_API_KEY, LiveServer, serving, start_demo
 from tests.live_servers import LiveServers
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.live_server("demo")]
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN, KEY = DEMO_ADMIN_TOKEN, DEMO_API_KEY

@@ -24,7 +24,7 @@ import pytest
 from tests.api.live_server import DEMO_ADMIN_TOKEN, DEMO_API_KEY, LiveServer, start_demo
 from tests.live_servers import LiveServers
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.live_server("demo")]
 
 TOKEN, KEY = DEMO_ADMIN_TOKEN, DEMO_API_KEY
 WEATHER_TOOL = {

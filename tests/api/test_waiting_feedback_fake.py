@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from server.api import waiting
-from server.api.admission import AdmissionTarget
+from server.api.request_admission import AdmissionTarget
 from server.engine.strategies import StopStrategy
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader

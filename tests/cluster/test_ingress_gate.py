@@ -14,7 +14,7 @@ import pytest
 from litestar import Litestar, Request, route
 
 from server.api import ApiSettings
-from server.api import admission as node_admission
+from server.api import request_admission as node_admission
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_scopes import ScopedKey
 from server.api.model_names import resolve_model_name

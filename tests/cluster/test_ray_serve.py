@@ -24,7 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from server.cluster.application import ACCELERATOR, build_application  # noqa: E402
+from server.cluster import ACCELERATOR, build_application  # noqa: E402
 from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
+from server.api import error_response
+from server.cluster import MAX_ONGOING_REQUESTS, node_options
 from server.cluster.parts import import_builder
-from server.cluster.view import merged_models, replica_summaries
+from server.cluster.view import PREFERENCE, merged_models, replica_summaries
+from server.engine import EngineError, ModelNotFound, ModelSwitching, NoActiveModel, SlotState
 from server.engine.strategies.select import models_held_at_once
 
 
@@ -71,6 +75,12 @@ def test_the_cluster_list_shows_a_key_its_models_and_the_admin_the_folders() -> 
     ]
 
 
+def test_every_slot_state_has_its_rank_in_the_merged_status() -> None:
+    # The ranking names the engine's states, not copies of their strings: a new state must be ranked here.
+    assert len(set(PREFERENCE)) == len(PREFERENCE)
+    assert set(PREFERENCE) | {SlotState.STOPPED} == set(SlotState)
+
+
 def test_the_status_lists_replicas_in_order_with_what_each_holds() -> None:
     reports = {"r2": _report(2, {"b": "active"}, ["b"]), "r1": _report(1, {"a": "active"}, ["a"])}
     summaries = replica_summaries(reports)
@@ -81,3 +91,45 @@ def test_a_builder_is_named_module_colon_function() -> None:
     assert import_builder("server.engine.strategies.select:models_held_at_once") is models_held_at_once
     with pytest.raises(ValueError, match="module:function"):
         import_builder("server.cluster.parts")
+
+
+def test_the_cli_and_a_config_file_build_the_application_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `turnout ray-serve` and a Ray Serve config file's `app_builder` state neither the options nor the defaults.
+    pytest.importorskip("ray.serve")
+    from server.cli.ray_serve import ray_serve
+    from server.cluster import application
+
+    built: dict[str, Any] = {}
+    monkeypatch.setattr(application, "build_application", lambda **kwargs: built.update(kwargs))
+    application.app_builder({"profile": "profile.yaml", "dev": True})
+    assert built["options"] == node_options("profile.yaml", dev=True) == {"profile": "profile.yaml", "dev": True}
+    cli_default = next(param.default for param in ray_serve.params if param.name == "max_ongoing_requests")
+    assert built["max_ongoing_requests"] == cli_default == MAX_ONGOING_REQUESTS
+
+
+class _Unsure(EngineError):
+    status_code = 503
+    code = "unsure"  # a 503 whose cause does not say when: the default wait
+
+
+class _Now(EngineError):
+    status_code = 503
+    code = "now"
+    retry_after = 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ModelSwitching("a", "b", "c"), NoActiveModel("none serves"), ModelNotFound("x", ["a"]), _Unsure("?"), _Now("!")],
+    ids=lambda error: error.code,
+)
+def test_a_node_answers_an_engine_error_as_one_server_does(error: EngineError) -> None:
+    pytest.importorskip("ray.serve")
+    from server.cluster.node import error_items
+
+    start, body = error_items(error)
+    response = error_response(error.status_code, error.message, code=error.code, retry_after=error.retry_after)
+    response.content["error"].update(error.details())
+    assert start["status"] == response.status_code
+    assert msgspec.json.decode(body["body"]) == response.content
+    assert dict(start["headers"]).get(b"retry-after", b"").decode() == response.headers.get("Retry-After", "")

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from hypothesis import settings
 
-from server.api.admission import install_abort_hook
+from server.api.request_admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
 from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy, SwitchStrategy
 from server.profiles.schema import Switching

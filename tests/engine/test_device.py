@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from server.engine.device import Device
+from server.engine.errors import ManagerClosed
 from server.engine.states import IllegalTransition, SlotState
-from server.engine.strategies import KeepStrategy
+from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
 from server.engine.strategies.base import Parked
-from tests.fakes.engines import FakeLoader, fake_models
+from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
-#: The device's modules: ``Device``'s intents and the reload side it inherits (its views only read).
-OWNERS = (SERVER / "engine" / "device.py", SERVER / "engine" / "device_reload.py")
+#: The device's module: ``Device``'s intents, and the strategy's room over it.
+OWNERS = (SERVER / "engine" / "device.py",)
 SLOT_MODULE = SERVER / "engine" / "states.py"
 #: What changes a slot: its underscore methods and attributes (``Slot`` exposes only read-only properties).
 SLOT_WRITES = frozenset(
@@ -39,61 +41,69 @@ def test_only_the_device_changes_a_slot() -> None:
 
 def test_the_scan_sees_the_devices_own_writes() -> None:
     # The test must be able to fail: the owner's writes are there to be seen, with the names the scan looks for.
-    for owner, writes in zip(
-        OWNERS, ({"_move", "_attach", "_detach", "_hold_bundle"}, {"_move", "_set_profile"}), strict=True
-    ):
-        assert writes <= {write.rsplit(": ", 1)[1] for write in slot_writes(owner)}, owner
+    writes = {"_move", "_attach", "_detach", "_hold_bundle", "_set_profile", "_touch"}
+    assert writes <= {write.rsplit(": ", 1)[1] for write in slot_writes(OWNERS[0])}
 
 
-def _device() -> Device[str]:
-    return Device(fake_models("a", "b"), KeepStrategy(FakeLoader()))
+class _StashLike(KeepStrategy):
+    """Parks as the stash does: the host keeps the runner, the slot holds nothing."""
+
+    async def park(self, name: str, engine: Any) -> Parked:
+        return Parked(SlotState.STASHED)
 
 
-def test_an_intent_from_an_unexpected_state_names_both_states() -> None:
+def _device(strategy: SwitchStrategy | None = None) -> Device[Any]:
+    return Device(fake_models("a", "b"), strategy or KeepStrategy(FakeLoader()), FakeBundleBuilder())
+
+
+async def test_an_intent_from_an_unexpected_state_names_both_states() -> None:
     device = _device()
     with pytest.raises(IllegalTransition, match="a: expected loading to move to active, found stopped"):
         device.activated("a")  # stopped -> active skips loading
-    device.start_loading("a")
+    await device.bring_up("a")
     with pytest.raises(IllegalTransition, match="expected active to move to draining, found loading"):
-        device.start_draining("a")
+        await device.drain_active("a", 0.0, ManagerClosed(), "test", 0.0)
     assert device.slots["a"].state is SlotState.LOADING, "a refused intent changes nothing"
 
 
-def test_failed_carries_its_reason_and_every_other_state_clears_it() -> None:
-    device = _device()
-    device.start_loading("a")
-    device.brought_up("a", "engine-a")
-    assert device.failed("a", "boom") == "engine-a", "the engine goes back to the caller to free"
+async def test_failed_carries_its_reason_frees_the_engine_and_every_other_state_clears_it() -> None:
+    loader = FakeLoader()
+    device = _device(KeepStrategy(loader))
+    await device.bring_up("a")
+    await device.fail("a", "boom")
     slot = device.slots["a"]
     assert (slot.state, slot.reason, slot.engine) == (SlotState.FAILED, "boom", None)
-    device.start_loading("b")
+    assert loader.unloads == ["a"], "the engine it held is freed"
+    await device.bring_up("b")
     with pytest.raises(IllegalTransition, match="failed needs a reason"):
-        device.failed("b", "")
-    device.start_loading("a")
+        await device.fail("b", "")
+    assert device.slots["b"].engine is not None, "a refused intent keeps the engine"
+    await device.bring_up("a")
     assert device.slots["a"].reason is None
 
 
-def test_a_bundle_never_outlives_the_engine_it_was_built_for() -> None:
-    device = _device()
-    device.start_loading("a")
+async def test_a_bundle_never_outlives_the_engine_it_was_built_for() -> None:
+    device = _device(StopStrategy(FakeLoader()))
     with pytest.raises(IllegalTransition, match="a bundle needs an engine"):
-        device.hold_bundle("a", "bundle")
-    device.brought_up("a", "engine-1")
-    published = device.hold_bundle("a", "bundle-1")
-    assert device.slots["a"].published is published and (published.model, published.bundle) == ("a", "bundle-1")
-    device.brought_up("a", "engine-1")  # the same engine: the bundle stays
-    assert device.slots["a"].published is published
-    device.brought_up("a", "engine-2")  # another engine (a fresh load, the stash's host): the bundle is stale
-    assert device.slots["a"].published is None and device.slots["a"].engine == "engine-2"
-
-
-def test_a_parked_slot_keeps_what_the_strategy_says() -> None:
-    device = _device()
-    device.start_loading("a")
-    device.brought_up("a", "engine-a")
+        await device.publish("a")
+    await device.bring_up("a")
+    published = await device.publish("a")
+    assert device.slots["a"].published is published and published.model == "a"
+    assert await device.publish("a") is published, "the same engine: the bundle stays"
     device.activated("a")
-    device.start_draining("a")
-    device.parked("a", Parked(SlotState.STASHED))  # the stash's host keeps the runner, the slot holds nothing
+    await device.drain_active("a", 0.0, ManagerClosed(), "test", 0.0)
+    await device.park("a")  # stop: the engine goes, and its bundle with it
+    assert device.slots["a"].published is None and device.slots["a"].engine is None
+    await device.bring_up("a")  # another engine: a new bundle
+    assert device.slots["a"].published is None and (await device.publish("a")) is not published
+
+
+async def test_a_parked_slot_keeps_what_the_strategy_says() -> None:
+    device = _device(_StashLike(FakeLoader()))
+    await device.bring_up("a")
+    device.activated("a")
+    await device.drain_active("a", 0.0, ManagerClosed(), "test", 0.0)
+    await device.park("a")
     assert (device.slots["a"].state, device.slots["a"].engine) == (SlotState.STASHED, None)
     assert device.is_warm("a") and not device.is_warm("b")
 

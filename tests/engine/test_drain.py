@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from server.api.admission import install_abort_hook
+from server.api.request_admission import install_abort_hook
 from server.engine import EngineManager, ManagerClosed
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
-from tests.fakes.manager_views import admitted
+from tests.fakes.manager_views import admitted, served_engine
+from tests.waiting import until
 
 
 async def _generate(manager: EngineManager, steps: int) -> list[str]:
@@ -28,9 +29,10 @@ async def test_drain_refuses_new_requests_lets_short_ones_finish_and_ends_the_re
 ) -> None:
     manager = make_manager("keep", switching=Switching(mode=mode))  # type: ignore[arg-type]
     await manager.initialize("a")
+    engine = await served_engine(manager)
     short = asyncio.create_task(_generate(manager, 10))
     long = asyncio.create_task(_generate(manager, 1000))
-    await asyncio.sleep(0.02)
+    await until(lambda: engine.running == 2, what="both requests to start")
     started = time.perf_counter()
     ended = await manager.drain(0.5)
     took = time.perf_counter() - started

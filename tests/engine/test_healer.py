@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from server.engine.healing import GIVEN_UP, STABLE_AFTER_S, Healer
+from server.engine.scheduling_types import SchedulerPolicy
 from server.profiles.schema import Switching
 
 
@@ -24,7 +25,8 @@ async def _healer(clock: _Clock, restarted: list[str]) -> Healer:
         restarted.append(name)
         healer.restart_ended(name, ok=True)
 
-    healer = Healer(Switching(max_restarts=2, failure_backoff_s=0.01), restart, lambda: False, clock=clock)
+    switching = Switching(max_restarts=2, failure_backoff_s=0.01)
+    healer = Healer(switching, SchedulerPolicy.from_switching(switching), restart, lambda: False, clock=clock)
     return healer
 
 
@@ -51,5 +53,5 @@ async def test_deaths_soon_after_restarts_count_on_and_give_up() -> None:
         await _settle()
         clock.now += STABLE_AFTER_S - 1
     assert restarted == ["a"] * 2  # max_restarts: the third death restarts nothing
-    plan = healer.plan("a", dead=True, restarting=False, retry_in_s=None)
+    plan = healer.plan("a", restarting=False, retry_in_s=None)
     assert plan is not None and plan.given_up and plan.note == GIVEN_UP

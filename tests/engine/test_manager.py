@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.api.admission import install_abort_hook
+from server.api.request_admission import install_abort_hook
 from server.engine import (
     AdmissionTimeout,
     EngineManager,
@@ -25,6 +25,7 @@ from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 from tests.fakes.manager_views import admitted, served_engine, state_of
+from tests.waiting import until
 
 
 async def _generate(manager: EngineManager, model: str | None, steps: int, step_s: float = 0.01) -> list[str]:
@@ -88,7 +89,7 @@ async def test_same_target_joins_and_other_target_conflicts(make_manager: MakeMa
     manager = make_manager()
     await manager.initialize("a")
     first = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.01)
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     second = asyncio.create_task(manager.switch("b"))
     with pytest.raises(SwitchConflict) as conflict:
         await manager.switch("c")
@@ -116,8 +117,7 @@ async def test_gate_requests_for_target_wait_and_old_model_is_refused(
     manager = make_manager()
     await manager.initialize("a")
     switching = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.01)
-    assert manager.switching_to == "b"
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     with pytest.raises(ModelSwitching):
         await _generate(manager, "a", 1)
     assert await _generate(manager, "b", 2) == ["b", "b"]
@@ -128,8 +128,9 @@ async def test_gate_requests_for_target_wait_and_old_model_is_refused(
 async def test_drain_lets_a_short_request_finish(make_manager: MakeManager) -> None:
     manager = make_manager()
     await manager.initialize("a")
+    engine_a = await served_engine(manager)
     request = asyncio.create_task(_generate(manager, "a", 5, 0.01))
-    await asyncio.sleep(0.005)
+    await until(lambda: engine_a.running == 1, what="the request to start")
     report = await manager.switch("b", drain_timeout=5)
     assert await request == ["a"] * 5
     assert report.aborted_requests == 0 and report.drain_ms > 0
@@ -140,7 +141,7 @@ async def test_drain_timeout_aborts_with_the_switch_error(make_manager: MakeMana
     await manager.initialize("a")
     engine_a = await served_engine(manager)
     request = asyncio.create_task(_generate(manager, "a", 1000, 0.01))
-    await asyncio.sleep(0.02)
+    await until(lambda: engine_a.running == 1, what="the request to start")
     report = await manager.switch("b", drain_timeout=0.05)
     with pytest.raises(RequestAbortedBySwitch) as aborted:
         await request
@@ -198,7 +199,7 @@ async def test_request_waiting_for_a_failing_target_gets_a_typed_error(
     await manager.initialize("a")
     loader.fail_load.add("b")
     switching = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.01)
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     with pytest.raises(ModelLoadFailed):
         await _generate(manager, "b", 1)
     with pytest.raises(SwitchFailed):
@@ -210,7 +211,7 @@ async def test_waiting_is_bounded(make_manager: MakeManager, loader: FakeLoader)
     manager = make_manager(admission_timeout=0.05)
     await manager.initialize("a")
     switching = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.01)
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     with pytest.raises(AdmissionTimeout):
         await _generate(manager, "b", 1)
     await switching

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from server.api.admission import install_abort_hook
+from server.api.request_admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.engine.vllm_loader import VllmEngineLoader

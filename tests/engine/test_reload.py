@@ -14,6 +14,7 @@ from server.engine.strategies import KeepStrategy, StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.engines import FakeEngine, FakeLoader, InjectedFailure, fake_models
 from tests.fakes.manager_views import admitted, state_of
+from tests.waiting import until
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ async def test_a_reload_during_a_switch_applies_when_the_switch_ends() -> None:
     manager, loader, _ = await _manager()
     loader.delay_s = 0.2
     switching = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.05)
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     added = {**manager.models, "c": ModelProfile(model="/models/c")}
     replaced = await manager.replace_models(added, wait_timeout=5.0)
     assert switching.done(), "the reload waited for the switch under way"
@@ -106,7 +107,7 @@ async def test_a_reload_that_finds_no_switch_free_moment_is_refused_and_changes_
     manager, loader, _ = await _manager()
     loader.delay_s = 0.5
     switching = asyncio.create_task(manager.switch("b"))
-    await asyncio.sleep(0.05)
+    await until(lambda: manager.switching_to == "b", what="the switch to b to start")
     with pytest.raises(ReloadRefused, match=r"switch to .b. did not end within 0\.1 s"):
         await manager.replace_models({**manager.models, "c": ModelProfile(model="/models/c")}, wait_timeout=0.1)
     assert list(manager.models) == ["a", "b"]

@@ -12,6 +12,7 @@ from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
 from tests.fakes.manager_views import served_engine
 from tests.fakes.observers import RecordingObserver
+from tests.waiting import until
 
 CAUSE = "engine died: killed by signal 9 (SIGKILL)"
 
@@ -44,8 +45,8 @@ async def test_manual_mode_shows_each_restart_its_backoff_and_then_that_it_gave_
     loader.always_fail.add("a")
     loader.delay_s = 0.2  # each restart's load takes a moment: the plan says it is under way
     await manager.engine_died(await served_engine(manager), CAUSE)
-    await asyncio.sleep(0.05)
-    assert _plan(manager, "a") == RestartPlan(restarts=1, max_restarts=3, restarting=True, note="restarting (1 of 3)")
+    restarting = RestartPlan(restarts=1, max_restarts=3, restarting=True, note="restarting (1 of 3)")
+    await until(lambda: _plan(manager, "a") == restarting, what="the first restart to be under way")
     await _restarts(counter, 1, manager, planned=True)
     plan = _plan(manager, "a")
     assert plan is not None and (plan.restarts, plan.max_restarts, plan.restarting) == (1, 3, False)
@@ -56,8 +57,8 @@ async def test_manual_mode_shows_each_restart_its_backoff_and_then_that_it_gave_
     assert plan is not None and plan.next_restart_in_s is not None and 1.5 < plan.next_restart_in_s <= 2.0  # x 2^1
     assert plan.note == "restart 3 of 3 in 2 s"
     await _restarts(counter, 3, manager)
-    await asyncio.sleep(0.05)
-    assert _plan(manager, "a") == RestartPlan(restarts=3, max_restarts=3, note=GIVEN_UP, given_up=True)
+    given_up = RestartPlan(restarts=3, max_restarts=3, note=GIVEN_UP, given_up=True)
+    await until(lambda: _plan(manager, "a") == given_up, what="the plan to give up")
     loader.always_fail.discard("a")
     await manager.switch("a")  # an admin switch asks again, and the model serves: no plan any more
     assert _plan(manager, "a") is None

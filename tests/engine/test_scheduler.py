@@ -234,7 +234,8 @@ def test_close_refuses_every_waiter() -> None:
     rig = SchedulerRig()
     rig.submit("a", "busy")
     rig.submit("b", "w")
-    rig.scheduler.close()
+    rig.device.closed = True  # the device is the one that knows; the scheduler hears of it as a change
+    rig.scheduler.device_changed(rig.now)
     rig.submit("a", "after")
     assert rig.effects.refused_tickets() == {"w": Refusal.CLOSED, "after": Refusal.CLOSED}
 

@@ -93,7 +93,7 @@ async def test_stash_delegates_to_the_vllm_gaudi_host(make_manager: MakeManager)
         hosts.append(host)
         return host
 
-    strategy = StashStrategy(factory, fake_models("a", "b", "c"))
+    strategy = StashStrategy(factory)
     manager = make_manager(strategy)
     await manager.initialize("a")
     bundle_a = manager.published.bundle  # type: ignore[union-attr]
@@ -118,7 +118,7 @@ async def test_after_a_failed_stash_switch_the_old_name_proves_nothing(make_mana
         hosts.append(host)
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     hosts[0].fail_switch.add("b")
     with pytest.raises(SwitchFailed):
@@ -142,7 +142,7 @@ async def test_a_stash_host_that_names_another_model_is_not_published(make_manag
         await host.initialize(first)
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     with pytest.raises(SwitchFailed, match="reports 'c'"):
         await manager.switch("b")
@@ -240,7 +240,7 @@ async def test_stash_restarts_its_host_for_a_model_a_reload_added(make_manager: 
         hosts.append((host, list(models)))
         return host
 
-    manager = make_manager(StashStrategy(factory, fake_models("a", "b", "c")))
+    manager = make_manager(StashStrategy(factory))
     await manager.initialize("a")
     await manager.replace_models({**manager.models, "d": ModelProfile(model="/models/d")})
     report = await manager.switch("d")

@@ -21,7 +21,7 @@ PROFILE = ModelProfile(model="/models/a")
 
 
 class _NoRoom:
-    """The level-2 wake never asks for room (it wakes the engine it holds)."""
+    """The level-2 wake never asks for room nor reads the models (it wakes the engine it holds)."""
 
 
 async def _watched(engine: FakeSleepingEngine) -> tuple[EngineWatches, list[str]]:

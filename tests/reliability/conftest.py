@@ -1,7 +1,7 @@
 """Live servers for the load-and-fault suite, one at a time, shared by every test that needs the same profile.
 
-Each test names the profile it runs against with ``@pytest.mark.live_server("keep")``; the tests are ordered so
-that each profile's server starts once. The servers come from the session's shared live servers
+Each test names the profile it runs against with ``@pytest.mark.live_server("keep")``; ``tests/conftest.py``
+orders the tests so that each profile's server starts once. The servers come from the session's shared live servers
 (``tests/live_servers.py``): at most one is alive at a time (keep holds two engines), which keeps this suite
 within the machine's two-engines rule.
 
@@ -52,9 +52,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 #: The per-test limit of the long version (the short one keeps pyproject's 600 s).
 LONG_TEST_TIMEOUT_S = 2400
 
-#: The order the tests of each server run in; ``in-process`` is the disconnect test's own server.
-ORDER = ["keep", "in-process", "stop", "reconfigure", "auto"]
-
 
 @dataclass(frozen=True)
 class Scale:
@@ -71,27 +68,13 @@ class Scale:
         return cls("short", requests=80, admin_switches=3)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "live_server(profile): the reliability server profile a test runs against")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group this suite's tests by server profile (in ``PROFILES`` order), leaving every other test in place."""
-    order = ORDER
-    slots = [index for index, item in enumerate(items) if item.get_closest_marker("live_server") is not None]
-
-    def key(item: pytest.Item) -> int:
-        marker = item.get_closest_marker("live_server")
-        assert marker is not None
-        return order.index(marker.args[0])
-
-    ordered = sorted((items[index] for index in slots), key=key)
-    for index, item in zip(slots, ordered, strict=True):
-        items[index] = item
+    """In the long version, this suite's tests get a longer limit (tests/conftest.py orders them by server)."""
     if Scale.from_env().name == "long":
         # 10 stop switches each start an engine: 12 min on a busy 2-core machine, past the suite's 10-min limit.
-        for index in slots:
-            items[index].add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT_S))
+        for item in items:
+            if item.path.is_relative_to(Path(__file__).parent) and item.get_closest_marker("live_server"):
+                item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT_S))
 
 
 def broken_copy(model: Path, into: Path) -> Path:

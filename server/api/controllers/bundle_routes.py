@@ -47,7 +47,7 @@ def bundle_route(
         form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size.
     """
 
-    # `admitted` is a `waiting.Admission` (declared Any: msgspec refuses a union of two dataclasses).
+    # `admitted` is a `waiting.AdmittedOrWaiting` (declared Any: msgspec refuses a union of two dataclasses).
     async def handler(self: Controller, admitted: NamedDependency[Any]) -> Response[Any] | Stream:
         return await answer(admitted, call, api)
 

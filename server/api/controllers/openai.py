@@ -9,10 +9,11 @@ import msgspec
 from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
-from server.api.admission import AdmittedRequest, ServingBundle
 from server.api.auth import is_admin
 from server.api.controllers.bundle_routes import bundle_route
 from server.api.key_scopes import allowed_model, visible
+from server.api.model_cards import model_card, served_names
+from server.api.request_admission import AdmittedRequest, ServingBundle
 from server.api.responses import respond
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
@@ -73,25 +74,23 @@ class OpenAIController(Controller):
             max_len = slot.max_model_len or profile.engine_args.get("max_model_len")
             # An alias (served_model_name) is a name of its own, as in vLLM's list; `parent` says whose. So is a
             # LoRA adapter, whose `root` is its folder (as vLLM lists adapters).
-            names = [(card, profile.model) for card in (name, *(alias for alias in profile.aliases if alias != name))]
+            names = [(card, profile.model) for card in served_names(name, profile.aliases)]
             names += list((profile.lora_modules or {}).items())
-            for card_id, root in names:
-                cards.append(
-                    {
-                        "id": card_id,
-                        "object": "model",
-                        "created": created,
-                        "owned_by": "turnout",
-                        "root": root if admin else None,
-                        "parent": None if card_id == name else name,
-                        "max_model_len": max_len,
-                        "permission": [],
-                        "status": slot.state,
-                        "active": name == active,
-                        # While its engine is dead: restarts so far, the limit, the next one (or none).
-                        "restart": msgspec.to_builtins(slot.restart) if slot.restart is not None else None,
-                    }
+            restart = msgspec.to_builtins(slot.restart) if slot.restart is not None else None
+            cards += [
+                # While its engine is dead, `restart`: restarts so far, the limit, the next one (or none).
+                model_card(
+                    card_id,
+                    name,
+                    created=created,
+                    root=root if admin else None,
+                    status=slot.state,
+                    active=name == active,
+                    max_model_len=max_len,
+                    restart=restart,
                 )
+                for card_id, root in names
+            ]
         return {"object": "list", "data": cards}
 
 

@@ -11,7 +11,7 @@ from litestar.params import JSONBody
 
 from server.api.errors import error_response
 from server.api.reloader import ProfileRejected, Reloader, ReloadReport
-from server.frontend.openai_errors import error_body
+from server.frontend import error_body
 
 __all__ = ["ReloadController", "ReloadRequest"]
 

@@ -16,16 +16,16 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
-from server.api.admission import AdmittedRequest, ServingBundle, install_abort_hook
 from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.key_scopes import allowed_model, request_scope, visible
 from server.api.openapi import request_body
+from server.api.request_admission import AdmittedRequest, ServingBundle, install_abort_hook
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
-from server.frontend.operations import Operation
+from server.frontend import Operation
 
 __all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
 
@@ -47,7 +47,7 @@ class ResponsesController(Controller):
         """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
 
         A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
-        ``admitted`` is a ``waiting.Admission`` (declared Any: msgspec refuses a union of two dataclasses).
+        ``admitted`` is a ``waiting.AdmittedOrWaiting`` (declared Any: msgspec refuses a union of two dataclasses).
         """
 
         async def create(request: AdmittedRequest) -> Any:

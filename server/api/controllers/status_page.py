@@ -17,8 +17,8 @@ from litestar import Controller, MediaType, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
-from server.api.admission import ServingBundle
 from server.api.auth import Viewer
+from server.api.request_admission import ServingBundle
 from server.engine import EngineManager, SlotSnapshot, SwitchAttempt
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
@@ -109,7 +109,7 @@ class StatusPageController(Controller):
         a key is configured) only to the admin and to a key, its own."""
         admin = viewer.admin
         snapshot = manager.snapshot()
-        models = _model_rows(snapshot.slots, snapshot.active_model, admin, snapshot.mode == "auto")
+        models = _model_rows(snapshot.slots, snapshot.active_model, admin, manager.switching.auto)
         switches = _switch_rows(snapshot.recent_switches, admin)
         shown = _numbered([slot.name for slot in snapshot.slots], viewer)
         context = {

@@ -86,6 +86,10 @@ class EngineLost(RuntimeError):
 class Room(Protocol):
     """The device's side of making room for one more engine; only the device changes the slots it names."""
 
+    @property
+    def models(self) -> Mapping[str, ModelProfile]:
+        """Every configured model, in profile order (the device's one model list, as it is now)."""
+
     def residents(self) -> Sequence[Slot]:
         """Parked slots other than the target that hold an engine, least recently active first."""
 
@@ -109,7 +113,7 @@ class SwitchStrategy(Protocol):
     (the engine the slot held before stays the caller's to release). ``park`` returns what the slot keeps, and
     raises :class:`EngineLost` when it failed and the engine is gone anyway (any other error: the engine is intact
     and the model stays active). ``unload`` frees an engine a slot gave up (eviction, failure, shutdown).
-    ``models_changed`` follows a reload. ``close`` frees what the strategy itself holds, once, after every slot
+    ``close`` frees what the strategy itself holds, once, after every slot
     is released at shutdown.
     """
 
@@ -123,9 +127,6 @@ class SwitchStrategy(Protocol):
 
     async def unload(self, name: str, engine: Any) -> None:
         """Free ``engine``, which ``name``'s slot no longer holds."""
-
-    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        """The configured models (every one, in profile order): at the start, and after each reload."""
 
     async def close(self) -> None:
         """Free what the strategy holds besides the slots' engines (manager shutdown)."""
@@ -155,9 +156,6 @@ class LoaderStrategy:
     async def unload(self, name: str, engine: Any) -> None:
         if engine is not None:
             await self._loader.unload(engine)
-
-    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        pass  # each engine is loaded from the profile it is asked for
 
     async def close(self) -> None:
         pass  # every engine belongs to a slot, and the slots are released first

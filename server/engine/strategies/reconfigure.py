@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from server.engine.in_place.swap import LoadOutcome
@@ -78,8 +78,6 @@ class ReconfigureStrategy:
         """
         self._loader = loader
         self._swap = swap
-        # The configured models (the device says, and again at each reload): built ahead of their first switch.
-        self._models: dict[str, ModelProfile] = {}
         self._host: Any = None
         self._host_profile: ModelProfile | None = None
         # The model the host holds; None when it holds none, or after a failure left it unknown.
@@ -104,7 +102,7 @@ class ReconfigureStrategy:
         if self._host is None:
             started = await self._restart(name, profile)
             # The first switch would build its target's config: do it now, after start, off the switch path.
-            self._swap.prepare([(other, model) for other, model in self._models.items() if other != name])
+            self._swap.prepare([(other, model) for other, model in room.models.items() if other != name])
             return started
         if self._held == name:
             return BroughtUp(self._host)
@@ -129,9 +127,6 @@ class ReconfigureStrategy:
         # rollback to load the previous model into.
         if engine is not None and engine is self._host and self._held == name:
             await self._stop_host()
-
-    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        self._models = dict(models)
 
     async def close(self) -> None:
         """Stop the host (manager shutdown)."""

@@ -8,7 +8,7 @@ place; without the in-place swap it unloads that engine before a new one loads).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,7 +20,7 @@ from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.engine.supervision import EngineWatches
-from server.profiles.schema import ModelProfile, Switching
+from server.profiles.schema import Switching
 
 __all__ = [
     "StrategyChoice",
@@ -106,7 +106,6 @@ def select_strategy(
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
     by_bytes: RoomBudget | None = None,
-    models: Mapping[str, ModelProfile] | None = None,
     watches: EngineWatches | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
@@ -120,7 +119,6 @@ def select_strategy(
         in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
             ``loader`` must start engines with its worker extension.
         by_bytes: The memory budget's eviction by bytes (``keep``); None: by count (and ``memory_allows``) only.
-        models: The configured models (``stash`` builds its host over them).
         watches: The loader's engine watches (``sleep`` widens their health check while an engine sleeps or
             wakes, up to ``load_timeout_s``).
     """
@@ -138,7 +136,7 @@ def select_strategy(
         return ReconfigureStrategy(loader, in_place)
     if name == "stash":
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
-        return StashStrategy(stash_factory, models or {})
+        return StashStrategy(stash_factory)
     if choice.memory_bounded:
         return KeepStrategy(
             loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place, by_bytes=by_bytes

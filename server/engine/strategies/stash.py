@@ -14,9 +14,9 @@ returns the device memory figures ``switch_model`` passes on (``memory_before_mb
 ``tests/unit_tests/test_multi_model_engine_unit.py`` for the contract. The engine core has that utility only when
 ``VLLM_HPU_MULTI_MODEL_CONFIG`` is set (``server/engine/stash_config.py``).
 
-The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front). A reload
-that adds a model or changes one's profile reaches the strategy through ``models_changed``; bringing such a model
-up restarts the host over the current models, since the running host has never heard of it.
+The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front), as the
+device's room names them. After a reload that adds a model or changes one's profile, bringing such a model up
+restarts the host over the current models, since the running host has never heard of it.
 
 Hardening against that code:
     * ``switch_model`` returns early when the name matches, and its failure path leaves the name as it was. So
@@ -69,9 +69,8 @@ class StashStrategy:
 
     name = "stash"
 
-    def __init__(self, host_factory: StashHostFactory, models: Mapping[str, ModelProfile]) -> None:
+    def __init__(self, host_factory: StashHostFactory) -> None:
         self._host_factory = host_factory
-        self._models = dict(models)
         self._host: StashHost | None = None
         self._host_models: dict[str, ModelProfile] = {}
         # The last switch failed: the host's engine may hold anything, whatever current_model says.
@@ -90,7 +89,7 @@ class StashStrategy:
             logger.info("stash: the host was built before %s was configured as it is now; restarting it", name)
             await self.close()
         if self._host is None:
-            self._host_models = {**self._models, name: profile}
+            self._host_models = {**room.models, name: profile}
             self._host = await self._host_factory(name, self._host_models)
             self._expect(name)
             return BroughtUp(self._host.engine, ActivationMetrics(method="restart"))
@@ -122,9 +121,6 @@ class StashStrategy:
 
     async def unload(self, name: str, engine: Any) -> None:
         pass  # the engine is the shared host's: it goes only with the host (close)
-
-    def models_changed(self, models: Mapping[str, ModelProfile]) -> None:
-        self._models = dict(models)
 
     async def close(self) -> None:
         """Shut the shared host down (manager shutdown)."""

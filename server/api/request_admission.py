@@ -1,4 +1,4 @@
-"""Per-request admission, provided through Litestar DI.
+"""A serving request's admission at the API, provided through Litestar DI (the engine's queue behind it is its own).
 
 The provider reads the JSON body (the speech routes' multipart form: ``forms.py``), admits the request to the
 model it names (or the active one) through the manager, installs the lease's abort hook (the one way a switch
@@ -27,7 +27,7 @@ from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
-from server.frontend.operations import Operation
+from server.frontend import Operation
 
 __all__ = [
     "AbortsRequests",

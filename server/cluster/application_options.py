@@ -1,0 +1,22 @@
+"""What a Turnout application on Ray Serve is built from, stated once for ``turnout ray-serve`` and a Ray Serve
+config file's ``app_builder`` (both build it with :func:`server.cluster.application.build_application`).
+
+Nothing here imports Ray, so the CLI reads its defaults when it starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = ["ACCELERATOR", "MAX_ONGOING_REQUESTS", "node_options"]
+
+#: The custom resource a replica takes one of where accelerators are not GPUs Ray knows (``--resources``).
+ACCELERATOR: Final = "turnout_accel"
+#: A replica's concurrent requests by default; past them Ray routes a model's requests to a second replica.
+MAX_ONGOING_REQUESTS: Final = 16
+
+
+def node_options(profile: str, *, dev: bool = False) -> dict[str, Any]:
+    """The options the production builders read (``server.cluster.build``, ``server.cluster.edge``): the
+    profile's path and dev mode (the admin routes open without a token)."""
+    return {"profile": profile, "dev": dev}
