@@ -266,6 +266,8 @@ async def test_keep_by_bytes_holds_what_fits_and_evicts_the_lru_that_frees_enoug
     states = {s.name: s.state for s in manager.snapshot().slots}
     assert states == {"a": "stopped", "b": "resident", "c": "active"}
     assert loader.unloads == ["a"]
+    reasons = {s.name: s.reason for s in manager.snapshot().slots}  # the status says why a was stopped
+    assert reasons == {"a": "evicted to fit c (needs 2.0 GiB, free 0 B)", "b": None, "c": None}
 
 
 async def test_keep_by_bytes_never_evicts_a_pinned_model(make_manager: MakeManager, loader: FakeLoader) -> None:

@@ -103,7 +103,7 @@ class KeepStrategy(LoaderStrategy):
             raise ResidencyRefused(decision.reason)
         for victim in decision.evict:
             logger.info("keep: evicting resident %s %s", victim, decision.reason)
-            await room.evict(victim)
+            await room.evict(victim, f"evicted {decision.reason}")
 
     def _full(self, room: Room) -> bool:
         over_count = self._max_resident is not None and room.engines_held() + 1 > self._max_resident
