@@ -10,7 +10,7 @@ single-series aggregates the Kubernetes inference gateway reads (``turnout:*``) 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -81,10 +81,6 @@ class ManagerCollector(Collector):
             )
 
 
-#: Slot states that hold an engine's memory under a memory budget (``keep``).
-_HOLDING: Final = frozenset({SlotState.LOADING, SlotState.ACTIVE, SlotState.RESIDENT, SlotState.DRAINING})
-
-
 def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
     """The memory budget, each model's footprint and what the models holding engines take (``keep`` only)."""
     plan = snapshot.memory
@@ -93,7 +89,7 @@ def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "turnout_memory_budget_bytes", "Memory resident models may take together", value=float(plan.budget_bytes)
     )
-    footprints = {item.model: item.footprint_bytes for item in plan.decisions}
+    footprints = plan.footprints()
     family = GaugeMetricFamily(
         "turnout_model_footprint_bytes",
         "What each model takes when resident (weights, KV cache, engine)",
@@ -102,9 +98,10 @@ def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
     for name, size in footprints.items():
         family.add_metric([name], float(size))
     yield family
-    held = sum(footprints.get(slot.name, 0) for slot in snapshot.slots if slot.state in _HOLDING)
     yield GaugeMetricFamily(
-        "turnout_memory_resident_bytes", "Footprints of the models holding an engine now", value=float(held)
+        "turnout_memory_resident_bytes",
+        "Footprints of the models holding an engine now",
+        value=float(snapshot.memory_held_bytes or 0),
     )
 
 

@@ -161,6 +161,10 @@ class MemoryPlan(msgspec.Struct, frozen=True, kw_only=True):
     budget_bytes: int | None = None
     errors: list[str] = msgspec.field(default_factory=list)
 
+    def footprints(self) -> dict[str, int]:
+        """Each model's footprint by name."""
+        return {item.model: item.footprint_bytes for item in self.decisions}
+
     def summary(self) -> list[str]:
         """The decision as lines for the start-up log."""
         together = (

@@ -7,7 +7,7 @@ stay. When even all of those would not free enough, the answer is "cannot fit no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
@@ -15,7 +15,7 @@ from server.engine.kv_budget import MemoryPlan
 from server.engine.states import Slot, SlotState
 from server.profiles.memory_budget import describe_size
 
-__all__ = ["Resident", "RoomBudget", "RoomDecision", "evictions_to_fit", "room_budget"]
+__all__ = ["Resident", "RoomBudget", "RoomDecision", "evictions_to_fit", "held_bytes", "room_budget"]
 
 
 class Resident(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +100,12 @@ def evictions_to_fit(
     return RoomDecision(target=target, fits=fits, evict=evict, needs_bytes=target_bytes, free_bytes=free, reason=reason)
 
 
+def held_bytes(plan: MemoryPlan, slots: Iterable[Slot]) -> int:
+    """What the budget counts as taken: the footprints of the slots holding an engine."""
+    footprints = plan.footprints()
+    return sum(footprints.get(slot.name, 0) for slot in slots if slot.engine is not None)
+
+
 #: Which residents to evict so that a model fits: ``(target, every other slot holding an engine)``.
 RoomBudget = Callable[[str, Sequence[Slot]], RoomDecision]
 
@@ -115,7 +121,7 @@ def room_budget(current_plan: Callable[[], MemoryPlan | None]) -> RoomBudget:
         plan = current_plan()
         if plan is None or plan.budget_bytes is None:
             return RoomDecision(target=target, fits=True, evict=[], needs_bytes=0, free_bytes=0, reason="no budget")
-        footprints = {item.model: item.footprint_bytes for item in plan.decisions}
+        footprints = plan.footprints()
         residents = [
             Resident(
                 name=slot.name,
