@@ -13,11 +13,10 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
-from server.profiles.schema import Profile
+if TYPE_CHECKING:
+    from server.profiles.schema import Profile
 
 __all__ = ["CONNECTOR_MODULE", "CONNECTOR_NAME", "keep_before_stop", "keep_once", "kv_transfer_config", "with_kv_keep"]
 
@@ -53,6 +52,8 @@ def with_kv_keep(profile: Profile, server_pid: int | None = None) -> Profile:
     limit = profile.switching.kv_keep_bytes
     if limit is None:
         return profile
+    import msgspec
+
     from server.vllm_plugin.kv_pool import pool_folder
 
     root = pool_folder(server_pid or os.getpid())

@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
-from server.profiles.schema import Profile
+from server.profiles import load_profile
 from server.vllm_plugin import with_kv_keep
+from server.vllm_plugin.kv_keep import TurnoutKVKeep
 from server.vllm_plugin.kv_pool import KVPool, model_identity, pool_folder
 
 BLOCK = 1000
@@ -89,23 +91,17 @@ def test_pool_folders_of_gone_servers_are_removed(tmp_path: Path) -> None:
     assert not gone.exists() and mine.exists()
 
 
-def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(tmp_path: Path) -> None:
-    from server.profiles import load_profile
-
-    demo: Profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml")
+def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set() -> None:
+    demo = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml")
     assert with_kv_keep(demo) is demo
-    import msgspec
-
-    kept = with_kv_keep(
-        msgspec.structs.replace(demo, switching=msgspec.structs.replace(demo.switching, kv_keep_bytes=2**20)), 77
-    )
+    switching = msgspec.structs.replace(demo.switching, kv_keep_bytes=2**20)
+    kept = with_kv_keep(msgspec.structs.replace(demo, switching=switching), 77)
     for name, model in kept.models.items():
         transfer = model.engine_args["kv_transfer_config"]
+        assert transfer["kv_connector"] == TurnoutKVKeep.__name__
+        assert transfer["kv_load_failure_policy"] == "recompute"
         assert transfer["kv_connector_extra_config"] == {
             "pool_root": str(pool_folder(77)),
             "limit_bytes": 2**20,
             "served_name": name,
         }
-        from server.vllm_plugin.kv_keep import TurnoutKVKeep
-
-        assert transfer["kv_connector"] == TurnoutKVKeep.__name__

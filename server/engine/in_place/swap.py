@@ -260,14 +260,14 @@ def describe_incompatibility(current: Any, target: Any) -> str | None:
             return f"{what} differs ({read(current)} -> {read(target)})"
     if target.parallel_config.worker_extension_cls != WORKER_EXTENSION:
         return f"worker_extension_cls is {target.parallel_config.worker_extension_cls!r}, not Turnout's"
-    if _connector(current) != _connector(target):
-        return f"the KV connector differs ({_connector(current)} -> {_connector(target)})"
     if _connector(target) not in (None, KEPT_KV_CONNECTOR) or target.ec_transfer_config is not None:
         # Turnout's own (kept KV) outlives a model runner; another connector's worker side is bound to one.
         return "a KV or encoder-cache transfer connector is configured"
+    if _connector(current) != _connector(target):
+        return f"the KV connector differs ({_connector(current)} -> {_connector(target)})"
     return None
 
 
 def _connector(config: Any) -> str | None:
     transfer = config.kv_transfer_config
-    return None if transfer is None else str(transfer.kv_connector)
+    return None if transfer is None else str(getattr(transfer, "kv_connector", None) or "unnamed")
