@@ -48,14 +48,16 @@ def kv_transfer_config(pool_root: Path, limit_bytes: int, served_name: str) -> d
 def with_kv_keep(profile: Profile, server_pid: int | None = None) -> Profile:
     """``profile`` with Turnout's connector in every model's engine arguments when ``switching.kv_keep_bytes``
     is set (unchanged otherwise); the pool folder belongs to the server ``server_pid`` (default: this process).
+    The pool folders of servers that are gone are removed on the way.
     """
     limit = profile.switching.kv_keep_bytes
     if limit is None:
         return profile
     import msgspec
 
-    from server.vllm_plugin.kv_pool import pool_folder
+    from server.vllm_plugin.kv_pool import KVPool, pool_folder
 
+    KVPool.sweep()
     root = pool_folder(server_pid or os.getpid())
     models = {
         name: msgspec.structs.replace(
