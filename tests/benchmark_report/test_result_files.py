@@ -23,6 +23,7 @@ from benchmarks.result_types import (
     SteadyState,
     SwitchLatency,
 )
+from benchmarks.kv_keep import KvKeep
 from benchmarks.switch_weights import SwitchWeights
 from server.tinymodels.spec import REPO_ROOT
 
@@ -34,6 +35,7 @@ _EXACT: dict[str, type[Result]] = {
     "cluster_simulation": ClusterSimulation,
     "cold_start": ColdStart,
     "engine_limit": EngineLimit,
+    "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
     "run_all": RunAll,
     "scheduler_simulation": Captured,
