@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from benchmarks import docs_page, results
+from benchmarks.kv_keep import KvKeep
 from benchmarks.result_types import (
     AutoMode,
     AutoModeConfig,
@@ -23,7 +24,6 @@ from benchmarks.result_types import (
     SteadyState,
     SwitchLatency,
 )
-from benchmarks.kv_keep import KvKeep
 from benchmarks.switch_weights import SwitchWeights
 from server.tinymodels.spec import REPO_ROOT
 
