@@ -27,6 +27,7 @@ from server.engine.stash_config import set_multi_model_config
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV
 
 __all__ = [
@@ -175,6 +176,7 @@ class VllmEngineLoader:
         if self.watches is not None:
             await self.watches.forget(engine)  # first: a shutdown on purpose is no death
         ENGINE_METRICS.forget(engine)
+        await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (switching.kv_keep_bytes)
         await asyncio.to_thread(engine.shutdown)
 
 
