@@ -17,7 +17,8 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 ``server/engine/in_place``. Runs on vLLM 0.32.0 to 0.33.x (``server/profiles/vllm_version.py`` refuses others).
 """
 
+from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
 from server.vllm_plugin.kv_keep_core import keep_before_stop, with_kv_keep
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 
-__all__ = ["WORKER_EXTENSION", "keep_before_stop", "with_kv_keep"]
+__all__ = ["KEPT_KV_CONNECTOR", "WORKER_EXTENSION", "keep_before_stop", "with_kv_keep"]

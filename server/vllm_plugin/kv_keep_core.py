@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from server.profiles.schema import Profile
+    from server.profiles import Profile
 
 __all__ = ["CONNECTOR_MODULE", "CONNECTOR_NAME", "keep_before_stop", "keep_once", "kv_transfer_config", "with_kv_keep"]
 

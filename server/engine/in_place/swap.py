@@ -18,7 +18,7 @@ from server.engine.in_place.frontend_state import RendererFactory, refresh_async
 from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
 from server.profiles.vllm_version import IN_PLACE_ADAPTER, check_vllm_version
-from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
+from server.vllm_plugin import KEPT_KV_CONNECTOR
 from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
