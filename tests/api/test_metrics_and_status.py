@@ -137,3 +137,12 @@ async def test_the_kept_kv_pool_is_read_per_scrape(make_client: MakeClient, tmp_
     pool.enforce_bound()
     pool.claim("tools", "reloaded-weights")
     assert _value(generate_latest(registry).decode(), "turnout_kv_kept_bytes", model="tools") == 0.0
+
+
+async def test_metrics_read_the_servers_own_pool(make_client: MakeClient, kept_kv_pool: KVPool) -> None:
+    client, _ = await make_client()
+    kept_kv_pool.claim("plain", "plain-weights")
+    kept_kv_pool.write_block("plain-weights", "block", b"x" * 512)
+    text = (await client.get("/metrics")).text
+    assert _value(text, "turnout_kv_kept_bytes", model="plain") == 512.0
+    assert _value(text, "turnout_kv_kept_bytes", model="tools") == 0.0
