@@ -51,6 +51,7 @@ from server.engine.strategies import StrategyUnavailable
 from server.engine.strategies.select import models_held_at_once
 from server.engine.vllm_configs import EngineConfigInvalid
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [
     "ENGINE_METRICS",
@@ -90,6 +91,7 @@ __all__ = [
     "SwitchFailed",
     "SwitchReport",
     "build_manager",
+    "kept_bytes_by_model",
     "models_held_at_once",
     "parse_engine_flags",
     "prepare_profile",

@@ -18,7 +18,7 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 """
 
 from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
-from server.vllm_plugin.kv_keep_core import keep_before_stop, with_kv_keep
+from server.vllm_plugin.kv_keep_core import keep_before_stop, kept_bytes_by_model, with_kv_keep
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 
-__all__ = ["KEPT_KV_CONNECTOR", "WORKER_EXTENSION", "keep_before_stop", "with_kv_keep"]
+__all__ = ["KEPT_KV_CONNECTOR", "WORKER_EXTENSION", "keep_before_stop", "kept_bytes_by_model", "with_kv_keep"]

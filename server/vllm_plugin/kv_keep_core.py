@@ -12,13 +12,24 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from server.vllm_plugin.protocol import KeptKV, decode_result
 
 if TYPE_CHECKING:
     from server.profiles import Profile
 
-__all__ = ["CONNECTOR_MODULE", "CONNECTOR_NAME", "keep_before_stop", "keep_once", "kv_transfer_config", "with_kv_keep"]
+__all__ = [
+    "CONNECTOR_MODULE",
+    "CONNECTOR_NAME",
+    "keep_before_stop",
+    "keep_once",
+    "kept_bytes_by_model",
+    "kv_transfer_config",
+    "with_kv_keep",
+]
 
 logger = logging.getLogger("turnout.engine.kv_keep")
 
@@ -85,15 +96,24 @@ def keep_once(core: Any) -> dict[str, float]:
         return {}
 
 
-async def keep_before_stop(engine: Any) -> dict[str, float]:
-    """Have a running ``AsyncLLM`` keep its prefix blocks before it is shut down (``stop``); ``{}`` when its
+async def keep_before_stop(engine: Any) -> KeptKV | None:
+    """Have a running ``AsyncLLM`` keep its prefix blocks before it is shut down (``stop``); None when its
     model does not keep KV, or the keep failed."""
     transfer = getattr(getattr(engine, "vllm_config", None), "kv_transfer_config", None)
     if getattr(transfer, "kv_connector", None) != CONNECTOR_NAME:
-        return {}
+        return None
     try:
         answer = await asyncio.wait_for(engine.engine_core.call_utility_async(KEEP_KV_UTILITY), _KEEP_TIMEOUT_S)
+        kept: KeptKV | None = decode_result(answer, KeptKV) if answer else None
     except Exception as exc:  # a dead or hung engine keeps nothing; its stop goes on
         logger.warning("keeping the KV blocks before the stop failed (%s)", type(exc).__name__)
-        return {}
-    return dict(answer or {})
+        return None
+    return kept
+
+
+def kept_bytes_by_model(names: Iterable[str], server_pid: int | None = None) -> dict[str, int]:
+    """Bytes the pool of the server ``server_pid`` (default: this process) keeps for each served model of
+    ``names`` (a directory scan of tmpfs: no vLLM import); ``{}`` when nothing was ever kept."""
+    from server.vllm_plugin.kv_pool import kept_bytes_by_name, pool_folder
+
+    return kept_bytes_by_name(pool_folder(server_pid or os.getpid()), names)

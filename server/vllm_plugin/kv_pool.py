@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DEFAULT_POOL_PARENT", "KVPool", "model_identity", "pool_folder"]
+__all__ = ["DEFAULT_POOL_PARENT", "KVPool", "kept_bytes_by_name", "model_identity", "pool_folder"]
 
 #: tmpfs where there is one: the pool is host memory, never disk.
 DEFAULT_POOL_PARENT: Final = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -99,9 +99,8 @@ class KVPool:
     def claim(self, served_name: str, identity: str) -> None:
         """Record that ``served_name`` now has ``identity``; the blocks of its previous identity are dropped
         (a reload that changed its weights)."""
-        names = self.root / _NAMES
-        names.mkdir(mode=0o700, exist_ok=True)
-        record = names / hashlib.sha256(served_name.encode()).hexdigest()[:32]
+        record = _name_record(self.root, served_name)
+        record.parent.mkdir(mode=0o700, exist_ok=True)
         previous = record.read_text() if record.exists() else None
         if previous and previous != identity:
             shutil.rmtree(self.model_dir(previous), ignore_errors=True)
@@ -178,6 +177,36 @@ class KVPool:
             pid = path.name.removeprefix(_PREFIX)
             if pid.isdigit() and not _alive(int(pid)):
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def kept_bytes_by_name(root: Path, names: Iterable[str]) -> dict[str, int]:
+    """Bytes the pool folder ``root`` keeps for each served model of ``names`` (under the identity it last
+    claimed; 0 when none); ``{}`` when there is no pool folder. Reads only: creates nothing."""
+    if not root.is_dir():
+        return {}
+    usage = {}
+    for name in names:
+        try:
+            identity = _name_record(root, name).read_text()
+        except FileNotFoundError:
+            usage[name] = 0
+            continue
+        usage[name] = _folder_bytes(root / identity)
+    return usage
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    with contextlib.suppress(FileNotFoundError):  # no block kept yet, or the folder dropped meanwhile
+        for path in _files(folder):
+            with contextlib.suppress(FileNotFoundError):  # evicted meanwhile
+                total += path.stat().st_size
+    return total
+
+
+def _name_record(root: Path, served_name: str) -> Path:
+    """Where the identity ``served_name`` last claimed is written."""
+    return root / _NAMES / hashlib.sha256(served_name.encode()).hexdigest()[:32]
 
 
 def _files(folder: Path) -> Iterable[Path]:

@@ -20,6 +20,7 @@ __all__ = [
     "PLUGIN_NAME",
     "UNLOAD_UTILITY",
     "WORKER_EXTENSION",
+    "KeptKV",
     "LoadResult",
     "LoadedModel",
     "UnloadResult",
@@ -118,6 +119,21 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
     unload_ms: float = 0.0
     runner_ms: float = 0.0
     weights_ms: float = 0.0
+    kept_blocks: float = 0.0
+    kept_bytes: float = 0.0
+    keep_ms: float = 0.0
+
+
+class KeptKV(msgspec.Struct, frozen=True, kw_only=True):
+    """What a keep before a stop put in the pool (``switching.kv_keep_bytes``); the same figures as the keep
+    fields of :class:`UnloadResult`.
+
+    Attributes:
+        kept_blocks: Prefix-cache blocks kept.
+        kept_bytes: Bytes the workers wrote for them (blocks already kept cost nothing).
+        keep_ms: The keep.
+    """
+
     kept_blocks: float = 0.0
     kept_bytes: float = 0.0
     keep_ms: float = 0.0

@@ -105,8 +105,10 @@ async def test_a_b_a_restores_a_prefix_under_reconfigure(reconfigured: Served) -
     assert cold_cached == 0
     assert (await _turn(client, "plain"))[1] >= CACHED_AT_LEAST, "vLLM's own prefix cache is on"
 
-    assert (await _switch(client, "tools"))["method"] == "reconfigure"
+    left = await _switch(client, "tools")
+    assert left["method"] == "reconfigure"
     assert sum(pool.usage().values()) > 0, "A's blocks were kept when the device left it"
+    assert left["kept_blocks"] >= CACHED_AT_LEAST // 128 and left["kept_bytes"] > 0 and left["keep_ms"] > 0
     _, b_cached = await _turn(client, "tools")
     assert b_cached == 0, "B never reads A's kept blocks, though their token hashes are the same"
 
@@ -139,7 +141,8 @@ async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) ->
 async def test_a_b_a_restores_a_prefix_under_stop(tmp_path: Path) -> None:
     async for client, _, _ in _serve("stop", tmp_path):
         fresh, _ = await _turn(client, "plain")
-        await _switch(client, "tools")
+        left = await _switch(client, "tools")
+        assert left["kept_blocks"] > 0 and left["kept_bytes"] > 0 and left["keep_ms"] > 0, "the stop's keep"
         await _switch(client, "plain")
         text, cached = await _turn(client, "plain")
         assert cached >= CACHED_AT_LEAST, "A's prefix outlived its engine in the pool"

@@ -13,7 +13,7 @@ import pytest
 from server.profiles import load_profile
 from server.vllm_plugin import with_kv_keep
 from server.vllm_plugin.kv_keep import TurnoutKVKeep
-from server.vllm_plugin.kv_pool import KVPool, model_identity, pool_folder
+from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name, model_identity, pool_folder
 
 BLOCK = 1000
 
@@ -105,3 +105,18 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set() -> No
             "limit_bytes": 2**20,
             "served_name": name,
         }
+
+
+def test_kept_bytes_by_name_follow_each_models_current_identity_and_create_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "pool"
+    assert kept_bytes_by_name(root, ["plain"]) == {} and not root.exists(), "no pool: no figures, no folder"
+    pool = KVPool(root, limit_bytes=10 * BLOCK)
+    pool.claim("plain", "plain-weights")
+    pool.write_block("plain-weights", "a", b"x" * BLOCK)
+    pool.write_block("plain-weights", "b", b"x" * BLOCK)
+    pool.claim("tools", "tools-weights")
+
+    usage = kept_bytes_by_name(root, ["plain", "tools", "never-kept"])
+    assert usage == {"plain": 2 * BLOCK, "tools": 0, "never-kept": 0}
+    pool.claim("plain", "new-weights")  # a reload changed its weights: its blocks are gone
+    assert kept_bytes_by_name(root, ["plain"]) == {"plain": 0}
