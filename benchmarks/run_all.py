@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import msgspec
 
 from benchmarks import reliability_long
+from benchmarks.kv_keep import KvKeepOptions
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
@@ -80,6 +81,7 @@ _PY = [sys.executable, "-m"]
 # own defaults, not repeated here) so that the page shows what ran.
 _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
 _WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
+_KV_KEEP = KvKeepOptions()
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
@@ -106,6 +108,11 @@ STEPS: tuple[Step, ...] = (
         "switch_weights",
         [*_PY, "benchmarks.switch_weights", "--rounds", "1", "--rss-switches", "4"],
         [*_PY, "benchmarks.switch_weights", "--rounds", str(_WEIGHTS.rounds)],
+    ),
+    Step(
+        "kv_keep",
+        [*_PY, "benchmarks.kv_keep", "--prefix-tokens", "1500", "--rounds", "1"],
+        [*_PY, "benchmarks.kv_keep", "--prefix-tokens", str(_KV_KEEP.prefix_tokens), "--rounds", str(_KV_KEEP.rounds)],
     ),
     Step(
         "auto_mode",

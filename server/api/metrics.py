@@ -5,11 +5,12 @@ scrape time, so nothing has to be kept in sync. Events (switch attempts, queue w
 the manager as an observer and feed histograms and counters. vLLM registers its engine metrics (``vllm:*``) in
 prometheus_client's process-wide registry; the app's registry forwards that one, so one scrape gets both. The
 single-series aggregates the Kubernetes inference gateway reads (``turnout:*``) are in :mod:`gateway_metrics`.
+The kept-KV pool's bytes per model are read from the pool (files on tmpfs) at scrape time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
@@ -25,9 +26,10 @@ from server.engine import (
     ManagerSnapshot,
     SlotState,
     SwitchAttempt,
+    kept_bytes_by_model,
 )
 
-__all__ = ["ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
+__all__ = ["KeptKVCollector", "ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
 
 #: Switches take milliseconds (keep) to minutes (stop on a large model).
 SWITCH_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -103,6 +105,38 @@ def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
         "Footprints of the models holding an engine now",
         value=float(snapshot.memory_held_bytes or 0),
     )
+
+
+class KeptKVCollector(Collector):
+    """``turnout_kv_kept_bytes{model}``: what the kept-KV pool holds per model, read from the pool per scrape;
+    nothing while there is no pool (``switching.kv_keep_bytes`` unset, or no engine has kept anything yet).
+
+    Args:
+        manager: Names the models.
+        usage: Bytes kept per served model name (default: this server's pool, a directory scan of tmpfs).
+    """
+
+    def __init__(
+        self,
+        manager: EngineManager[Any],
+        usage: Callable[[Iterable[str]], dict[str, int]] = kept_bytes_by_model,
+    ) -> None:
+        self._manager = manager
+        self._usage = usage
+
+    def collect(self) -> Iterator[Metric]:
+        usage = self._usage([slot.name for slot in self._manager.snapshot().slots])
+        if not usage:
+            return
+        kept = GaugeMetricFamily(
+            "turnout_kv_kept_bytes",
+            "Bytes of prefix-cache blocks the kept-KV pool (switching.kv_keep_bytes) holds for each model; the "
+            "blocks restored from it are counted by vLLM as vllm:external_prefix_cache_hits (tokens)",
+            labels=["model"],
+        )
+        for model, size in usage.items():
+            kept.add_metric([model], float(size))
+        yield kept
 
 
 class ManagerMetrics:
@@ -194,6 +228,7 @@ def metrics_registry(manager: EngineManager[Any]) -> CollectorRegistry:
     """A registry of the app's own (so apps and tests never collide), with vLLM's metrics forwarded into it."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ManagerCollector(manager))
+    registry.register(KeptKVCollector(manager))
     manager.add_observer(ManagerMetrics(registry))
     registry.register(ProcessRegistryCollector())
     registry.register(GatewayCollector(manager))

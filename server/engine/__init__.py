@@ -52,6 +52,7 @@ from server.engine.strategies import StrategyUnavailable, resolve_strategy_name
 from server.engine.strategies.select import models_held_at_once
 from server.engine.vllm_configs import EngineConfigInvalid
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [
     "ENGINE_METRICS",
@@ -93,6 +94,7 @@ __all__ = [
     "SwitchReport",
     "build_manager",
     "hlml_memory",
+    "kept_bytes_by_model",
     "models_held_at_once",
     "nvml_memory",
     "parse_engine_flags",

@@ -43,7 +43,7 @@ from server.engine.vllm_loader import (
 )
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
-from server.vllm_plugin import WORKER_EXTENSION
+from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
 
 __all__ = ["build_manager", "prepare_profile", "with_engine_defaults"]
 
@@ -77,7 +77,7 @@ def prepare_profile(
         StrategyUnavailable: The profile's strategy cannot run on this device.
     """
     device = device or detect_device()
-    profile = with_engine_defaults(profile, engine_defaults or {})
+    profile = with_kv_keep(with_engine_defaults(profile, engine_defaults or {}))
     configs = build_engine_configs(profile.models)
     memory = memory or read_device_memory(device)
     if memory is None:

@@ -6,12 +6,15 @@ working, and adds Turnout's extras (``drain_ms``, ``aborted_requests``, ``strate
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import msgspec
 
 from server.engine.kv_budget import MemoryPlan
 
 __all__ = [
     "ActivationMetrics",
+    "KeepFigures",
     "ManagerSnapshot",
     "ModelsReplaced",
     "ResidencyReport",
@@ -19,6 +22,7 @@ __all__ = [
     "SlotSnapshot",
     "SwitchAttempt",
     "SwitchReport",
+    "with_kept",
 ]
 
 
@@ -48,6 +52,11 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         load_ms: In-place load of the target: model runner and weights.
         kv_cache_ms: In-place KV cache sizing and allocation, scheduler and prefix-cache hashing.
         frontend_ms: Refresh of the engine's frontend state (model config, renderer, processors).
+        kept_blocks: Prefix-cache blocks of the model left kept in the pool (``switching.kv_keep_bytes``,
+            ``reconfigure`` and ``stop``); None when it keeps none. They are restored on the model's next prompts
+            that extend a kept prefix: vLLM counts those hits in ``vllm:external_prefix_cache_hits``.
+        kept_bytes: Bytes written into the pool for them (blocks already kept cost nothing).
+        keep_ms: Time the keep took (part of ``unload_ms`` in place; before the engine's shutdown under ``stop``).
     """
 
     previous_model: str | None
@@ -67,6 +76,9 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
     load_ms: float | None = None
     kv_cache_ms: float | None = None
     frontend_ms: float | None = None
+    kept_blocks: int | None = None
+    kept_bytes: int | None = None
+    keep_ms: float | None = None
 
 
 class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +97,33 @@ class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
     load_ms: float | None = None
     kv_cache_ms: float | None = None
     frontend_ms: float | None = None
+    kept_blocks: int | None = None
+    kept_bytes: int | None = None
+    keep_ms: float | None = None
+
+
+class KeepFigures(Protocol):
+    """A keep's figures as the engine core answers them (``UnloadResult``, ``LoadResult``, ``KeptKV``)."""
+
+    @property
+    def kept_blocks(self) -> float: ...
+    @property
+    def kept_bytes(self) -> float: ...
+    @property
+    def keep_ms(self) -> float: ...
+
+
+def with_kept(metrics: ActivationMetrics, *keeps: KeepFigures | None) -> ActivationMetrics:
+    """``metrics`` with the keeps of one switch added up; unchanged when none kept anything (the pool is off)."""
+    done = [keep for keep in keeps if keep is not None and (keep.kept_blocks or keep.keep_ms)]
+    if not done:
+        return metrics
+    return msgspec.structs.replace(
+        metrics,
+        kept_blocks=int(sum(keep.kept_blocks for keep in done)),
+        kept_bytes=int(sum(keep.kept_bytes for keep in done)),
+        keep_ms=sum(keep.keep_ms for keep in done),
+    )
 
 
 class SwitchAttempt(msgspec.Struct, frozen=True, kw_only=True):

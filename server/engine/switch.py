@@ -163,6 +163,9 @@ class SwitchRun(Generic[B]):
             load_ms=_rounded(metrics.load_ms if metrics else None),
             kv_cache_ms=_rounded(metrics.kv_cache_ms if metrics else None),
             frontend_ms=_rounded(metrics.frontend_ms if metrics else None),
+            kept_blocks=metrics.kept_blocks if metrics else None,
+            kept_bytes=metrics.kept_bytes if metrics else None,
+            keep_ms=_rounded(metrics.keep_ms if metrics else None),
         )
 
 

@@ -27,7 +27,8 @@ from server.engine.stash_config import set_multi_model_config
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
-from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV
+from server.vllm_plugin import keep_before_stop
+from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
 
 __all__ = [
     "INSECURE_SERIALIZATION_ENV",
@@ -171,11 +172,13 @@ class VllmEngineLoader:
             self.watches.watch(name, engine)
         return engine
 
-    async def unload(self, engine: Any) -> None:
+    async def unload(self, engine: Any) -> KeptKV | None:
         if self.watches is not None:
             await self.watches.forget(engine)  # first: a shutdown on purpose is no death
         ENGINE_METRICS.forget(engine)
+        kept = await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (kv_keep_bytes)
         await asyncio.to_thread(engine.shutdown)
+        return kept
 
 
 #: How long a killed start may take to fail before its thread is left behind (it holds no engine by then).

@@ -242,6 +242,11 @@ class Switching(Base, frozen=True, kw_only=True):
             then after the failure backoff, before it stays ``failed`` until an admin switch or reload (a death
             within a minute of a restart that brought it back counts on: a crash loop stops too). Auto
             mode brings a dead model back when it is next wanted, with the failure backoff.
+        kv_keep_bytes: Bytes of host memory (tmpfs) that keep the prefix-cache blocks of models the device
+            leaves (``reconfigure`` and ``stop``), so that a model's next prompt that extends a kept prefix is a
+            prefix-cache hit instead of a full prefill. One pool for all models, least recently used blocks
+            evicted first; blocks are keyed by the model's weights, tokenizer and dtypes, so they never serve
+            another model, nor the same one after its weights changed. Unset: nothing is kept.
     """
 
     mode: SwitchMode = "manual"
@@ -261,6 +266,7 @@ class Switching(Base, frozen=True, kw_only=True):
     health_check_timeout_s: PositiveFloat = 10.0
     load_timeout_s: PositiveFloat = 600.0
     max_restarts: Annotated[int, Meta(ge=0)] = 3
+    kv_keep_bytes: PositiveInt | None = None
 
     @property
     def auto(self) -> bool:

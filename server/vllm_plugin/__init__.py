@@ -7,7 +7,9 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 * ``engine_core``: the utilities (run in the engine-core process): unload, load, report what is loaded;
 * ``worker``: the ``worker_extension_cls`` mixed into vLLM's worker, with the worker-side unload and load;
 * ``protocol``: utility names and result shapes shared with Turnout's process;
-* ``config_attrs``: the ``VllmConfig`` parts vLLM's executor and worker copy, which a load copies again.
+* ``config_attrs``: the ``VllmConfig`` parts vLLM's executor and worker copy, which a load copies again;
+* ``kv_keep``, ``kv_keep_core``, ``kv_pool``: a model's prefix-cache blocks kept across swaps and stops (a KV
+  connector on vLLM's public API, its keep step, and the bounded host-memory pool).
 
 A package of its own beside ``server/engine`` because it runs in other processes: it may import only the
 profiles layer and vLLM (``tests/test_layers.py``), so loading it costs vLLM's processes next to nothing. The
@@ -15,6 +17,8 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 ``server/engine/in_place``. Runs on vLLM 0.32.0 to 0.33.x (``server/profiles/vllm_version.py`` refuses others).
 """
 
+from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
+from server.vllm_plugin.kv_keep_core import keep_before_stop, kept_bytes_by_model, with_kv_keep
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 
-__all__ = ["WORKER_EXTENSION"]
+__all__ = ["KEPT_KV_CONNECTOR", "WORKER_EXTENSION", "keep_before_stop", "kept_bytes_by_model", "with_kv_keep"]

@@ -28,8 +28,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from server.vllm_plugin import weights, worker
+from server.vllm_plugin import kv_keep_core, weights, worker
 from server.vllm_plugin.config_attrs import EXECUTOR_CONFIG_ATTRS
+from server.vllm_plugin.kv_keep_core import KEEP_KV_UTILITY
 from server.vllm_plugin.protocol import LOAD_UTILITY, LOADED_MODEL_UTILITY, UNLOAD_UTILITY
 
 __all__ = ["install"]
@@ -42,10 +43,11 @@ _KEPT_ATTR = "_turnout_model_kept"
 
 
 def install(engine_core_cls: type) -> None:
-    """Add the three utilities to ``EngineCore`` (idempotent; names from :mod:`protocol`)."""
+    """Add the utilities to ``EngineCore`` (idempotent; names from :mod:`protocol`)."""
     setattr(engine_core_cls, UNLOAD_UTILITY, unload_model)
     setattr(engine_core_cls, LOAD_UTILITY, load_model)
     setattr(engine_core_cls, LOADED_MODEL_UTILITY, loaded_model)
+    setattr(engine_core_cls, KEEP_KV_UTILITY, kv_keep_core.keep_once)
 
 
 def loaded_model(core: Any) -> dict[str, Any]:
@@ -68,9 +70,10 @@ def unload_model(core: Any) -> dict[str, Any] | Future[dict[str, Any]]:
 
     def run() -> dict[str, Any]:
         started = time.perf_counter()
+        kept = kv_keep_core.keep_once(core) if getattr(core, _LOADED_ATTR, True) else {}
         setattr(core, _LOADED_ATTR, False)  # first: a failure half-way leaves "unknown", never the old name
         setattr(core, _KEPT_ATTR, True)
-        return {"unload_ms": (time.perf_counter() - started) * 1000.0, "gc_ms": 0.0}
+        return {"unload_ms": (time.perf_counter() - started) * 1000.0, "gc_ms": 0.0, **kept}
 
     return _after_pause(core, run)
 
@@ -85,6 +88,7 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
 
     def run() -> dict[str, Any]:
         weights.prefetch(new_config)  # the disk reads overlap the unload and the runner's construction
+        kv_kept = kv_keep_core.keep_once(core) if getattr(core, _LOADED_ATTR, True) else {}
         kept = bool(getattr(core, _KEPT_ATTR, False)) or bool(getattr(core, _LOADED_ATTR, True))
         reason = weights.incompatibility(core.vllm_config, new_config) if kept else "no model is kept"
         setattr(core, _LOADED_ATTR, False)
@@ -129,6 +133,7 @@ def load_model(core: Any, vllm_config_bytes: bytes) -> dict[str, Any] | Future[d
             "kv_cache_ms": (kv_done - loaded) * 1000.0,
             "scheduler_ms": (done - kv_done) * 1000.0,
             **steps,
+            **kv_kept,
             "loaded": loaded_model(core),
         }
 

@@ -20,6 +20,7 @@ __all__ = [
     "PLUGIN_NAME",
     "UNLOAD_UTILITY",
     "WORKER_EXTENSION",
+    "KeptKV",
     "LoadResult",
     "LoadedModel",
     "UnloadResult",
@@ -78,10 +79,16 @@ class UnloadResult(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         unload_ms: The unload inside the engine core.
         gc_ms: Of that, the longest time a worker spent in garbage collection.
+        kept_blocks: Prefix-cache blocks kept in the pool (``switching.kv_keep_bytes``; 0 when off).
+        kept_bytes: Bytes the workers wrote into the pool for them (blocks already kept cost nothing).
+        keep_ms: Of ``unload_ms``, the keep.
     """
 
     unload_ms: float
     gc_ms: float = 0.0
+    kept_blocks: float = 0.0
+    kept_bytes: float = 0.0
+    keep_ms: float = 0.0
 
 
 class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +105,9 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
         unload_ms: Dropping the kept model before a ``reconfigure`` load (0 for ``weights``).
         runner_ms: Of ``load_ms`` on the ``weights`` path, the model runner rebuilt around the kept model.
         weights_ms: Of ``load_ms`` on the ``weights`` path, the target's weights loaded into it.
+        kept_blocks: Prefix-cache blocks of the previous model kept first (a load with no unload before it).
+        kept_bytes: Bytes written for them.
+        keep_ms: The keep.
     """
 
     load_ms: float
@@ -109,6 +119,24 @@ class LoadResult(msgspec.Struct, frozen=True, kw_only=True):
     unload_ms: float = 0.0
     runner_ms: float = 0.0
     weights_ms: float = 0.0
+    kept_blocks: float = 0.0
+    kept_bytes: float = 0.0
+    keep_ms: float = 0.0
+
+
+class KeptKV(msgspec.Struct, frozen=True, kw_only=True):
+    """What a keep before a stop put in the pool (``switching.kv_keep_bytes``); the same figures as the keep
+    fields of :class:`UnloadResult`.
+
+    Attributes:
+        kept_blocks: Prefix-cache blocks kept.
+        kept_bytes: Bytes the workers wrote for them (blocks already kept cost nothing).
+        keep_ms: The keep.
+    """
+
+    kept_blocks: float = 0.0
+    kept_bytes: float = 0.0
+    keep_ms: float = 0.0
 
 
 def decode_result(value: Any, kind: type[msgspec.Struct]) -> Any:

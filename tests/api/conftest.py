@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ from server.api import ApiSettings, create_app
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.kv_pool import KVPool, pool_folder
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader
 
@@ -53,6 +55,18 @@ async def make_client() -> AsyncIterator[MakeClient]:
     for client, manager in made:
         await client.aclose()
         await manager.shutdown()
+
+
+@pytest.fixture
+def kept_kv_pool() -> Iterator[KVPool]:
+    """The kept-KV pool of this process as a server's (the folder ``with_kv_keep`` names), removed afterwards."""
+    root = pool_folder(os.getpid())
+    assert not root.exists(), f"{root} is another test's pool"
+    pool = KVPool(root, limit_bytes=1 << 20)
+    try:
+        yield pool
+    finally:
+        pool.clear()
 
 
 def admin(token: str = ADMIN_TOKEN) -> dict[str, str]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from prometheus_client import REGISTRY, Gauge
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from server.api.metrics import KeptKVCollector
 from server.profiles.schema import Switching
+from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 
@@ -116,3 +119,30 @@ async def test_vllm_metrics_from_the_process_registry_are_on_the_same_page(
     metrics = (await client.get("/metrics")).text
     assert _value(metrics, "vllm:num_requests_running", model_name="tools") == 3.0
     assert _value(metrics, "turnout_in_flight_requests", model="tools") == 0.0
+
+
+async def test_the_kept_kv_pool_is_read_per_scrape(make_client: MakeClient, tmp_path: Path) -> None:
+    _, manager = await make_client()
+    root = tmp_path / "pool"
+    registry = CollectorRegistry()
+    registry.register(KeptKVCollector(manager, usage=lambda names: kept_bytes_by_name(root, names)))
+    assert "turnout_kv_kept_bytes" not in generate_latest(registry).decode(), "no pool: no series"
+    pool = KVPool(root, limit_bytes=1 << 20)
+    pool.claim("tools", "tools-weights")
+    pool.write_block("tools-weights", "block", b"x" * 4096)
+    text = generate_latest(registry).decode()
+    assert _value(text, "turnout_kv_kept_bytes", model="tools") == 4096.0
+    assert _value(text, "turnout_kv_kept_bytes", model="plain") == 0.0
+    assert "vllm:external_prefix_cache_hits" in text, "the help text names where restored hits are counted"
+    pool.enforce_bound()
+    pool.claim("tools", "reloaded-weights")
+    assert _value(generate_latest(registry).decode(), "turnout_kv_kept_bytes", model="tools") == 0.0
+
+
+async def test_metrics_read_the_servers_own_pool(make_client: MakeClient, kept_kv_pool: KVPool) -> None:
+    client, _ = await make_client()
+    kept_kv_pool.claim("plain", "plain-weights")
+    kept_kv_pool.write_block("plain-weights", "block", b"x" * 512)
+    text = (await client.get("/metrics")).text
+    assert _value(text, "turnout_kv_kept_bytes", model="plain") == 512.0
+    assert _value(text, "turnout_kv_kept_bytes", model="tools") == 0.0

@@ -6,6 +6,7 @@ import re
 
 from server.engine.room_plan import room_budget
 from server.engine.strategies import KeepStrategy
+from server.vllm_plugin.kv_pool import KVPool
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 from tests.fakes.memory_plans import budget_plan
@@ -28,6 +29,20 @@ async def test_the_page_shows_the_models_and_the_active_one_and_refreshes(make_c
     assert _active(html) == "tools"
     assert 'data-model="tools" data-state="active"' in html and 'data-model="plain" data-state="stopped"' in html
     assert html.count('data-outcome="ok"') == 1  # start-up
+
+
+async def test_the_page_shows_the_kept_kv_pool_only_when_there_is_one(
+    make_client: MakeClient, kept_kv_pool: KVPool
+) -> None:
+    client, _ = await make_client()
+    kept_kv_pool.clear()
+    assert "kept KV" not in (await client.get("/status")).text, "no pool: no column"
+    kept_kv_pool.root.mkdir(mode=0o700)
+    kept_kv_pool.claim("plain", "plain-weights")
+    kept_kv_pool.write_block("plain-weights", "block", b"x" * 2**20)
+    html = (await client.get("/status")).text
+    assert "<th>kept KV</th>" in html
+    assert re.findall(r'class="kept-kv">([^<]*)<', html) == ["0.0 MiB", "1.0 MiB"]  # tools, plain
 
 
 async def test_the_page_changes_after_a_switch(make_client: MakeClient) -> None:

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from benchmarks import docs_page, results
+from benchmarks.kv_keep import KvKeep
 from benchmarks.result_types import (
     AutoMode,
     AutoModeConfig,
@@ -34,6 +35,7 @@ _EXACT: dict[str, type[Result]] = {
     "cluster_simulation": ClusterSimulation,
     "cold_start": ColdStart,
     "engine_limit": EngineLimit,
+    "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
     "run_all": RunAll,
     "scheduler_simulation": Captured,

@@ -19,6 +19,7 @@ from server.engine.in_place.swap import (
     profile_incompatibility,
 )
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
 from server.vllm_plugin.protocol import WORKER_EXTENSION, LoadedModel
 
 
@@ -73,6 +74,16 @@ def test_a_pair_of_the_same_layout_can_swap_in_place() -> None:
 def test_each_part_the_running_processes_fix_rules_the_swap_out(key: str, value: Any, reason: str) -> None:
     described = describe_incompatibility(_config(), _config(**{key: value}))
     assert described is not None and described.startswith(reason)
+
+
+def test_turnouts_kept_kv_connector_swaps_in_place_only_on_both_sides() -> None:
+    kept = SimpleNamespace(kv_connector=KEPT_KV_CONNECTOR)
+    assert describe_incompatibility(_config(kv_transfer_config=kept), _config(kv_transfer_config=kept)) is None
+    off_to_kept = describe_incompatibility(_config(), _config(kv_transfer_config=kept))
+    assert off_to_kept == f"the KV connector differs (None -> {KEPT_KV_CONNECTOR})"
+    other = SimpleNamespace(kv_connector="OffloadingConnector")
+    described = describe_incompatibility(_config(kv_transfer_config=other), _config(kv_transfer_config=other))
+    assert described == "a KV or encoder-cache transfer connector is configured"
 
 
 def test_another_quant_config_needs_new_processes() -> None:

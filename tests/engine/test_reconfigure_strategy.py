@@ -14,6 +14,7 @@ from server.engine.in_place.swap import PluginMissing, check_plugin
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
 from server.engine.strategies.reconfigure import ReconfigureStrategy
 from server.profiles.schema import Switching
+from server.vllm_plugin.protocol import KeptKV
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader
 from tests.fakes.in_place import FakeInPlaceSwap
@@ -69,6 +70,21 @@ async def test_the_report_says_which_in_place_path_ran_and_counts_the_deferred_d
     assert (weights.method, weights.unload_ms) == ("weights", 5.0), "nothing dropped: the model was kept"
     full = await manager.switch("c")
     assert (full.method, full.unload_ms) == ("reconfigure", 12.0), "the pause plus dropping the kept model"
+    await manager.shutdown()
+
+
+async def test_the_report_says_what_the_unload_kept_of_the_prefix_cache(
+    make_manager: MakeManager, loader: FakeLoader, swap: FakeInPlaceSwap
+) -> None:
+    manager = make_manager(ReconfigureStrategy(loader, swap))
+    await manager.initialize("a")
+    off = await manager.switch("b")
+    assert (off.kept_blocks, off.kept_bytes, off.keep_ms) == (None, None, None), "the pool is off: nothing to say"
+    swap.kept = KeptKV(kept_blocks=12.0, kept_bytes=12 * 4096.0, keep_ms=3.5)
+    kept = await manager.switch("a")
+    assert (kept.kept_blocks, kept.kept_bytes, kept.keep_ms) == (12, 12 * 4096, 3.5)
+    assert kept.unload_ms == 8.5, "the keep is part of the unload"
+    assert manager.snapshot().last_switch == kept
     await manager.shutdown()
 
 

@@ -36,6 +36,7 @@ from server.engine.vllm_loader import (
     quant_config_env,
 )
 from server.profiles.schema import ModelProfile, Switching
+from server.vllm_plugin.protocol import KeptKV
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader, fake_models
 from tests.fakes.manager_views import served_engine, state_of
@@ -63,6 +64,20 @@ async def test_keep_with_a_memory_check_evicts_when_ram_is_short(make_manager: M
     ram_ok["value"] = False
     await manager.switch("c")
     assert state_of(manager, "a") is SlotState.STOPPED and state_of(manager, "b") is SlotState.STOPPED
+
+
+async def test_stop_reports_what_the_stopped_engine_kept_of_its_prefix_cache(
+    make_manager: MakeManager, loader: FakeLoader
+) -> None:
+    loader.kept = {"a": KeptKV(kept_blocks=7.0, kept_bytes=7 * 8192.0, keep_ms=2.5)}
+    manager = make_manager(StopStrategy(loader))
+    await manager.initialize("a")
+    kept = await manager.switch("b")
+    assert loader.unloads == ["a"]
+    assert (kept.kept_blocks, kept.kept_bytes, kept.keep_ms) == (7, 7 * 8192, 2.5)
+    nothing = await manager.switch("a")
+    assert (nothing.kept_blocks, nothing.kept_bytes, nothing.keep_ms) == (None, None, None), "b keeps nothing"
+    await manager.shutdown()
 
 
 @pytest.mark.parametrize("level", [1, 2])

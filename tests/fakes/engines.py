@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin.protocol import KeptKV
 
 __all__ = ["FakeBundle", "FakeBundleBuilder", "FakeEngine", "FakeLoader", "InjectedFailure", "fake_models"]
 
@@ -104,6 +105,8 @@ class FakeLoader:
         always_fail: Model names every load of which fails.
         load_failure_rate, unload_failure_rate: Random failure rates (with ``rng``).
         delay_s: Simulated load time.
+        kept: Model name to what its engine keeps of its prefix blocks when unloaded (the real loader asks
+            the engine core, ``keep_before_stop``; None for a model not listed: its engine keeps nothing).
     """
 
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -115,6 +118,7 @@ class FakeLoader:
     loads: list[str] = field(default_factory=list)
     unloads: list[str] = field(default_factory=list)
     live: list[FakeEngine] = field(default_factory=list)
+    kept: dict[str, KeptKV] = field(default_factory=dict)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
         await asyncio.sleep(self.delay_s)
@@ -126,14 +130,16 @@ class FakeLoader:
         self.live.append(engine)
         return engine
 
-    async def unload(self, engine: FakeEngine) -> None:
+    async def unload(self, engine: FakeEngine) -> KeptKV | None:
         await asyncio.sleep(0)
+        kept = self.kept.get(engine.name) if engine.alive else None  # the keep asks the running engine first
         engine.alive = False
         self.unloads.append(engine.name)
         if engine in self.live:
             self.live.remove(engine)
         if self.rng.random() < self.unload_failure_rate:
             raise InjectedFailure(f"injected unload failure for {engine.name}")
+        return kept
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from server.engine.in_place.swap import LoadedModelMismatch, LoadOutcome, profile_incompatibility
 from server.profiles.schema import ModelProfile
-from server.vllm_plugin.protocol import LoadedModel, LoadResult, UnloadResult
+from server.vllm_plugin.protocol import KeptKV, LoadedModel, LoadResult, UnloadResult
 from tests.fakes.engines import FakeEngine, InjectedFailure
 
 __all__ = ["FakeInPlaceSwap"]
@@ -31,6 +31,7 @@ class FakeInPlaceSwap:
         incompatible: Model name to the reason it cannot be loaded in place.
         same_shape: Model names the engine core loads by copying weights (``method: weights``).
         drop_ms: What the engine core reports for dropping the kept model before a ``reconfigure`` load.
+        kept: What each unload reports it kept of the prefix blocks (the default: the pool is off).
     """
 
     fail_unload: bool = False
@@ -40,6 +41,7 @@ class FakeInPlaceSwap:
     incompatible: dict[str, str] = field(default_factory=dict)
     same_shape: set[str] = field(default_factory=set)
     drop_ms: float = 0.0
+    kept: KeptKV = field(default_factory=KeptKV)
     unloads: list[str] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
     prepared: list[str] = field(default_factory=list)
@@ -58,7 +60,14 @@ class FakeInPlaceSwap:
             raise InjectedFailure("injected unload failure")
         self.unloads.append(engine.name)
         engine.name = "<empty>"
-        return UnloadResult(unload_ms=5.0, gc_ms=1.0)
+        kept = self.kept
+        return UnloadResult(
+            unload_ms=5.0 + kept.keep_ms,
+            gc_ms=1.0,
+            kept_blocks=kept.kept_blocks,
+            kept_bytes=kept.kept_bytes,
+            keep_ms=kept.keep_ms,
+        )
 
     async def load(self, engine: FakeEngine, name: str, profile: ModelProfile) -> LoadOutcome:
         assert engine.alive, "load on a stopped engine"

@@ -3,7 +3,8 @@
 Everyone may see model states, request counts and the switch timeline, and the models' names unless a key is
 configured (then only the admin sees them: the others see ``model 1``, ``model 2``, ..., so a key limited to some
 models learns no other's name). Model paths and error details are shown only to a caller with the admin token (or
-in dev mode without one): they may name files and internals.
+in dev mode without one): they may name files and internals. With ``switching.kv_keep_bytes``, the kept-KV pool's
+bytes per model are read from the pool per view.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from litestar.response import Template
 
 from server.api.auth import Viewer
 from server.api.request_admission import ServingBundle
-from server.engine import EngineManager, ManagerSnapshot, SlotSnapshot, SwitchAttempt
+from server.engine import EngineManager, ManagerSnapshot, SlotSnapshot, SwitchAttempt, kept_bytes_by_model
 from server.profiles import describe_size
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
@@ -39,6 +40,7 @@ class _ModelRow:
     restart: str | None
     path: str | None
     reason: str | None
+    kept_kv: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,14 @@ def _model_rows(slots: list[SlotSnapshot], active: str | None, admin: bool, auto
         )
         for slot in slots
     ]
+
+
+def _with_kept_kv(rows: list[_ModelRow]) -> tuple[list[_ModelRow], bool]:
+    """The rows with what the kept-KV pool holds for each model, and whether there is a pool at all."""
+    usage = kept_bytes_by_model([row.name for row in rows])
+    if not usage:
+        return rows, False
+    return [replace(row, kept_kv=f"{usage.get(row.name, 0) / 2**20:.1f} MiB") for row in rows], True
 
 
 def _switch_rows(attempts: list[SwitchAttempt], admin: bool) -> list[_SwitchRow]:
@@ -119,7 +129,9 @@ class StatusPageController(Controller):
         a key is configured) only to the admin and to a key, its own."""
         admin = viewer.admin
         snapshot = manager.snapshot()
-        models = _model_rows(snapshot.slots, snapshot.active_model, admin, manager.switching.auto)
+        models, kept_kv = _with_kept_kv(
+            _model_rows(snapshot.slots, snapshot.active_model, admin, manager.switching.auto)
+        )
         switches = _switch_rows(snapshot.recent_switches, admin)
         shown = _numbered([slot.name for slot in snapshot.slots], viewer)
         context = {
@@ -132,6 +144,7 @@ class StatusPageController(Controller):
             "strategy": snapshot.strategy,
             "in_flight": snapshot.in_flight,
             "models": [replace(row, name=shown(row.name)) for row in models],
+            "kept_kv": kept_kv,
             "switches": [replace(row, source=shown(row.source), target=shown(row.target)) for row in switches],
             "memory": _memory_room(snapshot) if admin else None,
         }

@@ -18,6 +18,7 @@ from server.engine.in_place.frontend_state import RendererFactory, refresh_async
 from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
 from server.profiles.vllm_version import IN_PLACE_ADAPTER, check_vllm_version
+from server.vllm_plugin import KEPT_KV_CONNECTOR
 from server.vllm_plugin.protocol import (
     LOAD_UTILITY,
     LOADED_MODEL_UTILITY,
@@ -259,6 +260,14 @@ def describe_incompatibility(current: Any, target: Any) -> str | None:
             return f"{what} differs ({read(current)} -> {read(target)})"
     if target.parallel_config.worker_extension_cls != WORKER_EXTENSION:
         return f"worker_extension_cls is {target.parallel_config.worker_extension_cls!r}, not Turnout's"
-    if target.kv_transfer_config is not None or target.ec_transfer_config is not None:
+    if _connector(target) not in (None, KEPT_KV_CONNECTOR) or target.ec_transfer_config is not None:
+        # Turnout's own (kept KV) outlives a model runner; another connector's worker side is bound to one.
         return "a KV or encoder-cache transfer connector is configured"
+    if _connector(current) != _connector(target):
+        return f"the KV connector differs ({_connector(current)} -> {_connector(target)})"
     return None
+
+
+def _connector(config: Any) -> str | None:
+    transfer = config.kv_transfer_config
+    return None if transfer is None else str(getattr(transfer, "kv_connector", None) or "unnamed")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from server.engine.report import ActivationMetrics
+from server.engine.report import ActivationMetrics, KeepFigures
 from server.engine.states import Slot, SlotState
 from server.profiles.schema import ModelProfile
 
@@ -59,8 +59,8 @@ class EngineLoader(Protocol):
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
         """Start an engine for ``model``; raise on any failure (nothing may be left running then)."""
 
-    async def unload(self, engine: Any) -> None:
-        """Shut ``engine`` down and free its memory."""
+    async def unload(self, engine: Any) -> KeepFigures | None:
+        """Shut ``engine`` down and free its memory; what it kept of its prefix blocks first (None: nothing)."""
 
 
 @dataclass(frozen=True)

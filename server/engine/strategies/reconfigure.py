@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from server.engine.in_place.swap import LoadOutcome
-from server.engine.report import ActivationMetrics
+from server.engine.report import ActivationMetrics, with_kept
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
 from server.profiles.schema import ModelProfile
@@ -54,7 +54,7 @@ class InPlaceSwapper(Protocol):
 def in_place_metrics(outcome: LoadOutcome, unloaded: UnloadResult | None) -> ActivationMetrics:
     """The switch report's phases of one in-place swap."""
     result = outcome.result
-    return ActivationMetrics(
+    phases = ActivationMetrics(
         method=result.method,
         # The engine core may drop the kept model only once it knows the target (a full load): count it too.
         unload_ms=(unloaded.unload_ms if unloaded is not None else 0.0) + result.unload_ms,
@@ -62,6 +62,8 @@ def in_place_metrics(outcome: LoadOutcome, unloaded: UnloadResult | None) -> Act
         kv_cache_ms=result.kv_cache_ms + result.scheduler_ms,
         frontend_ms=outcome.frontend_ms,
     )
+    # The unload keeps the model's prefix blocks; a load with no unload before it keeps them first.
+    return with_kept(phases, unloaded, result)
 
 
 class ReconfigureStrategy:

@@ -1,0 +1,149 @@
+"""Kept prefix KV (``switching.kv_keep_bytes``) on real tiny vLLM engines, through the app.
+
+``plain`` (A) and ``tools`` (B) take turns on one engine (``reconfigure``), or each on an engine of its own
+(``stop``). The proof of a restore is vLLM's own count of cached prompt tokens (``usage.prompt_tokens_details``):
+a swap rebuilds vLLM's prefix cache, and a stop ends it, so after A->B->A any cached token of A's came from the
+pool. Prompts are token ids below both vocabularies, so that A's and B's block hashes are the same: B's miss
+shows the pool is keyed by model, not by tokens alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from server.api import ApiSettings, create_app
+from server.engine import EngineManager
+from server.engine.factory import build_manager
+from server.frontend import FrontendSettings, build_bundle_for_profile
+from server.frontend.vllm_adapter import build_renderer
+from server.profiles import load_profile
+from server.profiles.schema import Profile
+from server.vllm_plugin import with_kv_keep
+from server.vllm_plugin.kv_pool import KVPool, pool_folder
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
+TOKEN = "kv-keep-admin-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+#: A long shared prefix (300 tokens), then each turn's own tail.
+PREFIX = [20 + (i * 37) % 400 for i in range(300)]
+#: What a prefix-cache hit covers of it: whole blocks (vLLM's CPU block size is 128; 16 to 128 all pass).
+CACHED_AT_LEAST = 256
+TURN = [*PREFIX, 11, 12, 13]
+KEEP_BYTES = 64 * 2**20
+
+
+def _profile(strategy: str, server_pid: int) -> Profile:
+    demo = load_profile(DEMO)
+    models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
+    switching = msgspec.structs.replace(demo.switching, strategy=strategy, drain_timeout=5.0, kv_keep_bytes=KEEP_BYTES)
+    return with_kv_keep(msgspec.structs.replace(demo, models=models, switching=switching), server_pid)
+
+
+Served = tuple[httpx.AsyncClient, EngineManager[Any], KVPool]
+
+
+async def _serve(strategy: str, tmp_path: Path) -> AsyncIterator[Served]:
+    # A pool of this test's own (pid-named like a server's): the pid of a process that cannot exist here.
+    pid = 4_000_000 + len(strategy)
+    profile = _profile(strategy, pid)
+
+    async def build_bundle(name: str, model: Any, engine: Any) -> Any:
+        return await build_bundle_for_profile(name, model, engine, FrontendSettings(enable_prompt_tokens_details=True))
+
+    manager: EngineManager[Any] = build_manager(
+        profile, build_bundle, build_renderer=build_renderer, admission_timeout=120
+    )
+    await manager.initialize("plain")
+    app = create_app(manager, ApiSettings(admin_token=TOKEN))
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)
+    pool = KVPool(pool_folder(pid), KEEP_BYTES)
+    try:
+        yield client, manager, pool
+    finally:
+        await client.aclose()
+        await manager.shutdown()
+        pool.clear()
+
+
+async def _turn(client: httpx.AsyncClient, model: str, prompt: list[int] = TURN) -> tuple[str, int]:
+    """A greedy turn's text, and how many of its prompt tokens vLLM found cached."""
+    answer = await client.post(
+        "/v1/completions",
+        json={"model": model, "prompt": prompt, "max_tokens": 12, "temperature": 0, "ignore_eos": True},
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    details = body["usage"].get("prompt_tokens_details") or {}
+    return body["choices"][0]["text"], int(details.get("cached_tokens") or 0)
+
+
+async def _switch(client: httpx.AsyncClient, model: str) -> dict[str, Any]:
+    switched = await client.post("/v1/models/switch", json={"model": model, "drain_timeout": 5.0}, headers=ADMIN)
+    assert switched.status_code == 200, switched.text
+    report: dict[str, Any] = switched.json()
+    return report
+
+
+@pytest.fixture(scope="module")
+async def reconfigured(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    async for served in _serve("reconfigure", tmp_path_factory.mktemp("kv-keep")):
+        yield served
+
+
+async def test_a_b_a_restores_a_prefix_under_reconfigure(reconfigured: Served) -> None:
+    client, _, pool = reconfigured
+    fresh, cold_cached = await _turn(client, "plain")  # the engine's first request: a fresh engine's answer
+    assert cold_cached == 0
+    assert (await _turn(client, "plain"))[1] >= CACHED_AT_LEAST, "vLLM's own prefix cache is on"
+
+    left = await _switch(client, "tools")
+    assert left["method"] == "reconfigure"
+    assert sum(pool.usage().values()) > 0, "A's blocks were kept when the device left it"
+    assert left["kept_blocks"] >= CACHED_AT_LEAST // 128 and left["kept_bytes"] > 0 and left["keep_ms"] > 0
+    _, b_cached = await _turn(client, "tools")
+    assert b_cached == 0, "B never reads A's kept blocks, though their token hashes are the same"
+
+    await _switch(client, "plain")
+    text, cached = await _turn(client, "plain")
+    assert cached >= CACHED_AT_LEAST, "the swap rebuilt vLLM's prefix cache: A's prefix came back from the pool"
+    assert text == fresh
+
+
+async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) -> None:
+    client, manager, pool = reconfigured
+    if manager.active_model != "plain":
+        await _switch(client, "plain")
+    fresh, _ = await _turn(client, "plain", [*PREFIX, 21])
+    await _switch(client, "tools")
+    # The pool lost A's blocks after the lookup found them: every file cut short (as a block evicted, or half
+    # written by a dying process, would read).
+    await _switch(client, "plain")
+    damaged = 0
+    for folder in pool.root.iterdir():
+        if folder.name != "names":
+            for block in folder.iterdir():
+                block.write_bytes(b"\0" * 7)
+                damaged += 1
+    assert damaged > 0
+    text, _ = await _turn(client, "plain", [*PREFIX, 21])
+    assert text == fresh, "a block that could not be restored was prefilled again"
+
+
+async def test_a_b_a_restores_a_prefix_under_stop(tmp_path: Path) -> None:
+    async for client, _, _ in _serve("stop", tmp_path):
+        fresh, _ = await _turn(client, "plain")
+        left = await _switch(client, "tools")
+        assert left["kept_blocks"] > 0 and left["kept_bytes"] > 0 and left["keep_ms"] > 0, "the stop's keep"
+        await _switch(client, "plain")
+        text, cached = await _turn(client, "plain")
+        assert cached >= CACHED_AT_LEAST, "A's prefix outlived its engine in the pool"
+        assert text == fresh
