@@ -23,6 +23,7 @@ from server.engine import (
     VLLM_PREFIX,
     EngineManager,
     EngineMetrics,
+    ManagerSnapshot,
     SlotState,
     SwitchAttempt,
     kept_bytes_by_model,
@@ -62,6 +63,7 @@ class ManagerCollector(Collector):
         yield GaugeMetricFamily(
             "turnout_switch_in_progress", "1 while a switch runs", value=float(bool(snapshot.switching_to))
         )
+        yield from _memory_families(snapshot)
         last = snapshot.last_switch
         if last is not None:
             yield GaugeMetricFamily(
@@ -79,6 +81,30 @@ class ManagerCollector(Collector):
                 "Requests aborted by the last switch",
                 value=float(last.aborted_requests),
             )
+
+
+def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
+    """The memory budget, each model's footprint and what the models holding engines take (``keep`` only)."""
+    plan = snapshot.memory
+    if plan is None or plan.budget_bytes is None:
+        return
+    yield GaugeMetricFamily(
+        "turnout_memory_budget_bytes", "Memory resident models may take together", value=float(plan.budget_bytes)
+    )
+    footprints = plan.footprints()
+    family = GaugeMetricFamily(
+        "turnout_model_footprint_bytes",
+        "What each model takes when resident (weights, KV cache, engine)",
+        labels=["model"],
+    )
+    for name, size in footprints.items():
+        family.add_metric([name], float(size))
+    yield family
+    yield GaugeMetricFamily(
+        "turnout_memory_resident_bytes",
+        "Footprints of the models holding an engine now",
+        value=float(snapshot.memory_held_bytes or 0),
+    )
 
 
 class KeptKVCollector(Collector):

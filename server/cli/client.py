@@ -11,7 +11,7 @@ import httpx
 from rich.table import Table
 
 from server.cli._output import err_console, out_console
-from server.profiles import DEFAULT_ADMIN_TOKEN_ENV
+from server.profiles import DEFAULT_ADMIN_TOKEN_ENV, describe_size
 
 __all__ = ["load", "reload", "status", "switch", "unload"]
 
@@ -126,6 +126,13 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         f"strategy: {snapshot['strategy']}  mode: {snapshot['mode']}",
         markup=False,
     )
+    held, budget = snapshot.get("memory_held_bytes"), (snapshot.get("memory") or {}).get("budget_bytes")
+    if held is not None and budget is not None:
+        out_console.print(
+            f"memory budget: {describe_size(budget)}  held: {describe_size(held)}  "
+            f"room left: {describe_size(budget - held)}",
+            markup=False,
+        )
     attempt = snapshot.get("last_attempt")
     if attempt:
         line = (

@@ -202,7 +202,10 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
     if plan is None:
         logger.info("KV caches are not budgeted on this device; vLLM's own defaults apply")
     else:
-        for line in plan.summary():
+        from server.cli.plan_report import build_plan_report, render_plan
+
+        report = build_plan_report(prepared, platform=plan.memory.device, memory=plan.memory, env=os.environ)
+        for line in [*plan.summary(), *render_plan(report)]:
             click.echo(line)
     return prepared, plan
 

@@ -2,7 +2,9 @@
 
 Everything goes to stdout, like ruff and mypy, so it pipes and greps: one line per issue,
 ``path:line:col: error: message`` or ``path:line:col: warning: message``, then, for a file without errors,
-one summary line per model. ``--format json`` prints one JSON document instead. Exit status: 0 when no file
+one summary line per model. ``--plan`` adds each model's memory footprint, the memory budget and which models can
+be resident together (``plan_report.py``; no vLLM import, no engine). ``--format json`` prints one JSON document
+instead. Exit status: 0 when no file
 has an error, 1 when one has, 2 for a usage error. No input makes it print a traceback.
 """
 
@@ -11,13 +13,22 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, TextIO
 
 import click
 import msgspec
 
-from server.profiles import CONFIG_ENV, ParserRegistry, Profile, ProfileIssue, source_parser_registry, validate_profile
+from server.cli.plan_report import PlanReport, build_plan_report, read_memory, render_plan
+from server.profiles import (
+    CONFIG_ENV,
+    ParserRegistry,
+    Profile,
+    ProfileIssue,
+    guess_platform,
+    source_parser_registry,
+    validate_profile,
+)
 
 __all__ = [
     "FileReport",
@@ -47,7 +58,7 @@ class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
     quant_config: str | None
 
 
-class FileReport(msgspec.Struct, frozen=True, kw_only=True):
+class FileReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The outcome for one file: its issues, and its models when it has no error."""
 
     file: str
@@ -55,6 +66,7 @@ class FileReport(msgspec.Struct, frozen=True, kw_only=True):
     errors: list[ProfileIssue]
     warnings: list[ProfileIssue]
     models: list[ModelSummary]
+    plan: PlanReport | None = None
 
 
 class ValidateReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +83,7 @@ def run_validate(
     env: Mapping[str, str] | None = None,
     parsers: ParserRegistry | None,
     out: TextIO,
+    plan: bool = False,
 ) -> int:
     """Validate each file, write the report to ``out`` and return the exit status (0 or 1).
 
@@ -81,14 +94,28 @@ def run_validate(
         parsers: vLLM's parser registry; ``None`` when vLLM is not installed (names are then not checked,
             and each file gets a warning saying so).
         out: Where the report goes.
+        plan: Add each valid profile's memory plan (footprints, budget, what fits together).
     """
-    reports = [_validate_one(file, env, parsers) for file in files]
+    planner = _planner(os.environ if env is None else env) if plan else None
+    reports = [_validate_one(file, env, parsers, planner) for file in files]
     report = ValidateReport(ok=all(item.ok for item in reports), files=reports)
     out.write(render_json(report) if output_format == "json" else render_text(report))
     return 0 if report.ok else 1
 
 
-def _validate_one(file: str, env: Mapping[str, str] | None, parsers: ParserRegistry | None) -> FileReport:
+def _planner(env: Mapping[str, str]) -> Callable[[Profile], PlanReport]:
+    """Builds a valid profile's plan on this machine (its platform and memory, read once)."""
+    platform = guess_platform()
+    memory = read_memory(platform)
+    return lambda profile: build_plan_report(profile, platform=platform, memory=memory, env=env)
+
+
+def _validate_one(
+    file: str,
+    env: Mapping[str, str] | None,
+    parsers: ParserRegistry | None,
+    planner: Callable[[Profile], PlanReport] | None = None,
+) -> FileReport:
     try:
         result = validate_profile(file, env=env, parsers=parsers)
     except Exception as exc:  # the command boundary: a bug must still come out as a positioned error line
@@ -99,7 +126,10 @@ def _validate_one(file: str, env: Mapping[str, str] | None, parsers: ParserRegis
         message = "vLLM is not installed here, so tool and reasoning parser names are not checked"
         warnings.insert(0, ProfileIssue(file=file, line=1, col=1, message=message, severity="warning"))
     models = _summaries(result.profile) if result.profile is not None else []
-    return FileReport(file=file, ok=not result.errors, errors=result.errors, warnings=warnings, models=models)
+    plan = planner(result.profile) if planner is not None and result.profile is not None else None
+    return FileReport(
+        file=file, ok=not result.errors, errors=result.errors, warnings=warnings, models=models, plan=plan
+    )
 
 
 def _summaries(profile: Profile) -> list[ModelSummary]:
@@ -133,6 +163,8 @@ def render_text(report: ValidateReport) -> str:
         issues = sorted([*item.errors, *item.warnings], key=lambda issue: (issue.line, issue.col))
         lines.extend(f"{i.file}:{i.line}:{i.col}: {i.severity}: {i.message}" for i in issues)
         lines.extend(f"{item.file}: {_describe(model)}" for model in item.models)
+        if item.plan is not None:
+            lines.extend(f"{item.file}: {line}" for line in render_plan(item.plan))
     return "".join(line + "\n" for line in lines)
 
 
@@ -210,6 +242,11 @@ def cli_parser_registry(
     help="text: one line per issue and per model; json: one JSON document.",
 )
 @click.option(
+    "--plan",
+    is_flag=True,
+    help="Also print each model's memory footprint, the memory budget and which models fit together (no vLLM).",
+)
+@click.option(
     "--import-vllm",
     is_flag=True,
     help="Check parser names against vLLM's live registries (imports vLLM: seconds) instead of its source tables.",
@@ -229,6 +266,7 @@ def cli_parser_registry(
 def validate(
     files: tuple[str, ...],
     output_format: OutputFormat,
+    plan: bool,
     import_vllm: bool,
     tool_parser_plugin: str | None,
     reasoning_parser_plugin: str | None,
@@ -259,7 +297,7 @@ def validate(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        code = run_validate(files, output_format=output_format, parsers=registry, out=sys.stdout)
+        code = run_validate(files, output_format=output_format, parsers=registry, out=sys.stdout, plan=plan)
     except Exception as exc:  # the command boundary: never a traceback
         click.echo(f"turnout validate: internal error: {type(exc).__name__}: {exc}", err=True)
         code = 1

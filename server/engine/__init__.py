@@ -34,9 +34,10 @@ from server.engine.errors import (
     SwitchFailed,
 )
 from server.engine.factory import build_manager, prepare_profile
-from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan
+from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan, MemoryReading
 from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.report import (
     ManagerSnapshot,
     ModelsReplaced,
@@ -47,7 +48,7 @@ from server.engine.report import (
     SwitchReport,
 )
 from server.engine.states import PARKED, Slot, SlotState
-from server.engine.strategies import StrategyUnavailable
+from server.engine.strategies import StrategyUnavailable, resolve_strategy_name
 from server.engine.strategies.select import models_held_at_once
 from server.engine.vllm_configs import EngineConfigInvalid
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
@@ -70,6 +71,7 @@ __all__ = [
     "ManagerSnapshot",
     "MemoryBudgetExceeded",
     "MemoryPlan",
+    "MemoryReading",
     "ModelLoadFailed",
     "ModelNotActive",
     "ModelNotFound",
@@ -91,8 +93,11 @@ __all__ = [
     "SwitchFailed",
     "SwitchReport",
     "build_manager",
+    "hlml_memory",
     "kept_bytes_by_model",
     "models_held_at_once",
+    "nvml_memory",
     "parse_engine_flags",
     "prepare_profile",
+    "resolve_strategy_name",
 ]

@@ -569,10 +569,10 @@ class Device(Generic[B]):
     def _start_loading(self, name: str) -> None:
         self._move(name, frozenset({SlotState.STOPPED, SlotState.FAILED, *PARKED}), SlotState.LOADING)
 
-    async def _stop(self, name: str, expected: frozenset[SlotState]) -> None:
-        """``name`` gives up what it holds and is stopped; its engine is freed."""
+    async def _stop(self, name: str, expected: frozenset[SlotState], reason: str | None = None) -> None:
+        """``name`` gives up what it holds and is stopped (``reason``: why, for the status); its engine is freed."""
         engine = self._slots[name]._detach()
-        self._move(name, expected, SlotState.STOPPED)
+        self._move(name, expected, SlotState.STOPPED, reason)
         await self._free(name, engine)
 
     async def _free(self, name: str, engine: Any) -> None:
@@ -616,10 +616,14 @@ class _Room(Generic[B]):
         return sorted(slots, key=lambda slot: slot.last_active)
 
     def engines_held(self) -> int:
-        return sum(1 for slot in self._device if slot.name != self._target and slot.engine is not None)
+        return len(self.holders())
 
-    async def evict(self, name: str) -> None:
-        await self._device._stop(name, frozenset({SlotState.RESIDENT}))
+    def holders(self) -> Sequence[Slot]:
+        """Every slot other than the target that holds an engine: what the memory budget counts as taken."""
+        return [slot for slot in self._device if slot.name != self._target and slot.engine is not None]
+
+    async def evict(self, name: str, reason: str | None = None) -> None:
+        await self._device._stop(name, frozenset({SlotState.RESIDENT}), reason)
 
     def take_engine(self, name: str) -> Any:
         device = self._device

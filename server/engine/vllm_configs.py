@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from server.engine.kv_budget import MemoryReading, ModelShape, kv_bytes_per_token
 from server.engine.memory import nvml_memory
 from server.engine.vllm_loader import build_engine_args
+from server.profiles.checkpoint_size import CheckpointUnreadable, checkpoint_weight_bytes
 from server.profiles.schema import ModelProfile
 
 __all__ = [
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("turnout.engine")
-
-_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
 class EngineConfigInvalid(ValueError):
@@ -111,22 +110,17 @@ def model_shape(name: str, model: ModelProfile, config: Any) -> ModelShape:
 
 
 def weight_bytes(model_config: Any) -> int:
-    """The weights' size in memory: their files' size, scaled when vLLM casts them to another float width."""
+    """The weights' size in memory, from the checkpoint's safetensors headers (``checkpoint_size.py``), float
+    tensors at the width vLLM casts them to (a quantized model's as stored); 0 when its folder is unknown."""
     folder = _model_folder(model_config)
     if folder is None:
         return 0
-    files = [path for path in folder.rglob("*") if path.suffix in _WEIGHT_SUFFIXES and path.is_file()]
-    safetensors = [path for path in files if path.suffix == ".safetensors"]
-    on_disk = sum(path.stat().st_size for path in (safetensors or files))  # vLLM loads safetensors first
-    stored = getattr(model_config.hf_config, "dtype", None) or getattr(model_config.hf_config, "torch_dtype", None)
-    if model_config.quantization is not None or stored is None:
-        return on_disk
-    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE, get_dtype_size
-
-    stored_dtype = STR_DTYPE_TO_TORCH_DTYPE.get(str(stored).removeprefix("torch."))
-    if stored_dtype is None or not stored_dtype.is_floating_point:
-        return on_disk
-    return on_disk * get_dtype_size(model_config.dtype) // get_dtype_size(stored_dtype)
+    cast = None if model_config.quantization is not None else str(model_config.dtype).removeprefix("torch.")
+    try:
+        return checkpoint_weight_bytes(folder, cast_to=cast)
+    except (CheckpointUnreadable, OSError) as exc:  # vLLM will say what is wrong when it loads them
+        logger.warning("cannot read the weights' size of %s: %s", model_config.model, exc)
+        return 0
 
 
 def _model_folder(model_config: Any) -> Path | None:

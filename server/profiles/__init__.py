@@ -7,9 +7,12 @@ The public API is re-exported here; the rest of the package is internal. Other p
 read with ``ast`` in ``vllm_source.py``), so ``turnout validate`` starts fast.
 """
 
+from server.profiles.budget_checks import guess_platform
 from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
+from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
+from server.profiles.memory_budget import ResidencyOutlook, budget_bytes, describe_size, residency_outlook
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import (
     DEFAULT_ADMIN_TOKEN_ENV,
@@ -35,6 +38,8 @@ __all__ = [
     "ApiKeyScope",
     "ChatTemplateContentFormat",
     "DisabledThinkingEffort",
+    "Footprint",
+    "FootprintUnknown",
     "ModelChange",
     "ModelProfile",
     "ParserRegistry",
@@ -42,14 +47,20 @@ __all__ = [
     "ProfileChanges",
     "ProfileInvalid",
     "ProfileIssue",
+    "ResidencyOutlook",
     "ServerSection",
     "Severity",
     "Switching",
     "ToolStrictLevel",
     "ValidationResult",
+    "budget_bytes",
+    "describe_size",
     "diff_profiles",
     "file_digests",
+    "guess_platform",
     "load_profile",
+    "model_footprint",
+    "residency_outlook",
     "source_parser_registry",
     "validate_profile",
 ]

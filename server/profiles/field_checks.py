@@ -14,6 +14,8 @@ from typing import Any, Final
 import msgspec
 import msgspec.inspect
 
+from server.profiles.schema import MEMORY_SIZE_PATTERN
+
 __all__ = ["check_value", "describe_type", "describe_value", "field_types"]
 
 _BASE_NAMES: Final[dict[type[msgspec.inspect.Type], str]] = {
@@ -43,6 +45,10 @@ def check_value(value: Any, typ: Any) -> tuple[Any, str | None]:
         return None, f"must be {describe_type(typ)}, got {describe_value(value)}"
 
 
+#: Words for the string patterns of the schema, instead of their regular expressions.
+_PATTERN_WORDS: Final = {MEMORY_SIZE_PATTERN: "a size with its unit (such as 70GiB or 512MiB)"}
+
+
 def describe_type(typ: Any) -> str:
     """Say in words what ``typ`` accepts: ``an integer >= 1``, ``one of 'auto', 'manual'`` (msgspec sorts literals)."""
     return _describe(msgspec.inspect.type_info(typ))
@@ -58,12 +64,16 @@ def _describe(info: msgspec.inspect.Type) -> str:
         return info.cls.__name__
     if isinstance(info, msgspec.inspect.ListType) and isinstance(info.item_type, msgspec.inspect.StrType):
         return "a list of strings"
+    pattern = getattr(info, "pattern", None)
+    if pattern in _PATTERN_WORDS:
+        return _PATTERN_WORDS[pattern]
     text = _BASE_NAMES.get(type(info), type(info).__name__.removesuffix("Type").lower())
-    for op, attr in ((">", "gt"), (">=", "ge"), ("<", "lt"), ("<=", "le")):
-        bound = getattr(info, attr, None)
-        if bound is not None:
-            text += f" {op} {bound}"
-    return text
+    bounds = [
+        f"{op} {bound}"
+        for op, attr in ((">", "gt"), (">=", "ge"), ("<", "lt"), ("<=", "le"))
+        if (bound := getattr(info, attr, None)) is not None
+    ]
+    return " and ".join([f"{text} {bounds[0]}", *bounds[1:]]) if bounds else text
 
 
 def describe_value(value: Any) -> str:

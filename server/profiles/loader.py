@@ -15,6 +15,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 from ruamel.yaml.comments import CommentedMap
 
+from server.profiles.budget_checks import check_memory_budget
 from server.profiles.check_context import Collector, Context
 from server.profiles.engine_args import did_you_mean
 from server.profiles.field_checks import check_value, describe_value, field_types
@@ -149,6 +150,7 @@ def _check_document(ctx: Context, tree: Any, absolute: str) -> Profile | None:
     models, names = _check_models(ctx, tree)
     if models is not None:
         server = msgspec.structs.replace(server, api_keys=check_api_keys(ctx, tree, models))
+        check_memory_budget(ctx, tree, models, switching)
     default = _check_default(ctx, tree, names)
     if report.error_count or models is None or default is None:
         return None

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_API_KEY_ENV",
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
+    "MEMORY_SIZE_PATTERN",
     "RESIDENCY_KEYS",
     "ApiKeyScope",
     "ChatTemplateContentFormat",
@@ -40,6 +41,10 @@ PositiveInt = Annotated[int, Meta(ge=1)]
 SwitchMode = Literal["manual", "auto"]
 StrategyName = Literal["auto", "stop", "keep", "sleep", "reconfigure", "stash"]
 SleepLevel = Literal[1, 2]
+#: A size with its unit: binary ``KiB``/``MiB``/``GiB``/``TiB``, decimal ``KB``/``MB``/``GB``/``TB``, or ``B``.
+MEMORY_SIZE_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGT]i?B|B)\s*$"
+MemorySize = Annotated[str, Meta(pattern=MEMORY_SIZE_PATTERN)]
+DeviceFraction = Annotated[float, Meta(gt=0, le=1)]
 ChatTemplateContentFormat = Literal["auto", "string", "openai"]
 """How message `content` is handed to the chat template (vLLM's `--chat-template-content-format`)."""
 ToolStrictLevel = Literal["auto", "function", "parameter"]
@@ -202,7 +207,13 @@ class Switching(Base, frozen=True, kw_only=True):
             vllm_gaudi; on CPU and CUDA it keeps models resident while memory allows, otherwise reconfigures.
         sleep_level: vLLM sleep level for ``sleep``: 1 offloads weights to host RAM, 2 discards them.
         max_active: How many engines may be resident at once under ``keep`` (the active one included). Unset:
-            no count limit; with ``strategy: auto`` on CPU, host RAM still bounds residency.
+            no count limit; with ``strategy: auto`` on CPU, host RAM still bounds residency. With a memory
+            budget it is an extra cap beside it.
+        memory_budget: The memory resident models may take together under ``keep`` (and ``auto`` on CPU and
+            CUDA): a size (``70GiB``, ``512MiB``) or a fraction of the device's memory (``0.8``). Default: the
+            device's memory less a 10% reserve. A model is loaded when its footprint (weights, KV cache, engine)
+            fits beside the resident ones; otherwise the least recently used idle, unpinned residents are
+            evicted until it does. A model whose footprint alone exceeds the budget is a profile error.
         min_residency_s: Auto mode: the shortest time a model keeps the device once it is active, while it has
             requests in flight and others wait. A model with nothing in flight gives the device up at once.
         max_residency_s: Auto mode: the longest such time. In between, the time grows with the measured cost
@@ -243,6 +254,7 @@ class Switching(Base, frozen=True, kw_only=True):
     strategy: StrategyName = "auto"
     sleep_level: SleepLevel = 1
     max_active: PositiveInt | None = None
+    memory_budget: MemorySize | DeviceFraction | None = None
     min_residency_s: NonNegativeFloat = 2.0
     max_residency_s: NonNegativeFloat = 60.0
     max_wait_s: PositiveFloat = 120.0

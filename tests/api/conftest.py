@@ -41,6 +41,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
             memory_probe=lambda: 1.0,
             admission_timeout=settings.pop("admission_timeout", 5.0),
             switching=settings.pop("switching", None),
+            memory_plan=settings.pop("memory_plan", None),
         )
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes

@@ -67,6 +67,8 @@ def test_both_models_serve_with_budgeted_kv_caches(server: LiveServer) -> None:
     status = httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     memory = status.json()["memory"]
     assert memory["resident_together"] == 2 and memory["memory"]["where"].startswith("NUMA node")
+    # auto on CPU is keep: residency by memory budget, by default the pool (available less the reserve).
+    assert memory["budget_bytes"] == memory["memory"]["available_bytes"] - memory["reserve_bytes"]
     decisions = {item["model"]: item for item in memory["decisions"]}
     # bfloat16 (auto on CPU), 2 layers x 1 KV head x 64: 512 bytes a token, 128 sequences at most.
     assert decisions["tools"]["kv_cache_bytes"] == 1024 * 128 * 512
@@ -75,5 +77,6 @@ def test_both_models_serve_with_budgeted_kv_caches(server: LiveServer) -> None:
     # Both engines stayed resident, and the decision was printed at start-up.
     assert {slot["name"]: slot["state"] for slot in status.json()["slots"]} == {"tools": "resident", "plain": "active"}
     log = server.log()
-    assert "up to 2 model(s) resident together (strategy keep)" in log
+    assert "resident by memory budget" in log and "(strategy keep)" in log
+    assert "plan: cpu, strategy keep; " in log and "  resident together (largest sets that fit):" in log
     assert "  tools: KV cache 64 MiB (budgeted, capped at max_model_len x max_num_seqs" in log

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import re
 
+from server.engine.room_plan import room_budget
+from server.engine.strategies import KeepStrategy
 from server.vllm_plugin.kv_pool import KVPool
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
+from tests.fakes.memory_plans import budget_plan
+
+GIB = 2**30
 
 
 def _active(html: str) -> str:
@@ -60,3 +65,13 @@ async def test_details_only_with_the_admin_token(make_client: MakeClient) -> Non
     private = (await client.get("/status", headers=admin())).text
     assert "injected load failure for plain" in private and "/m/tools" in private
     assert (await client.get("/status", headers=admin("wrong"))).text.count("injected") == 0
+
+
+async def test_the_admin_sees_the_memory_budget_and_the_room_left(make_client: MakeClient) -> None:
+    plan = budget_plan({"tools": 3 * GIB, "plain": 2 * GIB}, 5 * GIB)
+    client, _ = await make_client(
+        strategy=lambda loader: KeepStrategy(loader, by_bytes=room_budget(lambda: plan)), memory_plan=plan
+    )
+    private = (await client.get("/status", headers=admin())).text
+    assert "<b>3.0 GiB of 5.0 GiB held, 2.0 GiB left</b>" in private  # tools, active, holds its engine
+    assert "GiB held" not in (await client.get("/status")).text

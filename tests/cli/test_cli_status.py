@@ -1,14 +1,24 @@
-"""``turnout status`` prints the last switch attempt and the auto-mode queues (server answers faked)."""
+"""``turnout status`` prints the last switch attempt, the auto-mode queues and the memory budget's room (server
+answers faked)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from click.testing import CliRunner
 
 from server.cli import client
+from server.engine import EngineManager
+from server.engine.room_plan import room_budget
+from server.engine.strategies import KeepStrategy
+from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
+from tests.fakes.memory_plans import budget_plan
+
+GIB = 2**30
 
 SNAPSHOT: dict[str, Any] = {
     "active_model": "tools",
@@ -43,13 +53,40 @@ SNAPSHOT: dict[str, Any] = {
 }
 
 
-def test_status_shows_the_last_attempt_with_its_error_and_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+def _status_output(monkeypatch: pytest.MonkeyPatch, snapshot: dict[str, Any]) -> str:
     def fake_request(method: str, url: str, **_: Any) -> httpx.Response:
         assert (method, url) == ("GET", "http://srv/admin/status")
-        return httpx.Response(200, json=SNAPSHOT)
+        return httpx.Response(200, json=snapshot)
 
     monkeypatch.setattr(client.httpx, "request", fake_request)
     result = CliRunner().invoke(client.status, ["--url", "http://srv"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    assert "last switch attempt: tools -> plain (auto): failed in 12 ms: OSError: no weights" in result.output
-    assert "retried in 42 s" in result.output
+    return result.output
+
+
+def test_status_shows_the_last_attempt_with_its_error_and_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    output = _status_output(monkeypatch, SNAPSHOT)
+    assert "last switch attempt: tools -> plain (auto): failed in 12 ms: OSError: no weights" in output
+    assert "retried in 42 s" in output
+    assert "memory budget" not in output  # no budget: no line
+
+
+async def test_status_shows_the_budget_the_room_left_and_why_a_model_was_evicted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
+    strategy = KeepStrategy(FakeLoader(), by_bytes=room_budget(lambda: plan))
+    manager: EngineManager[Any] = EngineManager(
+        fake_models("a", "b", "c"), strategy, FakeBundleBuilder(), memory_plan=plan, memory_probe=lambda: 1.0
+    )
+    try:
+        await manager.initialize("a")
+        await manager.switch("b")
+        await manager.switch("c")  # a goes: b and c hold 4 of 5 GiB
+        snapshot = msgspec.to_builtins(manager.snapshot())  # the status route's body, as the server sends it
+    finally:
+        await manager.shutdown()
+    output = _status_output(monkeypatch, snapshot)
+    assert "memory budget: 5.0 GiB  held: 4.0 GiB  room left: 1.0 GiB" in output
+    cells = re.sub(r"[\s│┃]", "", output)  # the reason column wraps at the console's width
+    assert "evictedtofitc(needs2.0GiB,free0B)" in cells

@@ -250,3 +250,83 @@ def test_validate_is_fast_by_default_and_imports_no_vllm(tmp_path: Path, tiny_mo
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr
+
+
+def test_validate_plan_prints_footprints_and_what_fits_without_importing_vllm(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    # The demo's models under a 2.5 GiB budget: each is 1 GiB of engine, 16 MiB of KV cache and its weights.
+    models = "".join(
+        f"  {name}:\n    model: {folder}\n    kv_cache_memory_bytes: 16777216\n"
+        for name, folder in sorted(tiny_models.items())
+    )
+    profile = tmp_path / "plan.yaml"
+    profile.write_text(f"models:\n{models}switching:\n  memory_budget: 2.5GiB\n")
+    code = (
+        "import sys; from click.testing import CliRunner; from server.cli.main import main; "
+        f"r = CliRunner().invoke(main, ['validate', '--plan', {str(profile)!r}]); "
+        "print(r.output); print(r.exit_code, 'vllm' in sys.modules, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    *output, last = done.stdout.strip().splitlines()
+    assert last.split() == ["0", "False", "False"], done.stderr
+    text = "\n".join(output)
+    weights = (tiny_models["tiny-plain"] / "model.safetensors").stat().st_size
+    assert f"{profile}: plan: cpu, strategy keep;" in text and "memory budget 2.5 GiB" in text
+    assert (
+        f"  tiny-plain: 1.0 GiB = weights {weights / 2**20:.1f} MiB + KV cache 16.0 MiB (its kv_cache_memory_bytes) "
+        "+ engine 1.0 GiB" in text
+    )
+    assert "resident together (largest sets that fit):\n" in text and "tiny-plain, tiny-tools" in text
+
+
+def test_a_model_larger_than_a_size_budget_is_an_error_at_its_key(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    # 2048 x 1024 tokens x 1 KiB (2 layers, 1 KV head of 64, float32) = 2 GiB of KV cache, past a 2.5 GiB budget.
+    profile = tmp_path / "plan.yaml"
+    profile.write_text(
+        f"models:\n  big:\n    model: {tiny_models['tiny-plain']}\n    max_model_len: 2048\n"
+        "    max_num_seqs: 1024\nswitching:\n  memory_budget: 2.5GiB\n"
+    )
+    out = io.StringIO()
+    assert run_validate([str(profile)], parsers=None, out=out, plan=True) == 1
+    assert f"{profile}:2:3: error: model 'big' needs 3.0 GiB (weights 1.4 MiB, KV cache 2.0 GiB, engine 1.0 GiB)" in (
+        out.getvalue()
+    )
+    assert "plan:" not in out.getvalue()
+
+
+def test_validate_plan_as_json(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    profile = tmp_path / "plan.yaml"
+    profile.write_text(
+        "models:\n"
+        + "".join(f"  {name}:\n    model: {folder}\n" for name, folder in sorted(tiny_models.items()))
+        + "switching:\n  memory_budget: 3GiB\n  max_active: 1\n"
+    )
+    out = io.StringIO()
+    assert run_validate([str(profile)], output_format="json", parsers=None, out=out, plan=True) == 0
+    plan = json.loads(out.getvalue())["files"][0]["plan"]
+    assert plan["budget_bytes"] == 3 * 2**30 and plan["strategy"] == "keep"
+    assert [item["model"] for item in plan["footprints"]] == ["tiny-plain", "tiny-tools"]
+    first = plan["footprints"][0]
+    assert first["total_bytes"] == first["weight_bytes"] + first["kv_cache_bytes"] + first["overhead_bytes"]
+    assert sorted(plan["outlook"]["largest_sets"]) == [["tiny-plain"], ["tiny-tools"]]  # max_active 1 caps them
+
+
+def test_validate_without_plan_leaves_the_json_as_it_was(workspace: Path, env: dict[str, str]) -> None:
+    path = write_profile(workspace, VALID_PROFILE)
+    code, output = run([str(path)], env, "json")
+    assert code == 0 and "plan" not in json.loads(output)["files"][0]
+
+
+def test_validate_plan_says_which_footprints_are_unknown(tmp_path: Path) -> None:
+    profile = tmp_path / "hub.yaml"
+    profile.write_text("models:\n  remote:\n    model: org/absent\nswitching:\n  memory_budget: 8GiB\n")
+    out = io.StringIO()
+    env = {"HF_HUB_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    assert run_validate([str(profile)], env=env, parsers=None, out=out, plan=True) == 0
+    text = out.getvalue()
+    assert (
+        "remote: footprint unknown (model 'remote': 'org/absent' is neither a local folder nor in the local cache)"
+        in (text)
+    )
+    assert "models of unknown footprint not counted" in text and "no model's footprint is known here" in text

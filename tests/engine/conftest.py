@@ -33,7 +33,8 @@ async def make_manager(loader: FakeLoader, builder: FakeBundleBuilder) -> AsyncI
             strategy = KeepStrategy(loader) if strategy == "keep" else StopStrategy(loader)
         kwargs.setdefault("memory_probe", lambda: 100.0)
         kwargs.setdefault("abort_grace", 0.2)
-        manager: EngineManager[Any] = EngineManager(fake_models("a", "b", "c"), strategy, builder, **kwargs)
+        models = kwargs.pop("models", None) or fake_models("a", "b", "c")
+        manager: EngineManager[Any] = EngineManager(models, strategy, builder, **kwargs)
         made.append(manager)
         return manager
 

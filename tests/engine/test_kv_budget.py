@@ -193,3 +193,39 @@ def test_any_group_of_resident_models_fits_whenever_the_plan_has_no_error(
         assert decision.kv_cache_bytes <= model.full_bytes
         assert decision.kv_cache_bytes % (16 * 128 * 1024) == 0  # whole blocks
         assert (decision.kv_cache_bytes < model.one_sequence_bytes) == any(f"'{model.name}'" in e for e in plan.errors)
+
+
+def test_by_memory_budget_each_model_is_sized_for_itself_not_for_a_group() -> None:
+    # Under keep the budget drives residency: a big model may take the whole budget alone; a small one its need.
+    big = shape("big", max_model_len=8192, seqs=256, per_token=128 * 1024)  # needs 256 GiB
+    small = shape("small")  # needs 64 MiB
+    plan = plan_kv_cache(
+        [big, small, shape("other")],
+        memory(10 * GIB, total=20 * GIB),
+        resident=3,
+        strategy="keep",
+        engine_overhead_bytes=GIB,
+        budget_bytes=6 * GIB,
+    )
+    by_name = {decision.model: decision for decision in plan.decisions}
+    assert 6 * GIB - 16 * 128 * 1024 < by_name["big"].footprint_bytes <= 6 * GIB  # the budget, to a whole block
+    assert by_name["small"].kv_cache_bytes == by_name["small"].need_bytes == 64 * MIB
+    assert plan.budget_bytes == 6 * GIB and plan.resident_together == 3  # the count cap, reported
+    assert "resident by memory budget 6,144 MiB (strategy keep)" in plan.summary()[0]
+    # The same models planned for any three together would shrink the big one to what the group leaves.
+    grouped = plan_kv_cache(
+        [big, small, shape("other")],
+        memory(10 * GIB, total=20 * GIB),
+        resident=3,
+        strategy="keep",
+        engine_overhead_bytes=GIB,
+    )
+    assert grouped.decisions[0].kv_cache_bytes < by_name["big"].kv_cache_bytes
+
+
+def test_by_memory_budget_a_model_whose_fixed_part_exceeds_it_is_an_error() -> None:
+    heavy = shape("heavy", weights=7 * GIB)
+    plan = plan_kv_cache(
+        [heavy], memory(16 * GIB), resident=1, strategy="keep", engine_overhead_bytes=GIB, budget_bytes=6 * GIB
+    )
+    assert len(plan.errors) == 1 and "model 'heavy'" in plan.errors[0]

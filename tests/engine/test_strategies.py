@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from server.engine import SlotState, SwitchFailed
+from server.engine.errors import ResidencyRefused
+from server.engine.room_plan import room_budget
 from server.engine.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
 from server.engine.strategies import (
     KeepStrategy,
@@ -36,8 +38,9 @@ from server.engine.vllm_loader import (
 from server.profiles.schema import ModelProfile, Switching
 from server.vllm_plugin.protocol import KeptKV
 from tests.engine.conftest import MakeManager
-from tests.fakes.engines import FakeLoader
+from tests.fakes.engines import FakeLoader, fake_models
 from tests.fakes.manager_views import served_engine, state_of
+from tests.fakes.memory_plans import budget_plan
 from tests.fakes.stash import FakeStashHost
 
 
@@ -260,3 +263,47 @@ async def test_stash_restarts_its_host_for_a_model_a_reload_added(make_manager: 
     assert hosts[0][0].shut_down and report.method == "restart"
     await manager.switch("b")
     assert hosts[1][0].switch_calls == [("b", 0)], "a model the host knows is swapped in place"
+
+
+GIB = 2**30
+#: The issue's test in units: three models of 3, 2 and 2 GiB in a 5 GiB budget.
+UNITS_PLAN = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
+
+
+async def test_keep_by_bytes_holds_what_fits_and_evicts_the_lru_that_frees_enough(
+    make_manager: MakeManager, loader: FakeLoader
+) -> None:
+    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: UNITS_PLAN)))
+    await manager.initialize("a")
+    await manager.switch("b")  # 3 + 2 fit: a stays resident
+    assert state_of(manager, "a") is SlotState.RESIDENT and loader.unloads == []
+    await manager.switch("c")  # 3 + 2 + 2 do not: a, the least recently used, goes
+    states = {s.name: s.state for s in manager.snapshot().slots}
+    assert states == {"a": "stopped", "b": "resident", "c": "active"}
+    assert loader.unloads == ["a"]
+    reasons = {s.name: s.reason for s in manager.snapshot().slots}  # the status says why a was stopped
+    assert reasons == {"a": "evicted to fit c (needs 2.0 GiB, free 0 B)", "b": None, "c": None}
+
+
+async def test_keep_by_bytes_never_evicts_a_pinned_model(make_manager: MakeManager, loader: FakeLoader) -> None:
+    models = fake_models("a", "b", "c")
+    models["a"] = ModelProfile(model="/models/a", pinned=True)
+    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: UNITS_PLAN)), models=models)
+    await manager.initialize("a")
+    await manager.switch("b")
+    await manager.switch("c")  # a is older but pinned: b goes, although it is more recent
+    assert state_of(manager, "a") is SlotState.RESIDENT and loader.unloads == ["b"]
+    with pytest.raises(ResidencyRefused, match=r"cannot fit b now \(needs 2.0 GiB, free 0 B at most; a, c busy"):
+        await manager.load("b")  # c is active, a pinned: nothing may go
+
+
+async def test_keep_by_bytes_reads_the_current_plan_at_each_decision(
+    make_manager: MakeManager, loader: FakeLoader
+) -> None:
+    plans = [UNITS_PLAN]
+    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: plans[-1])))
+    await manager.initialize("a")
+    await manager.switch("b")
+    plans.append(budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 4 * GIB}, 5 * GIB))  # a reload's plan: c grew
+    await manager.switch("c")  # 4 GiB: a alone (3) is not enough, b goes too
+    assert loader.unloads == ["a", "b"]

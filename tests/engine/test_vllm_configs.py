@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from safetensors import safe_open
 
 from server.engine.factory import prepare_profile, with_engine_defaults
 from server.engine.kv_budget import ENGINE_OVERHEAD_BYTES
@@ -46,6 +47,12 @@ def test_a_bad_value_names_the_model_and_the_key(tiny_models: dict[str, Path]) -
     assert "max_position_embeddings=2048" in long
 
 
+def tensor_bytes(folder: Path) -> int:
+    """The checkpoint's tensors' bytes, read with safetensors itself (the file less its header)."""
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as file:
+        return sum(file.get_tensor(key).nbytes for key in file.keys())  # noqa: SIM118 (safe_open has no iterator)
+
+
 def test_the_shape_comes_from_the_resolved_config(tiny_models: dict[str, Path]) -> None:
     model = ModelProfile(model=str(tiny_models["tiny-tools"]), engine_args={"max_model_len": 1024, "dtype": "float32"})
     config = build_engine_configs({"tools": model})["tools"]
@@ -55,14 +62,13 @@ def test_the_shape_comes_from_the_resolved_config(tiny_models: dict[str, Path]) 
     assert shape.max_model_len == 1024
     assert shape.max_num_seqs == config.scheduler_config.max_num_seqs == 128  # vLLM's CPU default, resolved
     assert shape.budgeted and shape.explicit_kv_bytes is None
-    weights = (tiny_models["tiny-tools"] / "model.safetensors").stat().st_size
-    assert shape.weight_bytes == weights  # stored in float32, loaded in float32
+    assert shape.weight_bytes == tensor_bytes(tiny_models["tiny-tools"])  # stored in float32, loaded in float32
 
 
 def test_weights_cast_to_a_narrower_dtype_count_at_their_new_size(tiny_models: dict[str, Path]) -> None:
     model = ModelProfile(model=str(tiny_models["tiny-tools"]), engine_args={"dtype": "bfloat16"})
     shape = model_shape("tools", model, build_engine_configs({"tools": model})["tools"])
-    assert shape.weight_bytes == (tiny_models["tiny-tools"] / "model.safetensors").stat().st_size // 2
+    assert shape.weight_bytes == tensor_bytes(tiny_models["tiny-tools"]) // 2
     assert shape.kv_bytes_per_token == 512
     assert shape.max_model_len == 2048  # the model's own limit, as vLLM derives it
 
@@ -82,7 +88,9 @@ def test_cpu_memory_is_read_where_vllms_worker_reads_it() -> None:
 def test_a_natural_profile_gets_every_kv_cache_sized(tiny_models: dict[str, Path]) -> None:
     prepared, plan = prepare_profile(natural_profile(tiny_models), device="cpu")
     assert plan is not None and plan.errors == []
-    assert plan.strategy == "keep" and plan.resident_together == 2  # auto on CPU keeps both resident
+    assert plan.strategy == "keep" and plan.budget_bytes is not None  # auto on CPU: residency by memory budget
+    # The default budget is the pool: what is available less the reserve.
+    assert plan.budget_bytes == plan.memory.available_bytes - plan.reserve_bytes
     assert plan.engine_overhead_bytes == ENGINE_OVERHEAD_BYTES["cpu"]
     decisions = {decision.model: decision for decision in plan.decisions}
     # auto dtype is bfloat16 on CPU: 512 bytes a token; 128 sequences of max_model_len at most.
@@ -90,6 +98,16 @@ def test_a_natural_profile_gets_every_kv_cache_sized(tiny_models: dict[str, Path
     assert decisions["plain"].kv_cache_bytes == 512 * 128 * 512
     assert prepared.models["tools"].engine_args == {"max_model_len": 1024, "kv_cache_memory_bytes": 64 * MIB}
     assert prepared.models["plain"].engine_args["kv_cache_memory_bytes"] == 32 * MIB
+
+
+def test_a_memory_budget_of_the_profile_drives_the_plan(tiny_models: dict[str, Path]) -> None:
+    _, plan = prepare_profile(natural_profile(tiny_models, memory_budget="1060MiB"), device="cpu")
+    assert plan is not None and plan.budget_bytes == 1060 * MIB
+    # Each model is sized for itself within the budget: 1 GiB of engine and its weights leave about 35 MiB of the
+    # 64 MiB that tools could use.
+    tools = next(decision for decision in plan.decisions if decision.model == "tools")
+    assert tools.footprint_bytes <= 1060 * MIB and not tools.capped_at_need
+    assert 1060 * MIB - tools.footprint_bytes < 128 * 512  # at most one block short (128 tokens on CPU)
 
 
 def test_a_profile_that_sets_its_cache_is_left_alone(tiny_models: dict[str, Path]) -> None:

@@ -20,7 +20,8 @@ from litestar.response import Template
 
 from server.api.auth import Viewer
 from server.api.request_admission import ServingBundle
-from server.engine import EngineManager, SlotSnapshot, SwitchAttempt, kept_bytes_by_model
+from server.engine import EngineManager, ManagerSnapshot, SlotSnapshot, SwitchAttempt, kept_bytes_by_model
+from server.profiles import describe_size
 
 __all__ = ["REFRESH_SECONDS", "StatusPageController"]
 
@@ -103,6 +104,15 @@ def _numbered(names: list[str], viewer: Viewer) -> Callable[[Any], Any]:
     return lambda name: numbers.get(name, name) if isinstance(name, str) else name
 
 
+def _memory_room(snapshot: ManagerSnapshot) -> str | None:
+    """``3.0 GiB of 5.0 GiB held, 2.0 GiB left`` under a memory budget; None without one."""
+    budget = snapshot.memory.budget_bytes if snapshot.memory is not None else None
+    if budget is None or snapshot.memory_held_bytes is None:
+        return None
+    held = snapshot.memory_held_bytes
+    return f"{describe_size(held)} of {describe_size(budget)} held, {describe_size(budget - held)} left"
+
+
 class StatusPageController(Controller):
     """``/status``."""
 
@@ -136,5 +146,6 @@ class StatusPageController(Controller):
             "models": [replace(row, name=shown(row.name)) for row in models],
             "kept_kv": kept_kv,
             "switches": [replace(row, source=shown(row.source), target=shown(row.target)) for row in switches],
+            "memory": _memory_room(snapshot) if admin else None,
         }
         return Template(template_name="status.html.jinja", context=context)

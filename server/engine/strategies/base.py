@@ -96,8 +96,11 @@ class Room(Protocol):
     def engines_held(self) -> int:
         """Engines held by slots other than the target."""
 
-    async def evict(self, name: str) -> None:
-        """Stop ``name`` (a resident) and unload its engine."""
+    def holders(self) -> Sequence[Slot]:
+        """Every slot other than the target that holds an engine (busy and pinned ones included)."""
+
+    async def evict(self, name: str, reason: str | None = None) -> None:
+        """Stop ``name`` (a resident) and unload its engine; ``reason`` stays on its stopped slot for the status."""
 
     def take_engine(self, name: str) -> Any:
         """Stop ``name`` (a resident) and hand its engine over, to be loaded with the target in place."""

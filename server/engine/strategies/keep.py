@@ -15,6 +15,7 @@ from typing import Any
 
 from server.engine.errors import ResidencyRefused
 from server.engine.report import ActivationMetrics
+from server.engine.room_plan import RoomBudget
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
 from server.engine.strategies.reconfigure import InPlaceSwapper, in_place_metrics
@@ -37,6 +38,7 @@ class KeepStrategy(LoaderStrategy):
         max_resident: int | None = None,
         memory_allows: Callable[[], bool] | None = None,
         in_place: InPlaceSwapper | None = None,
+        by_bytes: RoomBudget | None = None,
     ) -> None:
         """Create the strategy.
 
@@ -46,11 +48,13 @@ class KeepStrategy(LoaderStrategy):
             memory_allows: Says whether another engine fits next to those held; None means always.
             in_place: Swaps the model inside a resident engine when no other fits; ``loader`` must start
                 engines with its worker extension.
+            by_bytes: The memory budget: which residents to evict so that a model's footprint fits.
         """
         super().__init__(loader)
         self._max_resident = max_resident
         self._memory_allows = memory_allows
         self._in_place = in_place
+        self._by_bytes = by_bytes
 
     async def park(self, name: str, engine: Any) -> Parked:
         return Parked(SlotState.RESIDENT, engine)
@@ -62,6 +66,7 @@ class KeepStrategy(LoaderStrategy):
             reused = await self._reconfigure_a_resident(name, profile, room, self._in_place)
             if reused is not None:
                 return reused
+        await self._evict_by_bytes(name, room)
         for victim in room.residents():
             if not self._full(room):
                 break
@@ -76,6 +81,7 @@ class KeepStrategy(LoaderStrategy):
             raise ResidencyRefused(
                 f"Cannot load '{name}' next to the active model: switching.max_active is 1 under keep."
             )
+        await self._evict_by_bytes(name, room)
         for victim in room.residents():
             if not self._full(room):
                 break
@@ -87,6 +93,17 @@ class KeepStrategy(LoaderStrategy):
                 f"Cannot load '{name}': no room within {limit} (the other engines are active or pinned)."
             )
         return await self._loader.load(name, profile)
+
+    async def _evict_by_bytes(self, name: str, room: Room) -> None:
+        """Evict what the memory budget says ``name``'s footprint needs; refuse when it cannot fit now."""
+        if self._by_bytes is None:
+            return
+        decision = self._by_bytes(name, room.holders())
+        if not decision.fits:
+            raise ResidencyRefused(decision.reason)
+        for victim in decision.evict:
+            logger.info("keep: evicting resident %s %s", victim, decision.reason)
+            await room.evict(victim, f"evicted {decision.reason}")
 
     def _full(self, room: Room) -> bool:
         over_count = self._max_resident is not None and room.engines_held() + 1 > self._max_resident

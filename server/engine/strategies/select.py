@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from server.engine.room_plan import RoomBudget
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
 from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStrategy
@@ -104,6 +105,7 @@ def select_strategy(
     stash_factory: StashHostFactory | None = None,
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
+    by_bytes: RoomBudget | None = None,
     watches: EngineWatches | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.
@@ -116,6 +118,7 @@ def select_strategy(
         memory_allows: The memory check of the ``auto`` policy (host RAM on CPU, device memory on CUDA).
         in_place: Swaps models inside a running engine (``reconfigure``, and ``auto`` when memory is short);
             ``loader`` must start engines with its worker extension.
+        by_bytes: The memory budget's eviction by bytes (``keep``); None: by count (and ``memory_allows``) only.
         watches: The loader's engine watches (``sleep`` widens their health check while an engine sleeps or
             wakes, up to ``load_timeout_s``).
     """
@@ -135,5 +138,7 @@ def select_strategy(
         assert stash_factory is not None  # resolve_strategy_name refused stash without it
         return StashStrategy(stash_factory)
     if choice.memory_bounded:
-        return KeepStrategy(loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place)
-    return KeepStrategy(loader, max_resident=switching.max_active)
+        return KeepStrategy(
+            loader, max_resident=switching.max_active, memory_allows=memory_allows, in_place=in_place, by_bytes=by_bytes
+        )
+    return KeepStrategy(loader, max_resident=switching.max_active, by_bytes=by_bytes)

@@ -1,0 +1,23 @@
+"""Memory plans for tests of residency by memory budget: models of given footprints (weights only)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from server.engine.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache
+
+__all__ = ["budget_plan"]
+
+
+def budget_plan(footprints: Mapping[str, int], budget_bytes: int) -> MemoryPlan:
+    """The plan a keep profile gets for models of ``footprints`` bytes (no KV cache, no engine) in a budget."""
+    shapes = [
+        ModelShape(name=name, kv_bytes_per_token=0, max_model_len=16, max_num_seqs=1, block_size=16, weight_bytes=size)
+        for name, size in footprints.items()
+    ]
+    memory = MemoryReading(
+        device="cpu", where="NUMA node 0", total_bytes=4 * budget_bytes, available_bytes=budget_bytes
+    )
+    return plan_kv_cache(
+        shapes, memory, resident=len(shapes), strategy="keep", engine_overhead_bytes=0, budget_bytes=budget_bytes
+    )
