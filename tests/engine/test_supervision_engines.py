@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import time
@@ -221,8 +222,13 @@ async def test_sigstop_of_the_engine_core_is_a_hang_that_is_killed(watched: Engi
     os.kill(procs[0].pid, signal.SIGSTOP)  # never SIGCONT: the watch must end it
     cause, when = await dying
     noticed = when - stopped_at
-    assert cause.startswith("engine hung: no answer to a health check within 2 s and no progress"), cause
-    bound = SUPERVISION.health_interval_s + SUPERVISION.health_timeout_s
+    # One window more when the engine still used CPU time at the start of the round trip (the stop came during it):
+    # the supervision module's promise, so the cause may name 2 s or 4 s.
+    timeout = SUPERVISION.health_timeout_s
+    assert re.match(
+        rf"engine hung: no answer to a health check within ({timeout:g}|{2 * timeout:g}) s and no progress", cause
+    ), cause
+    bound = SUPERVISION.health_interval_s + 2 * timeout
     # The bound, plus the kill and some slack: on a CI machine with every core busy, the round trip's timer and
     # the kill run late (4-5 s were measured at a load average of 9 on 2 cores).
     assert noticed < bound + 5.0, f"noticed after {noticed:.1f} s, bound {bound} s"
