@@ -177,8 +177,23 @@ class VllmEngineLoader:
             await self.watches.forget(engine)  # first: a shutdown on purpose is no death
         ENGINE_METRICS.forget(engine)
         kept = await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (kv_keep_bytes)
-        await asyncio.to_thread(engine.shutdown)
+        await _shut_down(engine)
         return kept
+
+
+async def _shut_down(engine: Any) -> None:
+    """Stop ``engine`` (vLLM's ``AsyncLLM.shutdown``, in a thread: it joins processes), its output handler first.
+
+    ``AsyncLLM.shutdown`` ends the engine core and only then cancels the output handler, a task of this event loop.
+    Run in a thread, the loop goes on meanwhile, so the handler can wake up to the dead engine core in between and
+    log ``AsyncLLM output_handler failed`` with an ``EngineDeadError`` traceback, for a shutdown on purpose. Its
+    requests have ended (drained or aborted) before an engine is stopped, so it has nothing left to hand out.
+    """
+    handler = getattr(engine, "output_handler", None)
+    if isinstance(handler, asyncio.Task) and not handler.done():
+        handler.cancel()
+        await asyncio.wait({handler})  # never raises: the handler's cancellation is not ours
+    await asyncio.to_thread(engine.shutdown)
 
 
 #: How long a killed start may take to fail before its thread is left behind (it holds no engine by then).
@@ -212,7 +227,7 @@ async def _end_start(start: asyncio.Future[Any], spawned: set[int], name: str) -
         logger.info("loading %s: the start ended with %s", name, type(exc).__name__)
         return
     # The start finished while it was being stopped: an engine nobody holds must not stay.
-    await asyncio.to_thread(engine.shutdown)
+    await _shut_down(engine)
 
 
 def detect_device() -> str:

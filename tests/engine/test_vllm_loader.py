@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -118,3 +119,21 @@ async def test_a_loaded_engine_is_watched_until_its_unload(monkeypatch: pytest.M
     assert watch is not None and watch.running
     await loader.unload(engine)
     assert watches.of(engine) is None and not watch.running
+
+
+async def test_an_unload_cancels_the_output_handler_before_the_engine_core_stops() -> None:
+    """vLLM's shutdown ends the engine core first; run in a thread, its output handler could see the dead core and
+    log an EngineDeadError traceback for a shutdown on purpose. The loader cancels the handler first."""
+    handler_ended_first: list[bool] = []
+
+    class Engine:
+        def __init__(self) -> None:
+            self.output_handler = asyncio.create_task(asyncio.Event().wait())
+
+        def shutdown(self) -> None:
+            handler_ended_first.append(self.output_handler.done())
+
+    engine = Engine()
+    await asyncio.sleep(0)
+    await VllmEngineLoader().unload(engine)
+    assert handler_ended_first == [True] and engine.output_handler.cancelled()
