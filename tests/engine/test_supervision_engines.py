@@ -105,8 +105,11 @@ async def watched(
 DEATHS = RecordingObserver()
 
 
-async def _stream(manager: EngineManager[FakeBundle], tokens: int, model: str | None = None) -> Any:
-    """Generate ``tokens`` tokens on the active model; returns the last output (raises what ended the lease)."""
+async def _stream(
+    manager: EngineManager[FakeBundle], tokens: int, model: str | None = None, first: asyncio.Event | None = None
+) -> Any:
+    """Generate ``tokens`` tokens on the active model; returns the last output (raises what ended the lease).
+    ``first`` is set when the first output arrives."""
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
@@ -116,6 +119,8 @@ async def _stream(manager: EngineManager[FakeBundle], tokens: int, model: str | 
         try:
             async for output in lease.bundle.engine.generate("Hello there", params, lease.request_id):
                 final = output
+                if first is not None:
+                    first.set()
         except Exception:
             failure = manager.failure_of(lease)  # the engine's own error is the symptom: as the API asks
             if failure is not None:
@@ -195,8 +200,10 @@ async def test_a_busy_engine_is_not_hung_however_late_its_health_check(watched: 
 async def test_sigkill_of_the_engine_core_ends_its_requests_at_once(watched: EngineManager[FakeBundle]) -> None:
     manager = watched
     procs = await _processes_of(manager)
-    stream = asyncio.create_task(_stream(manager, 400))
-    await asyncio.sleep(0.5)
+    # Killed once its first token is out: 400 tokens could all be out after a fixed wait on a fast machine.
+    first = asyncio.Event()
+    stream = asyncio.create_task(_stream(manager, 400, first=first))
+    await asyncio.wait_for(first.wait(), 60)
     killed_at = time.perf_counter()
     dying = asyncio.create_task(_wait_death("plain", 10))
     os.kill(procs[0].pid, signal.SIGKILL)
