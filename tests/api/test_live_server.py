@@ -64,8 +64,10 @@ def auto_server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture(scope="module")
-def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
+def client(server: LiveServer) -> Iterator[openai.OpenAI]:
+    # Closed after the module: an unclosed client's socket is a ResourceWarning whenever the GC finds it (an error).
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
+        yield client
 
 
 def _switch(server: LiveServer, model: str, token: str = TOKEN, drain_timeout: float = 5) -> httpx.Response:
