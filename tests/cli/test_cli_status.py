@@ -13,12 +13,7 @@ from click.testing import CliRunner
 
 from server.cli import client
 from server.engine import EngineManager
-from server.engine.room_plan import room_budget
-from server.engine.strategies import KeepStrategy
-from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
-from tests.fakes.memory_plans import budget_plan
-
-GIB = 2**30
+from tests.fakes.memory_plans import budget_manager
 
 SNAPSHOT: dict[str, Any] = {
     "active_model": "tools",
@@ -74,11 +69,7 @@ def test_status_shows_the_last_attempt_with_its_error_and_the_backoff(monkeypatc
 async def test_status_shows_the_budget_the_room_left_and_why_a_model_was_evicted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
-    strategy = KeepStrategy(FakeLoader(), by_bytes=room_budget(lambda: plan))
-    manager: EngineManager[Any] = EngineManager(
-        fake_models("a", "b", "c"), strategy, FakeBundleBuilder(), memory_plan=plan, memory_probe=lambda: 1.0
-    )
+    manager: EngineManager[Any] = budget_manager()
     try:
         await manager.initialize("a")
         await manager.switch("b")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from server.engine.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache
 
-__all__ = ["budget_plan"]
+__all__ = ["GIB", "budget_manager", "budget_plan"]
 
 
 def budget_plan(footprints: Mapping[str, int], budget_bytes: int) -> MemoryPlan:
@@ -20,4 +21,22 @@ def budget_plan(footprints: Mapping[str, int], budget_bytes: int) -> MemoryPlan:
     )
     return plan_kv_cache(
         shapes, memory, resident=len(shapes), strategy="keep", engine_overhead_bytes=0, budget_bytes=budget_bytes
+    )
+
+
+GIB = 2**30
+
+
+def budget_manager() -> Any:
+    """A ``keep`` manager over fake engines whose footprints are 3, 2 and 2 GiB (``a``, ``b``, ``c``) under a 5 GiB
+    budget, evicting by bytes (not initialized)."""
+    from server.engine import EngineManager
+    from server.engine.room_plan import room_budget
+    from server.engine.strategies import KeepStrategy
+    from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
+
+    plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
+    strategy = KeepStrategy(FakeLoader(), by_bytes=room_budget(lambda: plan))
+    return EngineManager(
+        fake_models("a", "b", "c"), strategy, FakeBundleBuilder(), memory_plan=plan, memory_probe=lambda: 1.0
     )
