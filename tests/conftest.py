@@ -10,8 +10,9 @@ from hypothesis import settings
 
 from server.tinymodels import build_tiny_models
 from tests.live_servers import LiveServers, grouped_by_server
+from tests.reliability.conftest import ServerPool, broken_copy
 
-__all__ = ["live_servers", "tiny_models"]
+__all__ = ["live_servers", "reliability_models", "server_pool", "tiny_models"]
 
 _LIVE_SERVERS = pytest.StashKey[LiveServers]()
 _SHARING = pytest.StashKey[set[str]]()
@@ -42,6 +43,20 @@ def live_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         yield servers
     finally:
         servers.close()
+
+
+@pytest.fixture(scope="session")
+def reliability_models(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two demo models and a broken copy of tiny-plain: the models of the reliability profiles."""
+    broken = broken_copy(tiny_models["tiny-plain"], tmp_path_factory.mktemp("broken-model"))
+    return {"tools": tiny_models["tiny-tools"], "plain": tiny_models["tiny-plain"], "broken": broken}
+
+
+@pytest.fixture(scope="session")
+def server_pool(reliability_models: dict[str, Path], live_servers: LiveServers) -> ServerPool:
+    """The servers of the reliability profiles (``tests/reliability/conftest.py``), on the session's live servers;
+    ``tests/api/test_live_server.py`` shares their ``auto`` one."""
+    return ServerPool(reliability_models, live_servers)
 
 
 def pytest_configure(config: pytest.Config) -> None:

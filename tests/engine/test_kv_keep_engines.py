@@ -39,6 +39,8 @@ PREFIX = [20 + (i * 37) % 400 for i in range(300)]
 CACHED_AT_LEAST = 256
 TURN = [*PREFIX, 11, 12, 13]
 KEEP_BYTES = 64 * 2**20
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
 def _profile(strategy: str, server_pid: int) -> Profile:
@@ -138,12 +140,28 @@ async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) ->
     assert text == fresh, "a block that could not be restored was prefilled again"
 
 
+async def _states(client: httpx.AsyncClient) -> dict[str, str]:
+    status = (await client.get("/admin/status", headers=ADMIN)).json()
+    return {slot["name"]: slot["state"] for slot in status["slots"]}
+
+
 async def test_a_b_a_restores_a_prefix_under_stop(tmp_path: Path) -> None:
-    async for client, _, _ in _serve("stop", tmp_path):
+    """Also the suite's one real-engine ``stop`` A->B->A: each switch stops the engine left and starts the
+    target's, and each model answers as itself (B with its tool call, A as its fresh engine did)."""
+    async for client, manager, _ in _serve("stop", tmp_path):
         fresh, _ = await _turn(client, "plain")
+        assert manager.published is not None
+        first_bundle = manager.published.bundle
         left = await _switch(client, "tools")
+        assert left["strategy"] == "stop" and left["method"] in (None, "restart"), left
         assert left["kept_blocks"] > 0 and left["kept_bytes"] > 0 and left["keep_ms"] > 0, "the stop's keep"
+        assert await _states(client) == {"plain": "stopped", "tools": "active"}
+        chat = await client.post("/v1/chat/completions", json={"model": "tools", "messages": WEATHER, "tools": TOOLS})
+        assert chat.status_code == 200, chat.text
+        assert chat.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
         await _switch(client, "plain")
+        assert await _states(client) == {"plain": "active", "tools": "stopped"}
+        assert manager.published is not None and manager.published.bundle is not first_bundle, "a fresh engine"
         text, cached = await _turn(client, "plain")
         assert cached >= CACHED_AT_LEAST, "A's prefix outlived its engine in the pool"
         assert text == fresh

@@ -150,18 +150,6 @@ def scale() -> Scale:
     return Scale.from_env()
 
 
-@pytest.fixture(scope="session")
-def reliability_models(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two demo models and a broken copy of tiny-plain."""
-    broken = broken_copy(tiny_models["tiny-plain"], tmp_path_factory.mktemp("broken-model"))
-    return {"tools": tiny_models["tiny-tools"], "plain": tiny_models["tiny-plain"], "broken": broken}
-
-
-@pytest.fixture(scope="session")
-def server_pool(reliability_models: dict[str, Path], live_servers: LiveServers) -> ServerPool:
-    return ServerPool(reliability_models, live_servers)
-
-
 @pytest.fixture
 def live(request: pytest.FixtureRequest, server_pool: ServerPool) -> LiveServer:
     """The server of the test's ``live_server`` profile."""

@@ -123,7 +123,9 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
         before = _status(client)
         pids = _slot(before, active)["pids"]
         assert pids, before
-    long_streams = [RequestSpec(api="chat", stream=True, model=active, long=True) for _ in range(6)]
+    # Long enough that a warm engine (one that served a minute of traffic before) is still streaming them when it
+    # is killed: 160 tokens each were all out within the 0.3 s the kill waits, once (no stream saw the death).
+    long_streams = [RequestSpec(api="chat", stream=True, model=active, long=True, long_tokens=800) for _ in range(6)]
     specs = long_streams + mixed_requests(30, [active, other], seed=17, allow_default=False)
     async with httpx.AsyncClient(base_url=live.url, timeout=60) as client:
         traffic = asyncio.create_task(

@@ -57,16 +57,22 @@ class RequestSpec:
         stream: Ask for SSE.
         model: The model named in the body; None lets the server pick the active one (chat only).
         long: Generate many tokens (``ignore_eos``), so the request is still running when a switch drains.
+        long_tokens: How many a long request generates (more where a warm engine must still be at it seconds later).
     """
 
     api: Literal["chat", "completion"]
     stream: bool
     model: str | None
     long: bool = False
+    long_tokens: int = 160
 
     def body(self, prompts: Mapping[str, str]) -> dict[str, Any]:
         """The JSON body; ``prompts`` holds each model's rendered chat prompt for the completions API."""
-        body: dict[str, Any] = {"temperature": 0, "max_tokens": 160 if self.long else 16, "stream": self.stream}
+        body: dict[str, Any] = {
+            "temperature": 0,
+            "max_tokens": self.long_tokens if self.long else 16,
+            "stream": self.stream,
+        }
         if self.long:
             body["ignore_eos"] = True
         if self.model is not None:
