@@ -3,12 +3,12 @@ the checks that refuse to start before any engine does."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from server.profiles import CONFIG_ENV
+from tests.cli.in_process import Ran, turnout
 
 
 def test_serve_refuses_an_invalid_profile_with_every_error(tmp_path: Path) -> None:
@@ -28,15 +28,8 @@ def test_serve_refuses_an_invalid_profile_with_every_error(tmp_path: Path) -> No
     assert "3 error(s); not starting" in result.stderr
 
 
-def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if key != CONFIG_ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**environment, **(env or {})},
-    )
+def _serve(*args: str, env: dict[str, str] | None = None) -> Ran:
+    return turnout("serve", *args, env=env)
 
 
 def test_without_a_profile_argument_serve_reads_the_seeds_env_var(tmp_path: Path) -> None:

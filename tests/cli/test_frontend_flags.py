@@ -24,6 +24,7 @@ from server.cli.frontend_flags import (
 from server.frontend.settings import FrontendSettings
 from server.profiles import CONFIG_ENV
 from server.profiles.schema import CHAT_FRONTEND_KEYS, ModelProfile
+from tests.cli.in_process import turnout
 
 TABLES = {"turnout": TURNOUT_OPTIONS, "server": SERVER_FLAGS, "model": MODEL_FLAGS, "refused": REFUSED}
 
@@ -179,7 +180,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_refuses_a_flag_that_cannot_apply_before_any_engine(tmp_path: Path) -> None:
-    result = _cli("serve", str(tmp_path / "p.yaml"), "--grpc-port", "50051")
+    result = turnout("serve", str(tmp_path / "p.yaml"), "--grpc-port", "50051")
     assert result.returncode == 2 and "--grpc-port: vLLM's gRPC server of one engine" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -201,11 +202,12 @@ def test_validate_accepts_the_parsers_of_a_tool_parser_plugin(tmp_path: Path, ti
         f"models:\n  a:\n    model: {tiny_models['tiny-tools']}\n    enable_auto_tool_choice: true\n"
         "    tool_call_parser: shouting_hermes\n    response_role: bot\n    chat_template_content_format: strin\n"
     )
-    without = _cli("validate", str(profile))
+    without = turnout("validate", str(profile))
     assert without.returncode == 1 and f"{profile}:5:23:" in without.stdout and "shouting_hermes" in without.stdout
     assert f"{profile}:7:35:" in without.stdout  # a per-model frontend key, checked where it stands
     profile.write_text(profile.read_text().replace("strin\n", "string\n"))
+    # A subprocess: the plugin's parser stays registered in the process that loads it.
     plugged = _cli("validate", str(profile), "--tool-parser-plugin", str(plugin))
     assert plugged.returncode == 0, plugged.stdout + plugged.stderr
-    broken = _cli("validate", str(profile), "--tool-parser-plugin", str(tmp_path / "missing.py"))
+    broken = turnout("validate", str(profile), "--tool-parser-plugin", str(tmp_path / "missing.py"))
     assert broken.returncode == 2 and "cannot be loaded" in broken.stderr
