@@ -24,17 +24,16 @@ def _replica(manager: EngineManager[Any]) -> tuple[ReplicaModels, FakeMultiplexe
     return models, FakeMultiplexer(models.load, models.capacity)
 
 
-async def _request(models: ReplicaModels, ray: FakeMultiplexer, name: str) -> None:
+async def _request(manager: EngineManager[Any], models: ReplicaModels, ray: FakeMultiplexer, name: str) -> None:
     """One request for ``name`` as a node handles it: activated through Ray's multiplexer, then admitted by the
     manager and served by ``name``'s own engine."""
-    manager: EngineManager[Any] = models._manager
     await models.activate(name, ray)
     async with admitted(manager, name, wait_timeout=WAIT_S) as lease:
         assert lease.model == name and lease.bundle.name == name and lease.bundle.engine.name == name
 
 
-def _report(models: ReplicaModels) -> dict[str, Any]:
-    return models.report(models._manager.snapshot())
+def _report(manager: EngineManager[Any], models: ReplicaModels) -> dict[str, Any]:
+    return models.report(manager.snapshot())
 
 
 @pytest.mark.parametrize(
@@ -65,8 +64,8 @@ async def test_a_load_that_ray_counts_in_evicts_by_bytes_and_the_held_model_come
     assert models.capacity == 3
     try:
         for name in "abc":
-            await _request(models, ray, name)
-        assert _report(models) == {
+            await _request(manager, models, ray, name)
+        assert _report(manager, models) == {
             "capacity": 3,
             "held": ["a", "b", "c"],
             "held_unloaded": {},
@@ -76,8 +75,8 @@ async def test_a_load_that_ray_counts_in_evicts_by_bytes_and_the_held_model_come
 
         # Ray's LRU is full: it evicts a (least recently used) and loads d; 3 GiB beside c's 1 GiB leaves no room
         # for b, so the manager evicts b by bytes. Ray still holds b.
-        await _request(models, ray, "d")
-        report = _report(models)
+        await _request(manager, models, ray, "d")
+        report = _report(manager, models)
         assert report["held"] == list(ray.models) == ["b", "c", "d"]
         assert report["held_unloaded"] == {"b": "evicted to fit d (needs 3.0 GiB, free 2.0 GiB)"}
         assert (report["loads"], report["evictions"]) == (4, 1)  # Ray's own: one load each, one eviction
@@ -91,16 +90,16 @@ async def test_a_load_that_ray_counts_in_evicts_by_bytes_and_the_held_model_come
 
         # A request for b: Ray's hit (no load), the manager brings b back and evicts c by bytes (d is parked, then
         # the least recently used of the two is c).
-        await _request(models, ray, "b")
-        report = _report(models)
+        await _request(manager, models, ray, "b")
+        report = _report(manager, models)
         assert report["held"] == list(ray.models) == ["c", "d", "b"]
         assert report["held_unloaded"] == {"c": "evicted to fit b (needs 1.0 GiB, free 0 B)"}
         assert (report["loads"], report["evictions"]) == (4, 1)
         assert manager.snapshot().memory_held_bytes == 4 * GIB
 
         # Ray evicts c, which has no engine: nothing to free, and Ray's record and the replica's agree again.
-        await _request(models, ray, "a")
-        report = _report(models)
+        await _request(manager, models, ray, "a")
+        report = _report(manager, models)
         assert report["held"] == list(ray.models) == ["d", "b", "a"]
         assert report["held_unloaded"] == {"d": "evicted to fit a (needs 1.0 GiB, free 0 B)"}
         assert (report["loads"], report["evictions"]) == (5, 2)
@@ -117,13 +116,13 @@ async def test_a_model_that_cannot_load_beside_the_busy_active_one_is_served_by_
     models, ray = _replica(manager)
     assert models.capacity == 2
     try:
-        await _request(models, ray, "c")
-        await _request(models, ray, "a")
-        report = _report(models)
+        await _request(manager, models, ray, "c")
+        await _request(manager, models, ray, "a")
+        report = _report(manager, models)
         assert report["held"] == list(ray.models) == ["c", "a"]
         assert report["held_unloaded"] == {"c": "evicted to fit a (needs 2.0 GiB, free 1.0 GiB)"}
         assert manager.active_model == "a"
-        await _request(models, ray, "c")  # and back: Ray's hit, the manager evicts a by bytes
-        assert _report(models)["held_unloaded"] == {"a": "evicted to fit c (needs 4.0 GiB, free 3.0 GiB)"}
+        await _request(manager, models, ray, "c")  # and back: Ray's hit, the manager evicts a by bytes
+        assert _report(manager, models)["held_unloaded"] == {"a": "evicted to fit c (needs 4.0 GiB, free 3.0 GiB)"}
     finally:
         await manager.shutdown()
