@@ -43,7 +43,6 @@ from server.engine import (
     EngineMetrics,
     ManagerSnapshot,
     SlotState,
-    models_held_at_once,
 )
 
 __all__ = ["GATEWAY_METRIC_NAMES", "GatewayCollector"]
@@ -101,8 +100,7 @@ class GatewayCollector(Collector):
             labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"],
         )
         running, waiting = _model_lists(snapshot)
-        capacity = models_held_at_once(snapshot.strategy, self._manager.switching.max_active, len(snapshot.slots))
-        info.add_metric([str(capacity), ",".join(waiting), ",".join(running)], self._clock())
+        info.add_metric([str(self._manager.models_held_at_once), ",".join(waiting), ",".join(running)], self._clock())
         yield info
 
 

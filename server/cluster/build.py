@@ -30,4 +30,4 @@ async def profile_node(options: Mapping[str, Any]) -> NodeParts:
         return await build_bundle_for_profile(name, model, engine, defaults)
 
     manager = build_manager(profile, build_bundle, build_renderer=build_renderer, memory_plan=plan)
-    return NodeParts(manager=manager, edge=edge, max_active=profile.switching.max_active)
+    return NodeParts(manager=manager, edge=edge)

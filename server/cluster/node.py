@@ -1,9 +1,10 @@
 """The node deployment: one replica owns one accelerator set and runs Turnout's engine manager and app on it.
 
-Ray's multiplexer decides which models a replica holds (``max_num_models_per_replica`` = the strategy's
-capacity); its loader makes the model active or resident through the manager, its eviction calls the manager's
-unload. Inside the replica Turnout keeps its own drain, memory budget and switch policy: requests go through
-Turnout's own app (``asgi_bridge``), as they do under ``turnout serve``.
+Ray's multiplexer decides which models a replica holds (``max_num_models_per_replica``: the most models that fit
+in the memory budget together, or the strategy's count); its loader makes the model active or resident through the
+manager, its eviction calls the manager's unload (``replica_models.py``). Inside the replica Turnout keeps its own
+drain, memory budget and switch policy: requests go through Turnout's own app (``asgi_bridge``), as they do under
+``turnout serve``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from server.api import create_app, engine_error_body, retry_after_header
 from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
 from server.cluster.parts import NodeParts, import_builder
 from server.cluster.registry import registry_handle
-from server.engine import EngineError, models_held_at_once
+from server.cluster.replica_models import HeldModel, ReplicaModels
+from server.engine import EngineError
 
 __all__ = ["TurnoutNode", "error_items"]
 
@@ -30,19 +32,6 @@ logger = logging.getLogger("turnout.cluster")
 
 #: Seconds between a replica's reports to the registry (also its inbox's long-poll).
 REPORT_EVERY_S = 0.5
-
-
-class _Held:
-    """What Ray's multiplexer caches for a model; its ``__del__`` (an instance attribute, so that garbage
-    collection never calls it) is the eviction Ray awaits."""
-
-    def __init__(self, node: TurnoutNode, name: str) -> None:
-        self.name = name
-
-        async def evict() -> None:
-            await node.evicted(name)
-
-        self.__del__ = evict
 
 
 def error_items(error: EngineError) -> list[dict[str, Any]]:
@@ -69,55 +58,18 @@ class TurnoutNode:
         self._parts = parts
         manager = parts.manager
         self._manager = manager
-        self._capacity = models_held_at_once(manager.strategy_name, parts.max_active, len(manager.models))
+        self._models = models = ReplicaModels(manager)
         self._app = create_app(manager, parts.edge.settings)
-        self._started = False
-        self._held: list[str] = []
-        self._loads = 0
-        self._evictions = 0
         context = serve.get_replica_context()
         self._replica = context.replica_id.unique_id
 
         # A plain function, not the bound method: Ray keeps its LRU as an attribute of the decorated callable.
-        async def hold(name: str) -> _Held:
-            return await self._load(name)
+        async def hold(name: str) -> HeldModel:
+            return await models.load(name)
 
-        self._model = serve.multiplexed(max_num_models_per_replica=self._capacity)(hold)
+        self._model = serve.multiplexed(max_num_models_per_replica=models.capacity)(hold)
         self._registry = registry_handle(context.app_name)
         self._loop = asyncio.create_task(self._report_loop())
-
-    # -- Ray's multiplexer ----------------------------------------------------------------------------------
-
-    async def _load(self, name: str) -> _Held:
-        manager = self._manager
-        if not self._started:
-            await manager.initialize(name)  # the first model starts the manager (and its residency timers)
-            self._started = True
-        elif self._capacity == 1 or manager.active_model is None or manager.strategy_name != "keep":
-            await manager.switch(name)  # sleep parks the model it leaves asleep: it stays held, as Ray counts it
-        else:
-            await manager.load(name)  # resident beside the active one: keep holds several engines
-        self._loads += 1
-        self._held.append(name)
-        return _Held(self, name)
-
-    async def evicted(self, name: str) -> None:
-        """Ray's LRU let ``name`` go: free its engine (the active one too: the next load activates another)."""
-        self._evictions += 1
-        with contextlib.suppress(ValueError):
-            self._held.remove(name)
-        try:
-            await self._manager.unload(name, force=True)
-        except EngineError as error:
-            logger.warning("replica %s: unloading evicted %s failed: %s", self._replica, name, error.message)
-
-    async def _activate(self, name: str) -> None:
-        """Make ``name`` the model requests go to: held by Ray's LRU, and active where the mode is manual (auto
-        mode's scheduler switches by itself)."""
-        await self._model(name)
-        manager = self._manager
-        if not manager.switching.auto and manager.active_model != name:
-            await manager.switch(name)
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -127,7 +79,7 @@ class TurnoutNode:
         model = serve.get_multiplexed_model_id()
         if model:
             try:
-                await self._activate(model)
+                await self._models.activate(model, self._model)
             except EngineError as error:
                 for item in error_items(error):
                     yield item
@@ -138,7 +90,7 @@ class TurnoutNode:
     async def switch(self, model: str) -> dict[str, Any]:
         """The admin switch on this replica: through Ray's multiplexer, so that its LRU and routing agree."""
         try:
-            await self._activate(model)
+            await self._models.activate(model, self._model)
         except EngineError as error:
             return {"status": error.status_code, "body": error_items(error)[1]["body"].decode()}
         return {"status": 200, "body": msgspec.json.encode(self.state()).decode()}
@@ -147,14 +99,12 @@ class TurnoutNode:
 
     def state(self) -> dict[str, Any]:
         """This replica's report: what Ray holds on it, the manager's state, and the counters."""
+        snapshot = self._manager.snapshot()
         return {
             "replica": self._replica,
             "pid": os.getpid(),
-            "capacity": self._capacity,
-            "held": list(self._held),
-            "loads": self._loads,
-            "evictions": self._evictions,
-            "manager": msgspec.to_builtins(self._manager.snapshot()),
+            **self._models.report(snapshot),
+            "manager": msgspec.to_builtins(snapshot),
             "models": {name: profile.model for name, profile in self._manager.models.items()},
             "aliases": {name: list(profile.aliases) for name, profile in self._manager.models.items()},
             "counters": dict(self._parts.counters()),

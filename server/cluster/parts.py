@@ -1,4 +1,4 @@
-"""What a node replica and the ingress are built from, and how many models Ray may place on a replica."""
+"""What a node replica and the ingress are built from."""
 
 from __future__ import annotations
 
@@ -37,13 +37,11 @@ class NodeParts:
     Attributes:
         manager: Not initialized yet: the replica's first multiplexed load starts it with the requested model.
         edge: The same parts the ingress is built from (its app uses ``edge.settings``).
-        max_active: The profile's residency limit (``switching.max_active``); None: unset.
         counters: Extra figures for the replica's report (the fakes' load counts); empty in production.
     """
 
     manager: EngineManager[ServingBundle]
     edge: EdgeParts
-    max_active: int | None = None
     counters: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
 
 

@@ -73,13 +73,15 @@ def merged_models(
 
 
 def replica_summaries(reports: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``/admin/status``'s replicas: what Ray holds on each, its active model, its counters and full state."""
+    """``/admin/status``'s replicas: what Ray holds on each (and which of those the manager unloaded, with why),
+    its active model, its counters and full state."""
     return [
         {
             "replica": replica,
             "pid": report["pid"],
             "capacity": report["capacity"],
             "held": report["held"],
+            "held_unloaded": report["held_unloaded"],
             "active_model": report["manager"]["active_model"],
             "loads": report["loads"],
             "evictions": report["evictions"],

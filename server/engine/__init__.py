@@ -30,6 +30,7 @@ from server.engine.errors import (
     ReloadFailed,
     ReloadRefused,
     RequestAbortedBySwitch,
+    ResidencyRefused,
     SwitchConflict,
     SwitchFailed,
 )
@@ -49,7 +50,6 @@ from server.engine.report import (
 )
 from server.engine.states import PARKED, Slot, SlotState
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name
-from server.engine.strategies.select import models_held_at_once
 from server.engine.vllm_configs import EngineConfigInvalid
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
 from server.vllm_plugin import kept_bytes_by_model
@@ -82,6 +82,7 @@ __all__ = [
     "ReloadFailed",
     "ReloadRefused",
     "RequestAbortedBySwitch",
+    "ResidencyRefused",
     "ResidencyReport",
     "RestartPlan",
     "Slot",
@@ -95,7 +96,6 @@ __all__ = [
     "build_manager",
     "hlml_memory",
     "kept_bytes_by_model",
-    "models_held_at_once",
     "nvml_memory",
     "parse_engine_flags",
     "prepare_profile",

@@ -36,6 +36,7 @@ from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyRepor
 from server.engine.residency import Residency
 from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
+from server.engine.strategies.select import models_held_at_once
 from server.engine.switch_history import SwitchHistory
 from server.engine.switch_tasks import SwitchTasks
 from server.profiles.schema import ModelProfile, Switching
@@ -151,6 +152,12 @@ class EngineManager(Generic[B]):
     def memory_plan(self) -> MemoryPlan | None:
         """The KV-cache budget the configured models run under (None where Turnout does not budget)."""
         return self._device.memory_plan
+
+    @property
+    def models_held_at_once(self) -> int:
+        """How many models the device holds at once: under a memory budget the most that fit in it together
+        (``max_active`` caps it). The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica``."""
+        return models_held_at_once(self._strategy.name, self._switching.max_active, len(self.models), self.memory_plan)
 
     def add_observer(self, observer: ManagerObserver) -> None:
         """Tell ``observer`` about switch attempts, queue waits and aborted requests from now on."""

@@ -12,7 +12,13 @@ from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, 
 from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
-from server.profiles.memory_budget import ResidencyOutlook, budget_bytes, describe_size, residency_outlook
+from server.profiles.memory_budget import (
+    ResidencyOutlook,
+    budget_bytes,
+    describe_size,
+    most_resident,
+    residency_outlook,
+)
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import (
     DEFAULT_ADMIN_TOKEN_ENV,
@@ -60,6 +66,7 @@ __all__ = [
     "guess_platform",
     "load_profile",
     "model_footprint",
+    "most_resident",
     "residency_outlook",
     "source_parser_registry",
     "validate_profile",

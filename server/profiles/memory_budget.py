@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -21,6 +21,7 @@ __all__ = [
     "ResidencyOutlook",
     "budget_bytes",
     "describe_size",
+    "most_resident",
     "parse_size",
     "residency_outlook",
 ]
@@ -89,28 +90,39 @@ def residency_outlook(
     """The largest sets of ``footprints`` that fit in ``budget`` together (at most ``max_active`` each)."""
     sizes = {item.model: item.total_bytes for item in footprints}
     never = [name for name, size in sizes.items() if size > budget]
-    fitting = [name for name in sizes if name not in never]
-    cap = max_active or len(fitting)
+    fitting = {name: size for name, size in sizes.items() if name not in never}
+    most = most_resident(fitting, budget, max_active=max_active)
     if len(fitting) <= _EXACT_UP_TO:
-        sets = _maximal_sets(fitting, sizes, budget, cap)
-    else:  # too many to try every subset: the greedy set from the smallest up
-        chosen: list[str] = []
-        for name in sorted(fitting, key=lambda n: sizes[n]):
-            if len(chosen) < cap and sum(sizes[n] for n in chosen) + sizes[name] <= budget:
-                chosen.append(name)
-        sets = [chosen] if chosen else []
+        sets = _maximal_sets(list(fitting), fitting, budget, len(most))
+    else:  # too many to try every subset: the most models that fit, the smallest first
+        sets = [most] if most else []
     return ResidencyOutlook(budget_bytes=budget, max_active=max_active, largest_sets=sets, never_fit=never)
 
 
-def _maximal_sets(names: list[str], sizes: dict[str, int], budget: int, cap: int) -> list[list[str]]:
-    """Every set that fits and to which no other model can be added, biggest (then heaviest) first."""
+def most_resident(sizes: Mapping[str, int], budget: int, *, max_active: int | None = None) -> list[str]:
+    """The most models of ``sizes`` (name to footprint) that fit in ``budget`` together, at most ``max_active``:
+    the smallest first, so that no set of more models fits. Its length is how many models can be resident at
+    once (Ray Serve's ``max_num_models_per_replica``, the gateway's ``max_lora``)."""
+    chosen: list[str] = []
+    used = 0
+    for name in sorted(sizes, key=lambda n: sizes[n]):
+        if (max_active is not None and len(chosen) >= max_active) or used + sizes[name] > budget:
+            break  # the rest are no smaller
+        chosen.append(name)
+        used += sizes[name]
+    return chosen
+
+
+def _maximal_sets(names: list[str], sizes: Mapping[str, int], budget: int, most: int) -> list[list[str]]:
+    """Every set that fits and to which no other model can be added, biggest (then heaviest) first; none has more
+    than ``most`` models (:func:`most_resident`)."""
     found: list[list[str]] = []
-    for count in range(min(cap, len(names)), 0, -1):
+    for count in range(most, 0, -1):
         for combo in itertools.combinations(names, count):
             used = sum(sizes[n] for n in combo)
             if used > budget:
                 continue
-            if count < cap and any(used + sizes[n] <= budget for n in names if n not in combo):
+            if count < most and any(used + sizes[n] <= budget for n in names if n not in combo):
                 continue  # not maximal: another model still fits beside it
             found.append(list(combo))
     found.sort(key=lambda combo: (-len(combo), -sum(sizes[n] for n in combo)))

@@ -13,6 +13,7 @@ from server.cluster.parts import import_builder
 from server.cluster.view import PREFERENCE, merged_models, replica_summaries
 from server.engine import EngineError, ModelNotFound, ModelSwitching, NoActiveModel, SlotState
 from server.engine.strategies.select import models_held_at_once
+from tests.fakes.memory_plans import GIB, budget_plan
 
 
 @pytest.mark.parametrize(
@@ -31,12 +32,21 @@ def test_capacity_follows_the_strategy(strategy: str, max_active: int | None, mo
     assert models_held_at_once(strategy, max_active, models) == capacity
 
 
+def test_under_a_memory_budget_keep_holds_the_most_models_that_fit() -> None:
+    plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
+    assert models_held_at_once("keep", None, 3, plan) == 2  # any two fit, never three
+    assert models_held_at_once("keep", 1, 3, plan) == 1  # max_active caps it still
+    assert models_held_at_once("stop", None, 3, plan) == 1
+    assert models_held_at_once("sleep", None, 3, plan) == 3  # no budget residency there: the plan is not theirs
+
+
 def _report(pid: int, states: dict[str, str], held: list[str]) -> dict[str, Any]:
     active = next((name for name, state in states.items() if state == "active"), None)
     return {
         "pid": pid,
         "capacity": 1,
         "held": held,
+        "held_unloaded": {},
         "loads": len(held),
         "evictions": 0,
         "counters": {},

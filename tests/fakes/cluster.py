@@ -7,7 +7,8 @@ load takes that long, so a switch costs time as a real one does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from server.api import ApiSettings
@@ -18,7 +19,7 @@ from server.profiles.schema import Switching
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader, fake_models
 
-__all__ = ["ADMIN_TOKEN", "fake_edge", "fake_node"]
+__all__ = ["ADMIN_TOKEN", "FakeMultiplexer", "fake_edge", "fake_node"]
 
 ADMIN_TOKEN = "cluster-admin-token"
 
@@ -47,6 +48,32 @@ async def fake_node(options: Mapping[str, Any]) -> NodeParts:
     return NodeParts(
         manager=manager,
         edge=edge,
-        max_active=max_active,
         counters=lambda: {"engine_loads": list(loader.loads), "engine_unloads": list(loader.unloads)},
     )
+
+
+class FakeMultiplexer:
+    """Ray Serve's model multiplexing without a replica, as ``ray/serve/multiplex.py`` (``_ModelMultiplexWrapper.
+    load_model`` and ``unload_model_lru``, Ray 2.x) does it: an LRU of at most ``capacity`` models; a hit moves the
+    model to the end and returns it without a load; a miss first evicts the least recently used model when the LRU
+    is full (popped, then its ``__del__`` awaited and replaced), then loads; a failed load caches nothing.
+
+    Attributes:
+        models: What Ray holds, least recently used first.
+    """
+
+    def __init__(self, load: Callable[[str], Awaitable[Any]], capacity: int) -> None:
+        self._load = load
+        self._capacity = capacity
+        self.models: OrderedDict[str, Any] = OrderedDict()
+
+    async def __call__(self, name: str) -> Any:
+        if name in self.models:
+            self.models.move_to_end(name)
+            return self.models[name]
+        if len(self.models) >= self._capacity:
+            _, model = self.models.popitem(last=False)
+            await model.__del__()
+            model.__del__ = lambda _: None
+        self.models[name] = await self._load(name)
+        return self.models[name]

@@ -27,16 +27,25 @@ def budget_plan(footprints: Mapping[str, int], budget_bytes: int) -> MemoryPlan:
 GIB = 2**30
 
 
-def budget_manager() -> Any:
-    """A ``keep`` manager over fake engines whose footprints are 3, 2 and 2 GiB (``a``, ``b``, ``c``) under a 5 GiB
-    budget, evicting by bytes (not initialized)."""
+def budget_manager(footprints: Mapping[str, int] | None = None, budget: int = 5 * GIB, switching: Any = None) -> Any:
+    """A ``keep`` manager over fake engines of ``footprints`` bytes (default: ``a``, ``b``, ``c`` of 3, 2 and 2 GiB)
+    under ``budget`` (default 5 GiB), evicting by bytes, with ``switching``'s mode and ``max_active`` (default:
+    manual, no cap); not initialized."""
     from server.engine import EngineManager
     from server.engine.room_plan import room_budget
     from server.engine.strategies import KeepStrategy
+    from server.profiles.schema import Switching
     from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 
-    plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
-    strategy = KeepStrategy(FakeLoader(), by_bytes=room_budget(lambda: plan))
+    footprints = footprints or {"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}
+    switching = switching or Switching()
+    plan = budget_plan(footprints, budget)
+    strategy = KeepStrategy(FakeLoader(), max_resident=switching.max_active, by_bytes=room_budget(lambda: plan))
     return EngineManager(
-        fake_models("a", "b", "c"), strategy, FakeBundleBuilder(), memory_plan=plan, memory_probe=lambda: 1.0
+        fake_models(*footprints),
+        strategy,
+        FakeBundleBuilder(),
+        switching=switching,
+        memory_plan=plan,
+        memory_probe=lambda: 1.0,
     )

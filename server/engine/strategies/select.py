@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from server.engine.kv_budget import MemoryPlan
 from server.engine.room_plan import RoomBudget
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.keep import KeepStrategy
@@ -20,6 +21,7 @@ from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.engine.supervision import EngineWatches
+from server.profiles import most_resident
 from server.profiles.schema import Switching
 
 __all__ = [
@@ -35,15 +37,19 @@ __all__ = [
 _HOLDING_STRATEGIES = frozenset({"keep", "sleep", "stash"})
 
 
-def models_held_at_once(strategy: str, max_active: int | None, configured: int) -> int:
+def models_held_at_once(strategy: str, max_active: int | None, configured: int, plan: MemoryPlan | None = None) -> int:
     """How many models one device holds at once under a (resolved) ``strategy``: 1 where a switch unloads the
-    model left (``stop``, ``reconfigure``); else ``max_active`` where it applies (``keep``), or every configured
-    model (then memory is the limit, and the memory budget refuses past it).
+    model left (``stop``, ``reconfigure``); under ``keep`` with a memory budget (``plan``), the most models whose
+    footprints fit in it together, at most ``max_active``; else ``max_active`` where it applies (``keep``), or
+    every configured model.
 
-    The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica`` are this number.
+    The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica`` are this number
+    (:meth:`EngineManager.models_held_at_once`).
     """
     if strategy not in _HOLDING_STRATEGIES:
         return 1
+    if strategy == "keep" and plan is not None and plan.budget_bytes is not None:
+        return max(1, len(most_resident(plan.footprints(), plan.budget_bytes, max_active=max_active)))
     if strategy == "keep" and max_active is not None:
         return max(1, min(max_active, configured))
     return max(1, configured)
