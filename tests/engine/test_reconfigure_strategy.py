@@ -1,6 +1,6 @@
 """The reconfigure strategy against a fake in-place swap: one engine host, rollback, restart fallbacks, reports.
 
-The real swap runs in ``tests/engine/test_reconfigure_engines.py`` on tiny vLLM engines.
+The real swap runs in ``tests/engine/test_in_place_engines.py`` on tiny vLLM engines.
 """
 
 from __future__ import annotations

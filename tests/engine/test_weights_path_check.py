@@ -1,7 +1,7 @@
 """Which targets may take the ``weights`` path of an in-place swap (``server/vllm_plugin/weights.py``).
 
 Stand-in configs carry only the attributes the check reads; the real-engine side is
-``tests/engine/test_weight_swap_engines.py``.
+``tests/engine/test_in_place_engines.py``.
 """
 
 from __future__ import annotations

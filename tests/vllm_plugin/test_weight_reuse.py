@@ -1,7 +1,7 @@
 """The memory a same-shape weights swap reuses: layer buffers handed from layer to layer, the old KV cache.
 
 The end-to-end behaviour (A->B->A answering as fresh engines, rollback) is held by the real-engine tests in
-tests/engine/test_weight_swap_engines.py; these pin the reuse rules themselves, without an engine.
+tests/engine/test_in_place_engines.py; these pin the reuse rules themselves, without an engine.
 """
 
 from __future__ import annotations

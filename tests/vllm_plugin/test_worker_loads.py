@@ -2,7 +2,7 @@
 
 Both change process-wide state (thread affinity, OpenMP threads, the collector's frozen heap), so each check runs
 in a fresh interpreter. The swaps themselves are held by the real-engine tests in
-tests/engine/test_weight_swap_engines.py and test_reconfigure_engines.py.
+tests/engine/test_in_place_engines.py.
 """
 
 from __future__ import annotations
