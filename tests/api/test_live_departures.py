@@ -21,6 +21,7 @@ import re
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,7 +41,8 @@ LONG = {"model": "tools", "prompt": "Hello", "max_tokens": 900, "n": 8, "ignore_
 
 
 @pytest.fixture(scope="module")
-def server(live_servers: LiveServers) -> LiveServer:
+def server(tiny_models: dict[str, Path], live_servers: LiveServers) -> LiveServer:
+    """The shared demo server (``tiny_models`` builds the models it serves, on a fresh clone)."""
     return live_servers.get("demo", start_demo)
 
 
