@@ -2,9 +2,10 @@
 
 It must be cheap and change nothing for an engine that never swaps models in place: vLLM's own API server in
 the same environment loads it too (the benchmark baseline). So it only adds three utility methods to
-``EngineCore`` in the engine-core process, where vLLM has imported that class already, has every process
-vLLM spawned end with its parent (``parent_watch.py``: no engine outlives the server that started it), and
-freezes the start-up heap of the workers of engines that swap in place (``start_heap.py``).
+``EngineCore`` in the engine-core process, where vLLM has imported that class already; has every process vLLM
+spawned end with its parent (``parent_watch.py``: no engine outlives the server that started it) and exit in a
+fraction of a second once vLLM's shutdown ran (``quick_exit.py``); and freezes the start-up heap of the workers of
+engines that swap in place (``start_heap.py``).
 On a vLLM version the utilities were not written for it installs nothing and logs why; Turnout's reconfigure
 strategy then refuses to start with the version error (see ``server/profiles/vllm_version.py``).
 """
@@ -23,9 +24,11 @@ def register() -> None:
     """End this process with its parent (any process vLLM spawned), and install the reconfigure utilities on
     vLLM's ``EngineCore`` when this process has one."""
     from server.vllm_plugin.parent_watch import watch_parent
+    from server.vllm_plugin.quick_exit import exit_quickly
     from server.vllm_plugin.start_heap import freeze_if_in_place_worker
 
     watch_parent()
+    exit_quickly()  # an engine's shutdown: 5 s of interpreter exit become a fraction of one
     core_module = sys.modules.get("vllm.v1.engine.core")
     if core_module is None:
         freeze_if_in_place_worker()  # a worker that swaps in place: its start-up heap, before any model
