@@ -34,7 +34,15 @@ async def embed_engine(tiny_models: dict[str, Path]) -> AsyncIterator[Any]:
 
 @pytest.fixture(scope="module")
 async def classify_engine(tiny_models: dict[str, Path]) -> AsyncIterator[Any]:
-    """tiny-plain converted by vLLM into a sequence classifier (two labels, randomly initialised head)."""
-    engine = start_engine(tiny_models["tiny-plain"], CLASSIFY_MODEL, runner="pooling", convert="classify")
+    """tiny-plain converted by vLLM into a two-label sequence classifier.
+
+    The head is two rows of the model's own LM head (vLLM's ``no_post_processing`` conversion, for the tokens "a"
+    and "b"): without them vLLM leaves a head the checkpoint lacks uninitialised, and memory that held NaN once
+    made the probabilities unencodable as JSON (a failed run).
+    """
+    head = {"method": "no_post_processing", "classifier_from_token": ["a", "b"]}
+    engine = start_engine(
+        tiny_models["tiny-plain"], CLASSIFY_MODEL, runner="pooling", convert="classify", hf_overrides=head
+    )
     yield engine
     engine.shutdown()

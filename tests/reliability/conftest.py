@@ -49,6 +49,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "reconfigure": {"strategy": "reconfigure"},
 }
 
+#: The models a profile's server loads beside the default one as it starts.
+PRELOADED: dict[str, tuple[str, ...]] = {"keep": ("plain",)}
+
 #: The per-test limit of the long version (the short one keeps pyproject's 600 s).
 LONG_TEST_TIMEOUT_S = 2400
 
@@ -96,8 +99,16 @@ def broken_copy(model: Path, into: Path) -> Path:
     return broken
 
 
-def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, Any], *, default: str = "tools") -> Path:
-    """A JSON profile serving ``models`` with the tiny engine settings and each tiny model's own frontend."""
+def write_profile(
+    folder: Path,
+    models: dict[str, Path],
+    switching: dict[str, Any],
+    *,
+    default: str = "tools",
+    preload: tuple[str, ...] = (),
+) -> Path:
+    """A JSON profile serving ``models`` with the tiny engine settings and each tiny model's own frontend
+    (``preload``: the models loaded beside the default one as the server starts)."""
     entries: dict[str, Any] = {}
     for name, path in models.items():
         tools = path.name == "tiny-tools"
@@ -105,6 +116,8 @@ def write_profile(folder: Path, models: dict[str, Path], switching: dict[str, An
         entries[name] = {**TINY_ENGINE, "model": str(path), "chat_template": str(TEMPLATES_DIR / template)}
         if tools:
             entries[name].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
+        if name in preload:
+            entries[name]["preload"] = True
     profile = {"default_model": default, "models": entries, "switching": {"drain_timeout": 5, **switching}}
     path = folder / "profile.json"
     path.write_text(json.dumps(profile, indent=2))
@@ -133,8 +146,12 @@ class ServerPool:
             return self._external
 
         def start(folder: Path) -> LiveServer:
-            profile = write_profile(folder, self._models, PROFILES[name])
-            server = start_server(profile, folder / "server.log", {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN})
+            # keep holds both demo models: plain loads as the first tests run (its engine start is not a wait
+            # inside a test's switch later).
+            preload = PRELOADED.get(name, ())
+            profile = write_profile(folder, self._models, PROFILES[name], preload=preload)
+            env = {"TURNOUT_ADMIN_TOKEN": ADMIN_TOKEN}
+            server = start_server(profile, folder / "server.log", env, preload=bool(preload))
             wait_ready(server, timeout=900)  # a busy machine can take minutes per engine start
             return server
 
