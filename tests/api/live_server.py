@@ -134,20 +134,10 @@ def serving(
         live.stop()
 
 
-#: The demo server's stream stall timeout (``server.stream_stall_timeout_s``): short, so that a test of a stream
-#: whose client never reads sees it end within seconds.
-DEMO_STALL_S = 4.0
-
-
 def start_demo(folder: Path) -> LiveServer:
-    """The demo profile (manual mode) as the modules that share it need it: an admin token, an API key, vLLM's
-    Responses store on (as ``vllm serve`` turns it on), and a stall timeout of ``DEMO_STALL_S``; started and
-    ready, for ``live_servers``."""
-    # The copy lives elsewhere: the demo's relative paths point into the repository, so they become absolute.
-    text = DEMO.read_text().replace("../", f"{REPO}/")
-    profile = folder / "demo.yaml"
-    profile.write_text(f"{text}\nserver:\n  stream_stall_timeout_s: {DEMO_STALL_S:g}\n")
+    """The demo profile (manual mode) as the modules that share it need it: an admin token, an API key, and
+    vLLM's Responses store on (as ``vllm serve`` turns it on); started and ready, for ``live_servers``."""
     env = {"TURNOUT_ADMIN_TOKEN": DEMO_ADMIN_TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-    live = start_server(profile, folder / "demo.log", env, "--api-key", DEMO_API_KEY)
+    live = start_server(DEMO, folder / "demo.log", env, "--api-key", DEMO_API_KEY)
     wait_ready(live)
     return live

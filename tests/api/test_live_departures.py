@@ -1,13 +1,12 @@
 """Clients that leave or stop reading, on a real ``turnout serve`` with tiny engines: no accepted work is wasted.
 
-The session's shared demo server (``tests/api/live_server.py``'s ``start_demo``: tools and plain under ``keep``,
-streams stall after ``DEMO_STALL_S``), shared by the tests in order:
+One server (the demo profile: tools and plain, both resident under ``keep``; tools serves one request at once and
+streams stall after 4 s), shared by the tests in order:
 
 * a non-streaming request whose client leaves after a second: the engine stops generating for it and its lease
   ends within a second, and the following switch has nothing to drain;
-* a stream whose client never reads: it is ended after the stall timeout, its lease goes back and its engine work
-  stops, and the next request is answered (``test_stalled_reader_fake.py`` shows the next one admitted past
-  ``max_concurrent_requests``);
+* a stream whose client never reads: it is ended after the stall timeout, its lease goes back, and the next
+  request (past ``max_concurrent_requests``) is admitted;
 * a ``background: true, stream: true`` Response whose reader leaves after the first event: it completes, and
   ``retrieve`` returns it whole.
 
@@ -20,30 +19,46 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.api.live_server import DEMO_ADMIN_TOKEN, DEMO_API_KEY, DEMO_STALL_S, LiveServer, start_demo
-from tests.live_servers import LiveServers
+from tests.api.live_server import LiveServer, serving
 
-pytestmark = [pytest.mark.engine, pytest.mark.live_server("demo")]
+pytestmark = pytest.mark.engine
 
-TOKEN, KEY = DEMO_ADMIN_TOKEN, DEMO_API_KEY
-KEYED = {"Authorization": f"Bearer {KEY}"}
-STALL_S = DEMO_STALL_S
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
+TOKEN = "departures-admin-token"
+STALL_S = 4.0
 #: Far longer than any test waits: 8 choices of 900 tokens each, about 7,000 SSE chunks (sampled: vLLM takes
 #: ``n`` > 1 only so).
 LONG = {"model": "tools", "prompt": "Hello", "max_tokens": 900, "n": 8, "ignore_eos": True}
 
 
+def _profile(folder: Path, tiny_models: dict[str, Path]) -> Path:
+    text = DEMO.read_text()
+    for name, path in tiny_models.items():
+        text = text.replace(f"../.cache/tiny-models/{name}", str(path))
+    text = text.replace("../", f"{REPO}/").replace(
+        "    enable_auto_tool_choice: true\n", "    enable_auto_tool_choice: true\n    max_concurrent_requests: 1\n"
+    )
+    text += f"\nserver:\n  stream_stall_timeout_s: {STALL_S:g}\n"
+    assert "max_concurrent_requests: 1" in text
+    profile = folder / "departures.yaml"
+    profile.write_text(text)
+    return profile
+
+
 @pytest.fixture(scope="module")
-def server(tiny_models: dict[str, Path], live_servers: LiveServers) -> LiveServer:
-    """The shared demo server (``tiny_models`` builds the models it serves, on a fresh clone)."""
-    return live_servers.get("demo", start_demo)
+def server(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    folder = tmp_path_factory.mktemp("departures")
+    env = {"TURNOUT_ADMIN_TOKEN": TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
+    with serving(_profile(folder, tiny_models), folder / "serve.log", env, preload=True) as live:
+        yield live
 
 
 def _admin(server: LiveServer) -> httpx.Client:
@@ -85,7 +100,6 @@ def _post(server: LiveServer, path: str, body: dict[str, Any], *, receive_buffer
     payload = json.dumps(body).encode()
     sock.sendall(
         f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n".encode()
-        + f"Authorization: Bearer {KEY}\r\n".encode()
         + f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
         + payload
     )
@@ -130,7 +144,6 @@ def test_a_client_that_leaves_a_non_streaming_request_stops_its_work(server: Liv
 
 def test_a_stream_whose_client_never_reads_is_ended_after_the_stall_timeout(server: LiveServer) -> None:
     # 16 choices with 20 logprobs a token: some 15 MB of SSE, more than the socket buffers and uvicorn's hold.
-    log_start = len(server.log())  # the shared server's log: this test's lines only
     sock = _post(server, "/v1/completions", {**LONG, "n": 16, "logprobs": 20, "stream": True}, receive_buffer=4096)
     try:
         assert _until(lambda: _in_flight(server) == 1, 60) is not None
@@ -138,10 +151,11 @@ def test_a_stream_whose_client_never_reads_is_ended_after_the_stall_timeout(serv
         released = _until(lambda: _in_flight(server) == 0 and _running(server, "tools") == 0, 120)
         assert released is not None, "the stalled stream kept its lease"
         took = time.perf_counter() - started
-        ended = [line for line in server.log()[log_start:].splitlines() if "took no bytes" in line]
+        ended = [line for line in server.log().splitlines() if "took no bytes" in line]
         assert len(ended) == 1 and "of model tools" in ended[0], ended
+        # tools serves one request at once: the next one is admitted (and answered) now.
         short = {"model": "tools", "prompt": "Hello", "max_tokens": 4, "temperature": 0}
-        answer = httpx.post(f"{server.url}/v1/completions", json=short, headers=KEYED, timeout=120)
+        answer = httpx.post(f"{server.url}/v1/completions", json=short, timeout=120)
         assert answer.status_code == 200, answer.text
     finally:
         sock.close()
@@ -170,20 +184,20 @@ def test_a_background_stream_outlives_its_reader_and_is_retrieved_whole(server: 
         response_id = created["response"]["id"]
     finally:
         sock.close()  # the reader leaves after the first event
-    with httpx.Client(base_url=server.url, headers=KEYED, timeout=300) as keyed:
+    with _admin(server) as admin:
         # While it runs, it holds its model (a switch waits for it), its reader gone or not.
         # The lease first, then the status: a response still in progress after the count was running at the count
         # (the other order raced a warm engine, which may finish all 900 tokens in between).
         held = _in_flight(server)
-        if keyed.get(f"/v1/responses/{response_id}").json()["status"] == "in_progress":
+        if admin.get(f"/v1/responses/{response_id}").json()["status"] == "in_progress":
             assert held == 1, "the background response lost its lease with its reader"
 
         def status() -> str:
-            return str(keyed.get(f"/v1/responses/{response_id}").json().get("status"))
+            return str(admin.get(f"/v1/responses/{response_id}").json().get("status"))
 
         done = _until(lambda: status() in ("completed", "failed", "cancelled", "incomplete"), 120)
         assert done is not None, "the background response never finished"
-        retrieved = keyed.get(f"/v1/responses/{response_id}").json()
+        retrieved = admin.get(f"/v1/responses/{response_id}").json()
     # Whole: every one of its tokens (it ends at max_output_tokens, which OpenAI calls incomplete), none aborted.
     assert retrieved["status"] in ("completed", "incomplete"), retrieved
     assert (retrieved.get("incomplete_details") or {}).get("reason") in (None, "max_output_tokens"), retrieved
