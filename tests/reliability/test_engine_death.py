@@ -22,7 +22,7 @@ import pytest
 
 from tests.api.live_server import LiveServer
 from tests.reliability.conftest import ADMIN_TOKEN, save_summary
-from tests.reliability.traffic import HELLO, RequestSpec, Result, mixed_requests, run_traffic
+from tests.reliability.traffic import HELLO, RequestSpec, Result, classify_stream, mixed_requests, run_traffic
 
 pytestmark = pytest.mark.engine
 
@@ -32,6 +32,8 @@ OTHER = {"tools": "plain", "plain": "tools"}
 #: a second; on the shared 2-core CI machine, with other engines busy, 0.7-1.0 s were measured, so the test allows
 #: twice that (the printed figures are the measurement).
 NOTICE_BOUND_S = 2.0
+#: The witness stream's length: the profile's max_model_len (1024) less the chat prompt, with room to spare.
+WITNESS_TOKENS = 960
 
 
 def _status(client: httpx.Client) -> dict[str, Any]:
@@ -64,8 +66,11 @@ def _both_resident(client: httpx.Client) -> str:
     return active
 
 
-async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> float:
-    """Wait until ``model`` has requests in flight, then SIGKILL its engine core; returns when (monotonic)."""
+async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> tuple[float, asyncio.Task[Result]]:
+    """Wait until ``model`` has requests in flight, then SIGKILL its engine core once a stream of the test's own
+    (the witness, as long as the context allows) has its first token: the witness is certainly mid-way when the
+    engine dies, however fast a warm engine streams (800-token streams were all out before a kill that waited a
+    fixed 0.3 s, once). Returns when (monotonic), and the task that reads the witness to its end."""
     deadline = time.monotonic() + 120
     while True:
         status = (await client.get("/admin/status", headers=ADMIN)).json()
@@ -73,9 +78,32 @@ async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) 
             break
         assert time.monotonic() < deadline, "the streams never reached the engine"
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)  # a few tokens out: the streams are mid-way
+    witness = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
+    first_token = asyncio.Event()
+    read = asyncio.create_task(_read_witness(client, witness, first_token))
+    async with asyncio.timeout(120):
+        await first_token.wait()
     os.kill(pid, signal.SIGKILL)
-    return time.monotonic()
+    return time.monotonic(), read
+
+
+async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, first_token: asyncio.Event) -> Result:
+    """Read the witness stream, setting ``first_token`` at its first content; classified as the traffic's are."""
+    events: list[str] = []
+    ended = True
+    async with client.stream("POST", spec.path, json=spec.body({}), timeout=600) as response:
+        assert response.status_code == 200, await response.aread()
+        try:
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    events.append(line[len("data: ") :])
+                    if '"content"' in line:
+                        first_token.set()
+        except httpx.HTTPError:
+            ended = False
+    first_token.set()  # never leave the killer waiting on a stream that ended before its first token
+    result = classify_stream(spec, events, ended=ended, expected=frozenset({"engine_died"}))
+    return Result(spec, result.outcome, result.reason, result.answered_by, ended_at=time.monotonic())
 
 
 async def _ready_after(client: httpx.AsyncClient, killed_at: float) -> tuple[int, str, float]:
@@ -138,15 +166,16 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
                 expected_errors=frozenset({"engine_died"}),
             )
         )
-        killed_at = await _kill_when_streaming(client, active, pids[0])
+        killed_at, witness_read = await _kill_when_streaming(client, active, pids[0])
         ready = asyncio.create_task(_ready_after(client, killed_at))
         served_s = await _served_again(client, active, killed_at)
         ready_status, ready_code, ready_s = await ready
         report = await traffic
+        witness = await witness_read
         after = (await client.get("/admin/status", headers=ADMIN)).json()
         metrics = (await client.get("/metrics")).text
 
-    died = _died(report.results)
+    died = _died([*report.results, witness])
     noticed_s = min(result.ended_at for result in died) - killed_at if died else float("inf")
     ended_s = max(result.ended_at for result in died) - killed_at if died else float("inf")
     summary = report.summary()
@@ -157,6 +186,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
         all_ended_s=round(ended_s, 2),
         ready=f"{ready_status} {ready_code} after {ready_s:.2f} s",
         served_again_s=round(served_s, 1),
+        witness=witness.reason,
     )
     save_summary(f"engine-death-{profile}", summary)
     print(
@@ -167,8 +197,9 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     counts = report.counts()
     assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
     assert sum(counts.values()) == len(specs)
-    # The streams in flight on the killed engine ended with engine_died (error event, then [DONE]), at once.
-    assert any(result.reason == "stream error engine_died" for result in died), summary
+    # The streams in flight on the killed engine ended with engine_died (error event, then [DONE]), at once: the
+    # witness surely (it was mid-way), the traffic's as many as were still running.
+    assert witness.reason == "stream error engine_died", summary
     assert all(result.spec.model == active for result in died), summary
     assert ended_s < NOTICE_BOUND_S, summary
     if profile == "stop":
