@@ -28,11 +28,14 @@ if ! "$VENV/bin/python" -c "import sys, vllm; sys.exit(vllm.__version__ != '$COM
     # As setup.sh: PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside the CPU torch.
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
+# The test tools this checkout asks for (a venv cached before pytest-xdist joined them gets it).
+"$VENV/bin/python" -c "import xdist" >/dev/null 2>&1 || "$VENV/bin/python" -m pip install --quiet "pytest-xdist>=3.6"
 # This checkout's Turnout, whichever checkout made the cached venv's editable install.
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 "$VENV/bin/python" -c "import server, vllm; assert server.__file__.startswith('$REPO'); print('compat: vllm', vllm.__version__)"
 
-run() { "$VENV/bin/python" -m pytest -p no:cacheprovider -q "$@"; }
+# One process (-n 0): each subset is a few tests.
+run() { "$VENV/bin/python" -m pytest -p no:cacheprovider -q -n 0 "$@"; }
 run tests/frontend/test_vllm_pin.py tests/frontend/test_vllm_moved.py tests/api/test_route_parity.py
 run tests/api/test_live_server.py -k "models_list or chat_streaming or tool_call_is_parsed or switch_route_then_chat"
 # A switch under keep is the live server's (the demo profile keeps); stop gets its own.

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
 from server.tinymodels import build_tiny_models
-from tests.live_servers import LiveServers, grouped_by_server
+from tests.live_servers import LiveServers, grouped_by_server, lane
 from tests.reliability.conftest import ServerPool, broken_copy
 
 __all__ = ["live_servers", "reliability_models", "server_pool", "tiny_models"]
 
 _LIVE_SERVERS = pytest.StashKey[LiveServers]()
 _SHARING = pytest.StashKey[set[str]]()
+_WORKER_STARTS = pytest.StashKey[list[str]]()
+
+#: Engine modules that may run beside the engine lane (tests/live_servers.py): in-process engines and the Ray
+#: cluster, whose checks have no timing bound a second busy core could break.
+BESIDE_THE_LANE = frozenset(
+    {
+        "tests/cluster/test_ray_serve.py",
+        "tests/frontend/test_bundle_classify.py",
+        "tests/frontend/test_bundle_embeddings.py",
+        "tests/frontend/test_bundle_generate.py",
+        "tests/frontend/test_bundle_lora.py",
+        "tests/frontend/test_bundle_speech.py",
+        "tests/tinymodels/test_engine.py",
+    }
+)
+
+# The test run's engines float over both cores. vLLM's CPU worker otherwise binds its threads to core 0 (the
+# other core is left to the API server): two engines of the two xdist workers at once would share that core while
+# the other idles. Serving outside the tests keeps vLLM's binding.
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 # Property tests and the randomized concurrency test draw this many cases each: few in the suite (CI runs it),
 # ten times as many with `pytest --hypothesis-profile thorough`.
@@ -65,9 +87,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the tests of each shared live server together, so that each one starts once per session."""
+    """Move the tests of each shared live server together, so that each one starts once per session, and give
+    each test its module's lane (``tests/live_servers.py``)."""
     items[:] = grouped_by_server(items, _server_key)
+    engine_modules = {_module(item) for item in items if item.get_closest_marker("engine") is not None}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(lane(_module(item), engine_modules, BESIDE_THE_LANE)))
 
 
 def _server_key(item: pytest.Item) -> str | None:
@@ -75,12 +102,28 @@ def _server_key(item: pytest.Item) -> str | None:
     return None if marker is None else str(marker.args[0])
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its shared servers' starts to the controller (``pytest_testnodedown``)."""
+    servers = session.config.stash.get(_LIVE_SERVERS, None)
+    workeroutput: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and servers is not None:
+        workeroutput["live_server_starts"] = servers.starts
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller collects each worker's starts (pytest-xdist's hook; unused without xdist)."""
+    starts = getattr(node, "workeroutput", {}).get("live_server_starts", [])
+    node.config.stash.setdefault(_WORKER_STARTS, []).extend(starts)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """What the session paid for its shared live servers: each start, in order."""
     servers = config.stash.get(_LIVE_SERVERS, None)
-    if servers is not None:
-        started = ", ".join(servers.starts) or "none"
-        terminalreporter.write_line(f"shared live servers: {len(servers.starts)} started ({started})")
+    starts = [*(servers.starts if servers is not None else []), *config.stash.get(_WORKER_STARTS, [])]
+    if servers is not None or _WORKER_STARTS in config.stash:
+        started = ", ".join(starts) or "none"
+        terminalreporter.write_line(f"shared live servers: {len(starts)} started ({started})")
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:

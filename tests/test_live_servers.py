@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tests.api.live_server import LiveServer
-from tests.live_servers import LiveServers, grouped_by_server
+from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane
 
 
 class _Server:
@@ -61,3 +61,12 @@ def test_the_tests_of_each_server_move_together_to_where_the_first_one_is() -> N
         "traffic::auto",
     ]
     assert grouped_by_server(items, key=lambda item: None) == items  # nothing shared: nothing moves
+
+
+def test_the_engine_modules_share_one_lane_and_the_others_keep_their_module() -> None:
+    engine_modules = {"tests/api/test_live_server.py", "tests/engine/test_x.py", "tests/frontend/test_bundle_a.py"}
+    beside = {"tests/frontend/test_bundle_a.py"}
+    assert lane("tests/api/test_live_server.py", engine_modules, beside) == ENGINE_LANE
+    assert lane("tests/engine/test_x.py", engine_modules, beside) == ENGINE_LANE
+    assert lane("tests/frontend/test_bundle_a.py", engine_modules, beside) == "tests/frontend/test_bundle_a.py"
+    assert lane("tests/profiles/test_y.py", engine_modules, beside) == "tests/profiles/test_y.py"

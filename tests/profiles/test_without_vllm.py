@@ -38,7 +38,7 @@ sys.exit(pytest.main(sys.argv[1:]))
 @pytest.mark.skipif(os.environ.get(GUARD) == "1", reason="this test is what runs the others without vLLM")
 def test_the_profiles_tests_pass_without_vllm() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_VLLM, str(HERE), "-q", "-p", "no:cacheprovider", "-rs"],
+        [sys.executable, "-c", WITHOUT_VLLM, str(HERE), "-q", "-p", "no:cacheprovider", "-rs", "-n", "0"],
         cwd=REPO,
         env={**os.environ, GUARD: "1"},
         capture_output=True,
