@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import settings
 
 from server.tinymodels import build_tiny_models
-from tests.live_servers import LiveServers, grouped_by_server, lane
+from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane, marks_engines
 from tests.reliability.conftest import ServerPool, broken_copy
 
 __all__ = ["live_servers", "reliability_models", "server_pool", "tiny_models"]
@@ -87,14 +88,41 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the tests of each shared live server together, so that each one starts once per session, and give
-    each test its module's lane (``tests/live_servers.py``)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the tests of each shared live server together, so that each one starts once per session; on an
+    xdist worker, the engine lane first (``tests/live_servers.py``), after checking that every module with an
+    ``engine`` test reads as one from its source (the controller's scheduler reads the sources)."""
     items[:] = grouped_by_server(items, _server_key)
-    engine_modules = {_module(item) for item in items if item.get_closest_marker("engine") is not None}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(lane(_module(item), engine_modules, BESIDE_THE_LANE)))
+    if hasattr(config, "workerinput"):
+        marked = {_module(item) for item in items if item.get_closest_marker("engine") is not None}
+        unread = {module for module in marked if not _reads_as_engine_module(config.rootpath, module)}
+        if unread:
+            raise pytest.UsageError(f"engine tests whose module's source does not say pytest.mark.engine: {unread}")
+        items.sort(key=lambda item: _lane(config.rootpath, _module(item)) != ENGINE_LANE)  # stable
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` schedules the lanes of ``tests/live_servers.py``: one scope per lane."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _lane(config.rootpath, nodeid.split("::", 1)[0])
+
+    return LaneScheduling(config, log)
+
+
+@functools.cache
+def _reads_as_engine_module(root: Path, module: str) -> bool:
+    return marks_engines((root / module).read_text())
+
+
+def _lane(root: Path, module: str) -> str:
+    engine_modules = {module} if _reads_as_engine_module(root, module) else set()
+    return lane(module, engine_modules, BESIDE_THE_LANE)
 
 
 def _server_key(item: pytest.Item) -> str | None:

@@ -12,27 +12,31 @@ together (:func:`grouped_by_server`).
 
 Tests that change a server's state beyond the active model (a reload, a kill) start their own server instead.
 
-The suite runs on two pytest-xdist workers (pyproject's ``-n 2 --dist loadgroup``): the modules that run real
-engines form one lane (:func:`lane`), which one worker runs in the order above, as a one-worker run did, so live
-servers still start one at a time; the other modules (fakes, in-process apps, the CLI, property tests, and the
-few engine modules named as able to run beside the lane) each go to whichever worker is free. The second of
-the machine's two cores, idle while the lane waited on an engine, runs them.
+The suite runs on two pytest-xdist workers (pyproject's ``-n 2 --dist loadscope``, with ``tests/conftest.py``'s
+scheduler): the modules that run real engines form one lane (:func:`lane`), which one worker runs first and in
+the order above, as a one-worker run did, so live servers still start one at a time; the other modules (fakes,
+in-process apps, the CLI, property tests, and the few engine modules named as able to run beside the lane) each
+go to whichever worker is free. The second of the machine's two cores, idle while the lane waited on an engine,
+runs them. The xdist controller collects nothing, so a module's lane is read from its source
+(:func:`marks_engines`); each worker checks that against the markers it collected.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from tests.api.live_server import LiveServer
 
-__all__ = ["ENGINE_LANE", "LiveServers", "grouped_by_server", "lane"]
+__all__ = ["ENGINE_LANE", "LiveServers", "grouped_by_server", "lane", "marks_engines"]
 
 T = TypeVar("T")
 
-#: The xdist group of the modules that run real engines one after another.
+#: The xdist scope of the modules that run real engines one after another.
 ENGINE_LANE = "engines"
+_ENGINE_MARK = re.compile(r"\bpytest\.mark\.engine\b")
 
 
 class LiveServers:
@@ -81,8 +85,14 @@ def grouped_by_server(items: Sequence[T], key: Callable[[T], str | None]) -> lis
     return ordered
 
 
+def marks_engines(source: str) -> bool:
+    """Whether a test module's source marks tests ``engine`` (``pytestmark = pytest.mark.engine`` or a
+    decorator)."""
+    return _ENGINE_MARK.search(source) is not None
+
+
 def lane(module: str, engine_modules: Collection[str], beside: Collection[str]) -> str:
-    """The xdist group of a test ``module``: :data:`ENGINE_LANE` for a module that runs real engines (one of
+    """The xdist scope of a test ``module``: :data:`ENGINE_LANE` for a module that runs real engines (one of
     ``engine_modules``) unless it is one of those that may run ``beside`` the lane; otherwise the module itself
     (its tests stay together, so its module fixtures start once)."""
     return ENGINE_LANE if module in engine_modules and module not in beside else module

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tests.api.live_server import LiveServer
-from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane
+from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane, marks_engines
 
 
 class _Server:
@@ -70,3 +70,10 @@ def test_the_engine_modules_share_one_lane_and_the_others_keep_their_module() ->
     assert lane("tests/engine/test_x.py", engine_modules, beside) == ENGINE_LANE
     assert lane("tests/frontend/test_bundle_a.py", engine_modules, beside) == "tests/frontend/test_bundle_a.py"
     assert lane("tests/profiles/test_y.py", engine_modules, beside) == "tests/profiles/test_y.py"
+
+
+def test_an_engine_module_reads_as_one_from_its_source() -> None:
+    assert marks_engines("import pytest\n\npytestmark = pytest.mark.engine\n")
+    assert marks_engines("@pytest.mark.engine\ndef test_x() -> None: ...\n")
+    assert not marks_engines("import pytest\n\npytestmark = pytest.mark.engineer\n")
+    assert not marks_engines("def test_x() -> None: ...\n")
