@@ -349,7 +349,10 @@ async def test_auto_mode_serves_interleaved_traffic_without_thrashing(auto_serve
     switches = _switch_count(auto_server) - before
     print(f"auto mode, 200 chats: {counts}, {switches:.0f} switches, {time.monotonic() - started:.1f} s")
     assert counts == {"ok": 200, "wrong_model": 0, "hung": 0, "failed": 0}
-    assert switches <= 10, f"{switches} switches for 200 requests"
+    # Thrashing made ~37,000 switches. How many a fair scheduler makes depends on how fast the engines answer:
+    # 6-10 with the machine's other core idle, 14 with a second test worker busy on it; a tenth of the requests
+    # is the ceiling.
+    assert switches <= 20, f"{switches} switches for 200 requests"
 
 
 @pytest.mark.live_server("auto")

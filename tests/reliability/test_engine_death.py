@@ -66,11 +66,24 @@ def _both_resident(client: httpx.Client) -> str:
     return active
 
 
-async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> tuple[float, asyncio.Task[Result]]:
-    """Wait until ``model`` has requests in flight, then SIGKILL its engine core once a stream of the test's own
-    (the witness, as long as the context allows) has its first token: the witness is certainly mid-way when the
-    engine dies, however fast a warm engine streams (800-token streams were all out before a kill that waited a
-    fixed 0.3 s, once). Returns when (monotonic), and the task that reads the witness to its end."""
+async def _start_witness(client: httpx.AsyncClient, model: str) -> asyncio.Task[Result]:
+    """Start a stream of the test's own on ``model`` (the witness, as long as the context allows) and return, once
+    its first token is out, the task that reads it to its end. It starts before the traffic, while nothing waits
+    for a switch (in auto mode a new request for the active model waits behind a pending switch), so it is
+    certainly mid-way at the kill however fast a warm engine streams (800-token streams were all out before a
+    kill that waited a fixed 0.3 s, once)."""
+    witness = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
+    first_token = asyncio.Event()
+    read = asyncio.create_task(_read_witness(client, witness, first_token))
+    async with asyncio.timeout(120):
+        await first_token.wait()
+    return read
+
+
+async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> float:
+    """Wait until ``model`` has the witness and two of the traffic's streams in flight, then SIGKILL its engine
+    core at once (before auto mode's scheduler could switch away: drain_timeout is 5 s); returns when
+    (monotonic)."""
     deadline = time.monotonic() + 120
     while True:
         status = (await client.get("/admin/status", headers=ADMIN)).json()
@@ -78,13 +91,8 @@ async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) 
             break
         assert time.monotonic() < deadline, "the streams never reached the engine"
         await asyncio.sleep(0.05)
-    witness = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
-    first_token = asyncio.Event()
-    read = asyncio.create_task(_read_witness(client, witness, first_token))
-    async with asyncio.timeout(120):
-        await first_token.wait()
     os.kill(pid, signal.SIGKILL)
-    return time.monotonic(), read
+    return time.monotonic()
 
 
 async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, first_token: asyncio.Event) -> Result:
@@ -156,6 +164,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     long_streams = [RequestSpec(api="chat", stream=True, model=active, long=True, long_tokens=800) for _ in range(6)]
     specs = long_streams + mixed_requests(30, [active, other], seed=17, allow_default=False)
     async with httpx.AsyncClient(base_url=live.url, timeout=60) as client:
+        witness_read = await _start_witness(client, active)
         traffic = asyncio.create_task(
             run_traffic(
                 live.url,
@@ -166,7 +175,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
                 expected_errors=frozenset({"engine_died"}),
             )
         )
-        killed_at, witness_read = await _kill_when_streaming(client, active, pids[0])
+        killed_at = await _kill_when_streaming(client, active, pids[0])
         ready = asyncio.create_task(_ready_after(client, killed_at))
         served_s = await _served_again(client, active, killed_at)
         ready_status, ready_code, ready_s = await ready
