@@ -121,8 +121,7 @@ def _reads_as_engine_module(root: Path, module: str) -> bool:
 
 
 def _lane(root: Path, module: str) -> str:
-    engine_modules = {module} if _reads_as_engine_module(root, module) else set()
-    return lane(module, engine_modules, BESIDE_THE_LANE)
+    return lane(module, _reads_as_engine_module(root, module), BESIDE_THE_LANE)
 
 
 def _server_key(item: pytest.Item) -> str | None:

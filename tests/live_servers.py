@@ -91,8 +91,8 @@ def marks_engines(source: str) -> bool:
     return _ENGINE_MARK.search(source) is not None
 
 
-def lane(module: str, engine_modules: Collection[str], beside: Collection[str]) -> str:
-    """The xdist scope of a test ``module``: :data:`ENGINE_LANE` for a module that runs real engines (one of
-    ``engine_modules``) unless it is one of those that may run ``beside`` the lane; otherwise the module itself
-    (its tests stay together, so its module fixtures start once)."""
-    return ENGINE_LANE if module in engine_modules and module not in beside else module
+def lane(module: str, runs_engines: bool, beside: Collection[str]) -> str:
+    """The xdist scope of a test ``module``: :data:`ENGINE_LANE` for a module that ``runs_engines`` unless it is
+    one of those that may run ``beside`` the lane; otherwise the module itself (its tests stay together, so its
+    module fixtures start once)."""
+    return ENGINE_LANE if runs_engines and module not in beside else module

@@ -64,12 +64,11 @@ def test_the_tests_of_each_server_move_together_to_where_the_first_one_is() -> N
 
 
 def test_the_engine_modules_share_one_lane_and_the_others_keep_their_module() -> None:
-    engine_modules = {"tests/api/test_live_server.py", "tests/engine/test_x.py", "tests/frontend/test_bundle_a.py"}
     beside = {"tests/frontend/test_bundle_a.py"}
-    assert lane("tests/api/test_live_server.py", engine_modules, beside) == ENGINE_LANE
-    assert lane("tests/engine/test_x.py", engine_modules, beside) == ENGINE_LANE
-    assert lane("tests/frontend/test_bundle_a.py", engine_modules, beside) == "tests/frontend/test_bundle_a.py"
-    assert lane("tests/profiles/test_y.py", engine_modules, beside) == "tests/profiles/test_y.py"
+    assert lane("tests/api/test_live_server.py", True, beside) == ENGINE_LANE
+    assert lane("tests/engine/test_x.py", True, beside) == ENGINE_LANE
+    assert lane("tests/frontend/test_bundle_a.py", True, beside) == "tests/frontend/test_bundle_a.py"
+    assert lane("tests/profiles/test_y.py", False, beside) == "tests/profiles/test_y.py"
 
 
 def test_an_engine_module_reads_as_one_from_its_source() -> None:
