@@ -7,15 +7,15 @@ vLLM 0.32's ``check_health`` only reads that flag. An :class:`EngineWatch` cover
 * death, at once (within ``poll_interval_s``): vLLM's ``errored`` flag, or an exit code of one of the
   engine-core processes (``engine.engine_core.resources.engine_manager.processes``), which names the signal;
 * a hang: a round trip to the engine core's busy loop through vLLM's utility channel that is late (past
-  ``health_timeout_s``) *and* no progress meanwhile: the engine's processes used no CPU time during the last
-  window (:mod:`server.engine.engine_progress`). The busy loop answers utilities between two engine steps, so a
-  core that stopped stepping never answers; but neither does one whose step is long (a long prefill, a large
-  batch with logprobs, a first-time kernel, a loaded machine), and killing that one would turn a slow moment into
-  an outage. While the engine works, the watch waits on, one window (``health_timeout_s``) at a time, and logs
-  once that the check is late but the engine busy. A stopped or wedged engine is so noticed within
-  ``health_interval_s + health_timeout_s`` (plus one window when it still worked at the start of the round
-  trip). On a hang the watch kills the engine's processes, so the hung engine cannot wake up later and hold the
-  device.
+  ``health_timeout_s``) *and* no progress meanwhile: no thread of the engine's processes used CPU time (5 % of a
+  core) during the last window (:mod:`server.engine.engine_progress`). The busy loop answers utilities between
+  two engine steps, so a core that stopped stepping never answers; but neither does one whose step is long (a
+  long prefill, a large batch with logprobs, a first-time kernel, a loaded machine), and killing that one would
+  turn a slow moment into an outage. While the engine works, the watch waits on, one window
+  (``health_timeout_s``) at a time, and logs once that the check is late but the engine busy. A stopped or wedged
+  engine is so noticed within ``health_interval_s + health_timeout_s`` (plus one window when it still worked at
+  the start of the round trip). On a hang the watch kills the engine's processes, so the hung engine cannot wake
+  up later and hold the device.
 
 Either way it calls ``on_death(cause)`` exactly once, with a cause for the status page and the log, such as
 ``engine died: killed by signal 9 (SIGKILL)``. :class:`EngineWatches` keeps one watch per loaded engine for the
@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.engine_progress import ProgressProbe, cpu_times, cpu_used, is_busy
+from server.engine.engine_progress import ProgressProbe, busiest, cpu_times, cpu_used, is_busy
 from server.profiles.schema import Switching
 
 __all__ = [
@@ -79,7 +79,7 @@ class Supervision:
     Attributes:
         health_interval_s: Seconds between two health round trips to an idle or busy engine core.
         health_timeout_s: Seconds a round trip may take before the engine's progress is read: it counts as hung
-            when its processes used no CPU time during that window (and each further one while it stays late).
+            when no thread of its processes used CPU time during that window (and each further one while it stays late).
         poll_interval_s: Seconds between two reads of vLLM's dead flag and the processes' exit codes.
     """
 
@@ -330,18 +330,20 @@ class EngineWatch:
             if self._suspended or self._windows != windows:
                 return None  # a swap or a slow operation began while the round trip waited behind it
             after = await asyncio.to_thread(self._progress, pids)
-            used = cpu_used(before, after)
-            if not is_busy(used, timeout):
+            used, most = cpu_used(before, after), busiest(before, after)
+            if not is_busy(most, timeout):
                 return (
                     f"engine hung: no answer to a health check within {late_s:g} s and no progress "
-                    f"(its processes used {used:.2f} s of CPU time in the last {timeout:g} s)"
+                    f"(its busiest thread used {most:.2f} s of CPU time in the last {timeout:g} s, "
+                    f"all its processes {used:.2f} s)"
                 )
             if not told:
                 logger.warning(
-                    "%s: no answer to a health check within %g s, but the engine is busy (its processes used %.1f s "
-                    "of CPU time meanwhile): not hung; waiting on",
+                    "%s: no answer to a health check within %g s, but the engine is busy (its busiest thread used "
+                    "%.1f s of CPU time meanwhile, all its processes %.1f s): not hung; waiting on",
                     self._name,
                     late_s,
+                    most,
                     used,
                 )
                 told = True
