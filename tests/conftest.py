@@ -32,6 +32,10 @@ BESIDE_THE_LANE = frozenset(
         "tests/frontend/test_bundle_lora.py",
         "tests/frontend/test_bundle_speech.py",
         "tests/tinymodels/test_engine.py",
+        "tests/engine/test_in_place_engines.py",
+        "tests/engine/test_kv_keep_engines.py",
+        "tests/engine/test_real_engines.py",
+        "tests/engine/test_residency_by_memory_engines.py",
     }
 )
 
