@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -66,37 +67,58 @@ def _both_resident(client: httpx.Client) -> str:
     return active
 
 
-async def _start_witness(client: httpx.AsyncClient, model: str) -> asyncio.Task[Result]:
+@dataclass
+class Progress:
+    """How far the witness stream is: its first token is out, a quarter of its tokens are out."""
+
+    first_token: asyncio.Event = field(default_factory=asyncio.Event)
+    quarter: asyncio.Event = field(default_factory=asyncio.Event)
+    tokens: int = 0
+
+
+async def _start_witness(client: httpx.AsyncClient, model: str) -> tuple[asyncio.Task[Result], Progress]:
     """Start a stream of the test's own on ``model`` (the witness, as long as the context allows) and return, once
-    its first token is out, the task that reads it to its end. It starts before the traffic, while nothing waits
-    for a switch (in auto mode a new request for the active model waits behind a pending switch), so it is
-    certainly mid-way at the kill however fast a warm engine streams (800-token streams were all out before a
-    kill that waited a fixed 0.3 s, once)."""
-    witness = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
-    first_token = asyncio.Event()
-    read = asyncio.create_task(_read_witness(client, witness, first_token))
+    its first token is out, the task that reads it to its end and its progress. It starts before the traffic,
+    while nothing waits for a switch (in auto mode a new request for the active model waits behind a pending
+    switch)."""
+    spec = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
+    progress = Progress()
+    read = asyncio.create_task(_read_witness(client, spec, progress))
     async with asyncio.timeout(120):
-        await first_token.wait()
-    return read
+        await progress.first_token.wait()
+    return read, progress
 
 
-async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> float:
-    """Wait until ``model`` has the witness and two of the traffic's streams in flight, then SIGKILL its engine
-    core at once (before auto mode's scheduler could switch away: drain_timeout is 5 s); returns when
+async def _kill_when_streaming(
+    client: httpx.AsyncClient, model: str, pid: int, witness: tuple[asyncio.Task[Result], Progress]
+) -> float:
+    """SIGKILL ``model``'s engine core once it has the witness and two of the traffic's streams in flight, or at the
+    latest once the witness is a quarter through (a warm engine once streamed all 960 of its tokens before the
+    traffic reached it), before auto mode's scheduler could switch away (drain_timeout is 5 s); returns when
     (monotonic)."""
-    deadline = time.monotonic() + 120
-    while True:
-        status = (await client.get("/admin/status", headers=ADMIN)).json()
-        if _slot(status, model)["in_flight"] >= 3:
-            break
-        assert time.monotonic() < deadline, "the streams never reached the engine"
-        await asyncio.sleep(0.05)
+    read, progress = witness
+    busy = asyncio.create_task(_in_flight(client, model, 3))
+    quarter = asyncio.create_task(progress.quarter.wait())
+    done, pending = await asyncio.wait({busy, quarter}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    assert done, "neither the streams nor the witness reached the engine within 120 s"
+    for task in done:
+        task.result()  # the status poll's failure, if that is what ended the wait
+    assert not read.done(), "the witness ended before the kill"
     os.kill(pid, signal.SIGKILL)
     return time.monotonic()
 
 
-async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, first_token: asyncio.Event) -> Result:
-    """Read the witness stream, setting ``first_token`` at its first content; classified as the traffic's are."""
+async def _in_flight(client: httpx.AsyncClient, model: str, requests: int) -> None:
+    """Returns once ``model`` has ``requests`` requests in flight."""
+    while _slot((await client.get("/admin/status", headers=ADMIN)).json(), model)["in_flight"] < requests:
+        await asyncio.sleep(0.05)
+
+
+async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, progress: Progress) -> Result:
+    """Read the witness stream, counting its content events and setting ``first_token`` at the first; classified
+    as the traffic's are."""
     events: list[str] = []
     ended = True
     async with client.stream("POST", spec.path, json=spec.body({}), timeout=600) as response:
@@ -106,10 +128,13 @@ async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, first_toke
                 if line.startswith("data: "):
                     events.append(line[len("data: ") :])
                     if '"content"' in line:
-                        first_token.set()
+                        progress.tokens += 1
+                        progress.first_token.set()
+                        if progress.tokens >= WITNESS_TOKENS // 4:
+                            progress.quarter.set()
         except httpx.HTTPError:
             ended = False
-    first_token.set()  # never leave the killer waiting on a stream that ended before its first token
+    progress.first_token.set()  # never leave the killer waiting on a stream that ended before its first token
     result = classify_stream(spec, events, ended=ended, expected=frozenset({"engine_died"}))
     return Result(spec, result.outcome, result.reason, result.answered_by, ended_at=time.monotonic())
 
@@ -164,7 +189,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     long_streams = [RequestSpec(api="chat", stream=True, model=active, long=True, long_tokens=800) for _ in range(6)]
     specs = long_streams + mixed_requests(30, [active, other], seed=17, allow_default=False)
     async with httpx.AsyncClient(base_url=live.url, timeout=60) as client:
-        witness_read = await _start_witness(client, active)
+        witness = await _start_witness(client, active)
         traffic = asyncio.create_task(
             run_traffic(
                 live.url,
@@ -175,16 +200,16 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
                 expected_errors=frozenset({"engine_died"}),
             )
         )
-        killed_at = await _kill_when_streaming(client, active, pids[0])
+        killed_at = await _kill_when_streaming(client, active, pids[0], witness)
         ready = asyncio.create_task(_ready_after(client, killed_at))
         served_s = await _served_again(client, active, killed_at)
         ready_status, ready_code, ready_s = await ready
         report = await traffic
-        witness = await witness_read
+        witnessed = await witness[0]
         after = (await client.get("/admin/status", headers=ADMIN)).json()
         metrics = (await client.get("/metrics")).text
 
-    died = _died([*report.results, witness])
+    died = _died([*report.results, witnessed])
     noticed_s = min(result.ended_at for result in died) - killed_at if died else float("inf")
     ended_s = max(result.ended_at for result in died) - killed_at if died else float("inf")
     summary = report.summary()
@@ -195,7 +220,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
         all_ended_s=round(ended_s, 2),
         ready=f"{ready_status} {ready_code} after {ready_s:.2f} s",
         served_again_s=round(served_s, 1),
-        witness=witness.reason,
+        witness=witnessed.reason,
     )
     save_summary(f"engine-death-{profile}", summary)
     print(
@@ -208,7 +233,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     assert sum(counts.values()) == len(specs)
     # The streams in flight on the killed engine ended with engine_died (error event, then [DONE]), at once: the
     # witness surely (it was mid-way), the traffic's as many as were still running.
-    assert witness.reason == "stream error engine_died", summary
+    assert witnessed.reason == "stream error engine_died", summary
     assert all(result.spec.model == active for result in died), summary
     assert ended_s < NOTICE_BOUND_S, summary
     if profile == "stop":
