@@ -1,8 +1,8 @@
 """SIGKILL of the active model's engine core under streaming load, on a live server: ``stop`` (manual mode) and
 ``keep`` (auto mode, both models resident).
 
-Each run sends the reliability suite's mixed traffic (long streams first, so several are in flight) and kills
-the active engine core while they run. The requests on the dead engine end at once with ``engine_died`` (a
+Each run starts a stream of its own (the witness), stops the active engine core at the witness's first event,
+sends the reliability suite's mixed traffic (long streams first) and kills the core once three requests wait on it. The requests on the dead engine end at once with ``engine_died`` (a
 stream with its error event and ``[DONE]``, a JSON request with 503 and ``Retry-After``); ``/ready`` is 503 while
 the active model has no engine (manual mode); the model serves again without anyone switching; the other model
 is not disturbed; and nothing is lost or answered by the wrong model, as the suite counts. The servers are the
@@ -15,7 +15,7 @@ import asyncio
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -67,58 +67,40 @@ def _both_resident(client: httpx.Client) -> str:
     return active
 
 
-@dataclass
-class Progress:
-    """How far the witness stream is: its first token is out, a quarter of its tokens are out."""
-
-    first_token: asyncio.Event = field(default_factory=asyncio.Event)
-    quarter: asyncio.Event = field(default_factory=asyncio.Event)
-    tokens: int = 0
-
-
-async def _start_witness(client: httpx.AsyncClient, model: str) -> tuple[asyncio.Task[Result], Progress]:
-    """Start a stream of the test's own on ``model`` (the witness, as long as the context allows) and return, once
-    its first token is out, the task that reads it to its end and its progress. It starts before the traffic,
-    while nothing waits for a switch (in auto mode a new request for the active model waits behind a pending
-    switch)."""
+async def _start_witness(client: httpx.AsyncClient, model: str, pid: int) -> asyncio.Task[Result]:
+    """Start a stream of the test's own on ``model`` (the witness) and return, once its first event is out, the task
+    that reads it to its end. At that first event the reader stops the engine core (``SIGSTOP``, before it yields to
+    anything else), so the witness is certainly mid-way at the kill: a warm tiny engine streamed all 960 tokens of
+    a witness before a kill that waited for the traffic, twice. It starts before the traffic, while nothing waits
+    for a switch (in auto mode a new request for the active model waits behind a pending switch)."""
     spec = RequestSpec(api="chat", stream=True, model=model, long=True, long_tokens=WITNESS_TOKENS)
-    progress = Progress()
-    read = asyncio.create_task(_read_witness(client, spec, progress))
+    first_event = asyncio.Event()
+    read = asyncio.create_task(_read_witness(client, spec, first_event, lambda: os.kill(pid, signal.SIGSTOP)))
     async with asyncio.timeout(120):
-        await progress.first_token.wait()
-    return read, progress
+        await first_event.wait()
+    assert not read.done(), f"the witness ended at its first event: {read.result()}"
+    return read
 
 
-async def _kill_when_streaming(
-    client: httpx.AsyncClient, model: str, pid: int, witness: tuple[asyncio.Task[Result], Progress]
-) -> float:
-    """SIGKILL ``model``'s engine core once it has the witness and two of the traffic's streams in flight, or at the
-    latest once the witness is a quarter through (a warm engine once streamed all 960 of its tokens before the
-    traffic reached it), before auto mode's scheduler could switch away (drain_timeout is 5 s); returns when
-    (monotonic)."""
-    read, progress = witness
-    busy = asyncio.create_task(_in_flight(client, model, 3))
-    quarter = asyncio.create_task(progress.quarter.wait())
-    done, pending = await asyncio.wait({busy, quarter}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
-    assert done, "neither the streams nor the witness reached the engine within 120 s"
-    for task in done:
-        task.result()  # the status poll's failure, if that is what ended the wait
-    assert not read.done(), "the witness ended before the kill"
-    os.kill(pid, signal.SIGKILL)
+async def _kill_when_streaming(client: httpx.AsyncClient, model: str, pid: int) -> float:
+    """Wait until ``model`` has the witness and two of the traffic's requests in flight (they wait on the stopped
+    engine core), then SIGKILL the engine core at once (before auto mode's scheduler could switch away:
+    drain_timeout is 5 s; the watch takes a stopped core for hung only after health_check_timeout_s, 10 s);
+    returns when (monotonic). The core is killed even when the wait fails, so that it is never left stopped."""
+    try:
+        async with asyncio.timeout(120):
+            while _slot((await client.get("/admin/status", headers=ADMIN)).json(), model)["in_flight"] < 3:
+                await asyncio.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGKILL)
     return time.monotonic()
 
 
-async def _in_flight(client: httpx.AsyncClient, model: str, requests: int) -> None:
-    """Returns once ``model`` has ``requests`` requests in flight."""
-    while _slot((await client.get("/admin/status", headers=ADMIN)).json(), model)["in_flight"] < requests:
-        await asyncio.sleep(0.05)
-
-
-async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, progress: Progress) -> Result:
-    """Read the witness stream, counting its content events and setting ``first_token`` at the first; classified
-    as the traffic's are."""
+async def _read_witness(
+    client: httpx.AsyncClient, spec: RequestSpec, first_event: asyncio.Event, at_first_event: Callable[[], None]
+) -> Result:
+    """Read the witness stream, calling ``at_first_event`` and setting ``first_event`` at its first data event;
+    classified as the traffic's are."""
     events: list[str] = []
     ended = True
     async with client.stream("POST", spec.path, json=spec.body({}), timeout=600) as response:
@@ -126,15 +108,13 @@ async def _read_witness(client: httpx.AsyncClient, spec: RequestSpec, progress: 
         try:
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
+                    if not first_event.is_set():
+                        at_first_event()
+                        first_event.set()
                     events.append(line[len("data: ") :])
-                    if '"content"' in line:
-                        progress.tokens += 1
-                        progress.first_token.set()
-                        if progress.tokens >= WITNESS_TOKENS // 4:
-                            progress.quarter.set()
         except httpx.HTTPError:
             ended = False
-    progress.first_token.set()  # never leave the killer waiting on a stream that ended before its first token
+    first_event.set()  # never leave the starter waiting on a stream that ended before its first event
     result = classify_stream(spec, events, ended=ended, expected=frozenset({"engine_died"}))
     return Result(spec, result.outcome, result.reason, result.answered_by, ended_at=time.monotonic())
 
@@ -189,7 +169,7 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
     long_streams = [RequestSpec(api="chat", stream=True, model=active, long=True, long_tokens=800) for _ in range(6)]
     specs = long_streams + mixed_requests(30, [active, other], seed=17, allow_default=False)
     async with httpx.AsyncClient(base_url=live.url, timeout=60) as client:
-        witness = await _start_witness(client, active)
+        witness = await _start_witness(client, active, pids[0])
         traffic = asyncio.create_task(
             run_traffic(
                 live.url,
@@ -200,12 +180,12 @@ async def test_sigkill_of_the_active_engine_under_streaming_load(
                 expected_errors=frozenset({"engine_died"}),
             )
         )
-        killed_at = await _kill_when_streaming(client, active, pids[0], witness)
+        killed_at = await _kill_when_streaming(client, active, pids[0])
         ready = asyncio.create_task(_ready_after(client, killed_at))
         served_s = await _served_again(client, active, killed_at)
         ready_status, ready_code, ready_s = await ready
         report = await traffic
-        witnessed = await witness[0]
+        witnessed = await witness
         after = (await client.get("/admin/status", headers=ADMIN)).json()
         metrics = (await client.get("/metrics")).text
 
