@@ -36,6 +36,7 @@ __all__ = [
     "classify_stream",
     "mixed_requests",
     "run_traffic",
+    "send",
 ]
 
 Outcome = Literal["completed", "refused", "lost", "wrong", "failed"]
@@ -229,7 +230,7 @@ def classify_stream(
     return Result(spec, "lost", "stream cut without [DONE]" if ended else "connection broke mid-stream")
 
 
-async def _send(
+async def send(
     client: httpx.AsyncClient,
     spec: RequestSpec,
     prompts: Mapping[str, str],
@@ -350,7 +351,7 @@ async def run_traffic(
         async def worker() -> None:
             while not queue.empty():
                 spec = queue.get_nowait()
-                report.results.append(await _send(client, spec, prompts, request_timeout, expected_errors))
+                report.results.append(await send(client, spec, prompts, request_timeout, expected_errors))
 
         switching = asyncio.create_task(
             _switches(
