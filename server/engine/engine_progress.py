@@ -14,6 +14,13 @@ with the engine core stopped, they used 3-8 % of a core in all, around any thres
 them reached 1 %. A working engine runs its step on one thread (or on OpenMP's threads, each of them a full share
 of a core when it gets one).
 
+The other side of the round trip is Turnout's own process. The engine core answers a utility call on the same
+channel as its outputs, after the outputs it sent before; when this process is the slow one (a burst of outputs
+with many logprobs to turn into events, on a loaded machine), the answer waits behind them while the engine core,
+done with its steps, idles. So outputs still arriving count as progress too: :func:`outputs_taken` counts the
+batches of outputs vLLM's output handler takes from the engine core (a stopped engine core sends none; the ones
+it sent before it stopped are taken within a window or two).
+
 CPU time is the one signal every platform exposes. A device that hangs while its driver spins the CPU would look
 busy; where a platform exposes the device's own progress, that is the reading to add here.
 """
@@ -21,9 +28,20 @@ busy; where a platform exposes the device's own progress, that is the reading to
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["BUSY_CPU_SHARE", "CpuTimes", "ProgressProbe", "busiest", "cpu_times", "cpu_used", "is_busy"]
+__all__ = [
+    "BUSY_CPU_SHARE",
+    "CpuTimes",
+    "ProgressProbe",
+    "busiest",
+    "cpu_times",
+    "cpu_used",
+    "is_busy",
+    "outputs_taken",
+]
 
 #: The share of one core the busiest thread of an engine's processes must use during a late health round trip for
 #: the engine to count as busy. An idle or stopped engine's threads each use next to nothing (below 1 %, see
@@ -73,3 +91,38 @@ def is_busy(busiest_s: float, window_s: float) -> bool:
     """Whether the busiest thread's ``busiest_s`` CPU seconds within ``window_s`` seconds is work (see
     :data:`BUSY_CPU_SHARE`)."""
     return busiest_s >= BUSY_CPU_SHARE * window_s
+
+
+class _CountedTake:
+    """Stands in for an engine-core client's ``get_output_async`` and counts what it returned. It holds the client
+    weakly (it is one of the client's own attributes), and calls the client's class's method, as the client would."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = weakref.ref(client)
+        self._take = type(client).get_output_async
+        self.count = 0
+
+    async def __call__(self) -> Any:
+        client = self._client()
+        if client is None:
+            raise RuntimeError("the engine-core client is gone")
+        outputs = await self._take(client)
+        self.count += 1
+        return outputs
+
+
+def outputs_taken(engine: Any) -> Callable[[], int]:
+    """A reader of how many batches of outputs Turnout's process has taken from ``engine``'s engine core so far.
+
+    vLLM's output handler takes each batch with ``engine.engine_core.get_output_async()``, looked up on the client
+    at every call (the handler an in-place swap restarts too); the client gets a counting stand-in for it once, as
+    an attribute of its own. An engine without that client (a fake, an in-process core) reads 0 for ever.
+    """
+    client = getattr(engine, "engine_core", None)
+    if client is None or not callable(getattr(type(client), "get_output_async", None)):
+        return lambda: 0
+    counted = client.__dict__.get("get_output_async")
+    if not isinstance(counted, _CountedTake):
+        counted = _CountedTake(client)
+        client.get_output_async = counted
+    return lambda: counted.count

@@ -8,10 +8,11 @@ vLLM 0.32's ``check_health`` only reads that flag. An :class:`EngineWatch` cover
   engine-core processes (``engine.engine_core.resources.engine_manager.processes``), which names the signal;
 * a hang: a round trip to the engine core's busy loop through vLLM's utility channel that is late (past
   ``health_timeout_s``) *and* no progress meanwhile: no thread of the engine's processes used CPU time (5 % of a
-  core) during the last window (:mod:`server.engine.engine_progress`). The busy loop answers utilities between
-  two engine steps, so a core that stopped stepping never answers; but neither does one whose step is long (a
-  long prefill, a large batch with logprobs, a first-time kernel, a loaded machine), and killing that one would
-  turn a slow moment into an outage. While the engine works, the watch waits on, one window
+  core) during the last window, and no output of it arrived (:mod:`server.engine.engine_progress`). The busy loop
+  answers utilities between two engine steps, so a core that stopped stepping never answers; but neither does one
+  whose step is long (a long prefill, a large batch with logprobs, a first-time kernel, a loaded machine), and the
+  answer also waits behind outputs this process has not taken yet (it is the slow one then); killing that engine
+  would turn a slow moment into an outage. While the engine works, the watch waits on, one window
   (``health_timeout_s``) at a time, and logs once that the check is late but the engine busy. A stopped or wedged
   engine is so noticed within ``health_interval_s + health_timeout_s`` (plus one window when it still worked at
   the start of the round trip). On a hang the watch kills the engine's processes, so the hung engine cannot wake
@@ -32,7 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.engine_progress import ProgressProbe, busiest, cpu_times, cpu_used, is_busy
+from server.engine.engine_progress import ProgressProbe, busiest, cpu_times, cpu_used, is_busy, outputs_taken
 from server.profiles.schema import Switching
 
 __all__ = [
@@ -175,6 +176,7 @@ class EngineWatch:
         self._settings = settings or Supervision()
         self._kill = kill
         self._progress = progress
+        self._outputs_taken = outputs_taken(engine)
         self._task: asyncio.Task[None] | None = None
         self._suspended = 0
         self._slow: list[float] = []  # the bounds of the slow operations under way
@@ -313,6 +315,7 @@ class EngineWatch:
         timeout, windows = self._check_timeout(), self._windows
         pids = engine_pids(self._engine)
         before = await asyncio.to_thread(self._progress, pids)
+        taken_before = self._outputs_taken()
         late_s, told = 0.0, False
         while True:
             done, _ = await asyncio.wait({check}, timeout=timeout)
@@ -329,25 +332,27 @@ class EngineWatch:
             late_s += timeout
             if self._suspended or self._windows != windows:
                 return None  # a swap or a slow operation began while the round trip waited behind it
-            after = await asyncio.to_thread(self._progress, pids)
-            used, most = cpu_used(before, after), busiest(before, after)
-            if not is_busy(most, timeout):
+            after, taken_after = await asyncio.to_thread(self._progress, pids), self._outputs_taken()
+            used, most, taken = cpu_used(before, after), busiest(before, after), taken_after - taken_before
+            if not is_busy(most, timeout) and not taken:
                 return (
                     f"engine hung: no answer to a health check within {late_s:g} s and no progress "
                     f"(its busiest thread used {most:.2f} s of CPU time in the last {timeout:g} s, "
-                    f"all its processes {used:.2f} s)"
+                    f"all its processes {used:.2f} s; no output of it arrived)"
                 )
             if not told:
                 logger.warning(
                     "%s: no answer to a health check within %g s, but the engine is busy (its busiest thread used "
-                    "%.1f s of CPU time meanwhile, all its processes %.1f s): not hung; waiting on",
+                    "%.1f s of CPU time meanwhile, all its processes %.1f s; %d batches of its outputs arrived): "
+                    "not hung; waiting on",
                     self._name,
                     late_s,
                     most,
                     used,
+                    taken,
                 )
                 told = True
-            before = after
+            before, taken_before = after, taken_after
 
 
 class EngineWatches:

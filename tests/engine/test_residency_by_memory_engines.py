@@ -27,7 +27,15 @@ pytestmark = pytest.mark.engine
 MIB = 1 << 20
 UNIT = 640 * MIB  # above half the CPU's engine overhead (986 MiB), so a 2-unit model still has a KV cache
 UNITS = {"a": 3, "b": 2, "c": 2}
-ENGINE_ARGS = {"max_model_len": 512, "max_num_seqs": 8, "enforce_eager": True, "disable_log_stats": True}
+# float32: the tiny models' own dtype, which needs no bf16 kernels (a bf16 worker died of SIGILL on this CPU
+# at its first request, in a CI run, as one did in the supervision module's before).
+ENGINE_ARGS = {
+    "dtype": "float32",
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "enforce_eager": True,
+    "disable_log_stats": True,
+}
 # Read once for the plan, as at start-up; only the budget matters under keep.
 MEMORY = MemoryReading(device="cpu", where="test", total_bytes=64 << 30, available_bytes=32 << 30)
 

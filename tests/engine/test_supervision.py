@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.engine.engine_progress import BUSY_CPU_SHARE, busiest, cpu_times, cpu_used, is_busy
+from server.engine.engine_progress import BUSY_CPU_SHARE, busiest, cpu_times, cpu_used, is_busy, outputs_taken
 from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit, engine_is_dead
 from tests.fakes.supervised import FakeSupervisedEngine, KillRecorder
 from tests.waiting import until
@@ -78,7 +78,8 @@ async def test_a_frozen_engine_core_is_noticed_within_interval_plus_timeout_and_
     noticed_s = time.perf_counter() - frozen_at
     assert cause == (
         "engine hung: no answer to a health check within 0.1 s and no progress "
-        "(its busiest thread used 0.00 s of CPU time in the last 0.1 s, all its processes 0.00 s)"
+        "(its busiest thread used 0.00 s of CPU time in the last 0.1 s, all its processes 0.00 s; "
+        "no output of it arrived)"
     )
     # Not before the timeout; the ceiling is generous (a loaded 2-core machine), yet far below a missed check's.
     assert FAST.health_timeout_s <= noticed_s <= 10 * (FAST.health_interval_s + FAST.health_timeout_s) + 0.1
@@ -227,6 +228,54 @@ async def test_many_threads_each_using_a_sliver_are_not_busy(caplog: pytest.LogC
         f"engine hung: no answer to a health check within {FAST.health_timeout_s:g} s and no progress"
     ), cause
     assert "but the engine is busy" not in caplog.text
+
+
+async def test_an_engine_whose_outputs_still_arrive_is_not_hung(caplog: pytest.LogCaptureFixture) -> None:
+    # A CI run: a stream of 16 choices with 20 logprobs a token. The engine core was done with its steps and idle
+    # (its busiest thread 0.36 s in 10 s) while this process still turned its outputs into events, and the health
+    # answer waited behind them: the watch killed a working engine. Outputs still arriving are progress.
+    engine, deaths = FakeSupervisedEngine(), Deaths()
+    kill = KillRecorder(engine)
+    idle = CpuClock(share=0.0)
+    EngineWatch(engine, deaths, name="a", settings=FAST, kill=kill, progress=idle).start()
+    client = engine.engine_core
+    taken: list[object] = []
+
+    async def output_handler() -> None:  # vLLM's: takes each batch from the client, looked up at every call
+        while True:
+            taken.append(await client.get_output_async())
+            await asyncio.sleep(0.02)  # this process is the slow one: a batch every 20 ms
+
+    handler = asyncio.create_task(output_handler())
+    try:
+        for batch in range(60):
+            client.send(batch)
+        engine.frozen = True  # the health answer waits behind the batches not taken yet
+        await asyncio.sleep(0.8)  # eight health timeouts
+        assert deaths.causes == [] and kill.killed == [], "a working engine was taken for hung"
+        assert 10 < len(taken) < 60
+        assert caplog.text.count("but the engine is busy") == 1
+        assert "batches of its outputs arrived" in caplog.text
+        # Then the last batch is taken and nothing more comes: no progress of either kind.
+        cause = await deaths.first(timeout=5.0)
+        assert len(taken) == 60
+        assert cause.endswith("all its processes 0.00 s; no output of it arrived)"), cause
+        assert kill.killed == [[engine.process.pid]]
+    finally:
+        handler.cancel()
+
+
+async def test_outputs_taken_counts_the_batches_the_output_handler_takes() -> None:
+    engine = FakeSupervisedEngine()
+    client = engine.engine_core
+    first, second = outputs_taken(engine), outputs_taken(engine)
+    assert first() == second() == 0
+    client.send("a")
+    client.send("b")
+    assert await client.get_output_async() == "a"
+    assert await client.get_output_async() == "b"
+    assert first() == second() == 2  # one counter per client, however many readers
+    assert outputs_taken(object())() == 0  # no engine-core client: nothing is counted, nothing breaks
 
 
 def test_cpu_used_counts_every_thread_once_and_new_ones_whole() -> None:

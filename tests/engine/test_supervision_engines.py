@@ -27,6 +27,7 @@ import pytest
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineDied, EngineManager, SlotState, SwitchFailed
 from server.engine.engine_metrics import ENGINE_METRICS
+from server.engine.engine_progress import outputs_taken
 from server.engine.strategies import KeepStrategy
 from server.engine.supervision import EngineWatches, Supervision, engine_pids
 from server.engine.vllm_loader import VllmEngineLoader
@@ -184,6 +185,8 @@ async def test_a_busy_engine_is_not_hung_however_late_its_health_check(watched: 
             spins += 1
         return float(spins)
 
+    taken = outputs_taken(engine)  # the watch's other progress reading, on vLLM's own client
+    taken_before = taken()
     started = time.perf_counter()
     held = asyncio.create_task(engine.collective_rpc(step, args=(BUSY_S,)))
     await asyncio.sleep(0.2)
@@ -191,6 +194,7 @@ async def test_a_busy_engine_is_not_hung_however_late_its_health_check(watched: 
     await asyncio.wait_for(held, 60)
     took = time.perf_counter() - started
     assert answer.outputs[0].token_ids and took >= BUSY_S
+    assert taken() > taken_before, "the outputs vLLM's output handler took were not counted"
     assert DEATHS.deaths[deaths:] == [], "a busy engine was taken for hung"
     assert await served_engine(manager) is engine and engine_pids(engine) == pids
     timeout = SUPERVISION.health_timeout_s

@@ -61,7 +61,8 @@ def _hung(timeout: str) -> str:
     """The cause of a fake engine's hang: a late round trip and no CPU time used (its pid is no process)."""
     return (
         f"engine hung: no answer to a health check within {timeout} s and no progress "
-        f"(its busiest thread used 0.00 s of CPU time in the last {timeout} s, all its processes 0.00 s)"
+        f"(its busiest thread used 0.00 s of CPU time in the last {timeout} s, all its processes 0.00 s; "
+        "no output of it arrived)"
     )
 
 

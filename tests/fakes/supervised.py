@@ -1,15 +1,16 @@
 """A fake of the parts of vLLM's ``AsyncLLM`` that an engine watch reads: the dead flag, the engine-core process
-handles and the utility channel, each of which a test can break (exit, flag, freeze)."""
+handles, the utility channel and the outputs taken from the engine core, each of which a test can break (exit,
+flag, freeze) or drive (send outputs)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["FakeProcess", "FakeSleepingEngine", "FakeSupervisedEngine", "KillRecorder"]
+__all__ = ["FakeEngineCoreClient", "FakeProcess", "FakeSleepingEngine", "FakeSupervisedEngine", "KillRecorder"]
 
 
 @dataclass
@@ -18,6 +19,23 @@ class FakeProcess:
 
     pid: int
     exitcode: int | None = None
+
+
+class FakeEngineCoreClient:
+    """vLLM's engine-core client as a watch sees it: the process handles, the utility channel, and the batches of
+    outputs the output handler takes (``get_output_async``) once the engine core ``sent`` them."""
+
+    def __init__(self, process: FakeProcess, call_utility: Callable[..., Awaitable[Any]]) -> None:
+        self.resources = SimpleNamespace(engine_manager=SimpleNamespace(processes=[process]))
+        self.call_utility_async = call_utility
+        self._outputs: asyncio.Queue[object] = asyncio.Queue()
+
+    def send(self, outputs: object) -> None:
+        """The engine core sends a batch of outputs (the output handler takes it when it gets to it)."""
+        self._outputs.put_nowait(outputs)
+
+    async def get_output_async(self) -> object:
+        return await self._outputs.get()
 
 
 class FakeSupervisedEngine:
@@ -30,10 +48,7 @@ class FakeSupervisedEngine:
         self.calls: list[str] = []
         self.output_handler: asyncio.Future[None] | None = None
         self._release = asyncio.Event()
-        manager = SimpleNamespace(processes=[self.process])
-        self.engine_core = SimpleNamespace(
-            resources=SimpleNamespace(engine_manager=manager), call_utility_async=self._call_utility
-        )
+        self.engine_core = FakeEngineCoreClient(self.process, self._call_utility)
 
     async def _call_utility(self, method: str, *args: Any) -> Any:
         self.calls.append(method)
