@@ -10,6 +10,7 @@ from server.profiles.schema import Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 from tests.fakes.manager_views import served_engine
+from tests.waiting import until
 
 CAUSE = "engine died: killed by signal 9 (SIGKILL)"
 
@@ -30,8 +31,11 @@ async def test_requests_on_a_dead_engine_end_with_503_engine_died(make_client: M
     body = {"model": "tools", "max_tokens": 500, "step_s": 0.01}
     plain = asyncio.create_task(client.post("/v1/chat/completions", json=body))
     stream = asyncio.create_task(client.post("/v1/chat/completions", json={**body, "stream": True}))
-    await asyncio.sleep(0.1)
-    await manager.engine_died(await served_engine(manager), CAUSE)
+    engine = await served_engine(manager)
+    # Both are generating, the stream's first events out (a fixed 0.1 s sleep was once too short for that in CI,
+    # and a stream that had not begun got the plain 503 instead of an error event).
+    await until(lambda: engine.running == 2 and engine.yielded >= 20, what="both requests generating")
+    await manager.engine_died(engine, CAUSE)
     response = await asyncio.wait_for(plain, 2.0)
     assert response.status_code == 503 and response.headers["retry-after"] == "5", response.text
     assert response.json()["error"]["code"] == "engine_died" and "signal" not in response.text

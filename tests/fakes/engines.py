@@ -36,6 +36,7 @@ class FakeEngine:
         self.wake_calls: list[list[str] | None] = []
         self.rpc_calls: list[str] = []
         self.aborted: set[str] = set()
+        self.yielded = 0  # tokens yielded so far, by every request
         self._abort_events: dict[str, asyncio.Event] = {}
 
     async def generate(self, request_id: str, steps: int, step_s: float = 0.001) -> AsyncIterator[str]:
@@ -55,6 +56,7 @@ class FakeEngine:
                 if event.is_set():
                     return
                 self._check_usable()
+                self.yielded += 1
                 yield self.name
         finally:
             self._abort_events.pop(request_id, None)
