@@ -232,9 +232,10 @@ class Switching(Base, frozen=True, kw_only=True):
             dead engine process is noticed at once, whatever this says.
         health_check_timeout_s: Seconds a health check may wait for its answer. An engine that does not
             answer in time, no thread of whose processes used CPU time meanwhile and no output of which arrived,
-            counts as hung: its processes are killed and it is handled as a dead engine, so a hang is noticed within ``health_check_interval_s +
-            health_check_timeout_s`` (one timeout more when it still worked as the check began). A late engine
-            that works (a long step) is busy, not hung: the check waits on, one timeout at a time.
+            counts as hung: its processes are killed and it is handled as a dead engine, so a hang is noticed
+            within ``health_check_interval_s + health_check_timeout_s`` (one timeout more when it still worked as
+            the check began). A late engine that works (a long step) is busy, not hung: the check waits on, one
+            timeout at a time.
         load_timeout_s: The longest a model load (an engine start, or an in-place swap of the model) may
             take. On expiry the engine's processes are killed and the load fails; the switch then rolls back
             as any failed switch does.
