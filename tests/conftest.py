@@ -21,11 +21,16 @@ _LIVE_SERVERS = pytest.StashKey[LiveServers]()
 _SHARING = pytest.StashKey[set[str]]()
 _WORKER_STARTS = pytest.StashKey[list[str]]()
 
-#: Engine modules that may run beside the engine lane (tests/live_servers.py): in-process engines whose checks
-#: have no timing bound a second busy core could break. Not the Ray cluster: beside the lane, its node once timed
-#: out during start-up (every test of the module failed).
+#: Engine modules that may run beside the engine lane (tests/live_servers.py): in-process engines, and modules
+#: that start their own server (no shared one), whose checks have no timing bound a second busy core could break.
+#: Not the Ray cluster: beside the lane, its node once timed out during start-up (every test of the module failed).
+#: Not the lifecycle module (drain timing) nor the departures one (stall timeouts).
 BESIDE_THE_LANE = frozenset(
     {
+        "tests/api/test_live_frontend_flags.py",
+        "tests/api/test_live_speech.py",
+        "tests/api/test_live_trust.py",
+        "tests/api/test_natural_profile.py",
         "tests/frontend/test_bundle_classify.py",
         "tests/frontend/test_bundle_embeddings.py",
         "tests/frontend/test_bundle_generate.py",

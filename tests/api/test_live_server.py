@@ -347,12 +347,14 @@ async def test_auto_mode_serves_interleaved_traffic_without_thrashing(auto_serve
         async with asyncio.timeout(600):
             await asyncio.gather(*(one(client, model, stream) for model, stream in plan))
     switches = _switch_count(auto_server) - before
-    print(f"auto mode, 200 chats: {counts}, {switches:.0f} switches, {time.monotonic() - started:.1f} s")
+    elapsed = time.monotonic() - started
+    print(f"auto mode, 200 chats: {counts}, {switches:.0f} switches, {elapsed:.1f} s")
     assert counts == {"ok": 200, "wrong_model": 0, "hung": 0, "failed": 0}
-    # Thrashing made ~37,000 switches. How many a fair scheduler makes depends on how fast the engines answer:
-    # 6-10 with the machine's other core idle, 14 with a second test worker busy on it; a tenth of the requests
-    # is the ceiling.
-    assert switches <= 20, f"{switches} switches for 200 requests"
+    # Thrashing made ~37,000 switches. How many a fair scheduler makes depends on how fast the engines answer, as
+    # it keeps a model at least min_residency_s (2 s) while others wait unless its requests all ended: 6-10 with
+    # the machine's other core idle, 14 with a second test worker busy on it, 25 in a 28 s run on a slow CI
+    # machine. The ceiling: a tenth of the requests, or one switch per second of the run when it took longer.
+    assert switches <= max(20, elapsed), f"{switches} switches for 200 requests in {elapsed:.1f} s"
 
 
 @pytest.mark.live_server("auto")
