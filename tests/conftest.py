@@ -23,10 +23,12 @@ _WORKER_STARTS = pytest.StashKey[list[str]]()
 
 #: Engine modules that may run beside the engine lane (tests/live_servers.py): in-process engines, and modules
 #: that start their own server (no shared one), whose checks have no timing bound a second busy core could break.
-#: Not the Ray cluster: beside the lane, its node once timed out during start-up (every test of the module failed).
+#: The Ray cluster too: its node's start-up once outlasted Ray's fixed 30 s wait beside the lane, so its fixture
+#: tries a second start (tests/cluster/test_ray_serve.py); in the lane it made the lane the run's critical path.
 #: Not the lifecycle module (drain timing) nor the departures one (stall timeouts).
 BESIDE_THE_LANE = frozenset(
     {
+        "tests/cluster/test_ray_serve.py",
         "tests/api/test_live_frontend_flags.py",
         "tests/api/test_live_speech.py",
         "tests/api/test_live_trust.py",
