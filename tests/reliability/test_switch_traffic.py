@@ -71,8 +71,10 @@ async def test_mixed_traffic_while_switching(
     counts = report.counts()
     assert counts["lost"] == 0 and counts["wrong"] == 0 and counts["failed"] == 0, summary
     assert sum(counts.values()) == len(specs)
-    # A good part is served: in manual mode about 2 in 5 requests name the model that is not active (409).
-    assert counts["completed"] >= len(specs) // 5, summary
+    # Both models served some of it: the switches moved the serving each way. (Not a share of the requests: how
+    # many finish between two switches is the machine's speed; in a slow hour 15 of 80 did under reconfigure.)
+    served = {result.answered_by for result in report.results if result.outcome == "completed"}
+    assert served == {"tools", "plain"}, summary
     made = [log for log in report.switches if log.status == 200]
     if profile == "auto":
         # Auto mode switches on its own too: an admin switch that meets one is refused with 409 switch_conflict.
