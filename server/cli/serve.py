@@ -19,6 +19,7 @@ import click
 from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
+from server.cli.listener import bind_listener
 from server.cli.tls_refresh import certificate_refresher
 from server.profiles import (
     CONFIG_ENV,
@@ -276,6 +277,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
     settings = settings_or_exit(profile, flags)
+    uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
+    sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
     try:
         manager = build_manager(
             profile,
@@ -330,7 +333,6 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         request_schemas=request_body_schemas(),
         key_ring=key_ring,
     )
-    uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     scheme = "https" if "ssl_certfile" in uvicorn_options else "http"
     try:
         served = wrap_middleware(app, list(options.frontend.server.get("middleware", [])))
@@ -357,11 +359,20 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # send its error event).
         timeout_graceful_shutdown=int(drain_timeout + _DRAIN_SLACK_S),
     )
-    _draining_server_class()(config, manager.drain, drain_timeout).run()
+    _draining_server_class()(config, manager.drain, drain_timeout).run(sockets=sockets)
 
 
 #: Seconds past the drain timeout that uvicorn waits for the ended requests to leave before it cancels them.
 _DRAIN_SLACK_S = 15.0
+
+
+def _listener_or_exit(host: str, port: int) -> Any:
+    """The bound socket (``listener.bind_listener``): before any engine loads; exit 1 in one line if it cannot."""
+    try:
+        return bind_listener(host, port)
+    except OSError as exc:
+        err_console.print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}; not starting.", markup=False)
+        raise SystemExit(1) from None
 
 
 def _draining_server_class() -> type:

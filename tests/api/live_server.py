@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import httpx
+
+from tests.ports import free_port
 
 __all__ = [
     "DEMO",
@@ -78,20 +79,13 @@ def demo_copy(tiny_models: dict[str, Path], root: Path, edit: Callable[[str], st
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_server(profile: Path, log_path: Path, env: dict[str, str], *args: str, preload: bool = False) -> LiveServer:
     """Start ``turnout serve profile`` on a free port (returns at once; see :func:`wait_ready`).
 
     ``preload``: load the models the profile marks ``preload``; off by default (``--no-preload``), because each
     is a second engine starting in the background, CPU that a test which does not need it takes from the rest.
     """
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(port), *args]
     if not preload:
         command.append("--no-preload")

@@ -3,6 +3,7 @@ the checks that refuse to start before any engine does."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,17 @@ def test_no_preload_turns_every_preload_off_and_keeps_the_rest() -> None:
     assert [model.preload for model in loaded.models.values()] == [False, False]
     assert loaded.models["b"].pinned and loaded.models["b"].model == "/m/b"
     assert profile.models["b"].preload  # the original is untouched
+
+
+def test_a_taken_port_stops_serve_in_one_line_before_any_engine(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    profile = tmp_path / "port.yaml"
+    profile.write_text(f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(str(profile), "--port", str(port))
+    assert result.returncode == 1, result.stderr[-2000:]
+    expected = f"error: cannot listen on 127.0.0.1:{port}: Address already in use; not starting."
+    assert expected in result.stderr.splitlines(), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "loading" not in (result.stderr + result.stdout).lower()

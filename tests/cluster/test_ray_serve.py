@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ serve = pytest.importorskip("ray.serve")
 
 from server.cluster import ACCELERATOR, build_application  # noqa: E402
 from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -38,12 +38,6 @@ ENGINE_START_S = 400.0
 #: The fakes' engine load time: a switch costs time, as a real one does.
 SWITCH_DELAY_S = 0.2
 pytestmark = pytest.mark.timeout(300)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _app(replicas: int, max_ongoing: int) -> Any:
@@ -84,7 +78,7 @@ def base_url() -> Iterator[str]:
     env = {"PYTHONPATH": path, **KEYS}
     _start_ray(env)
     try:
-        port = _free_port()
+        port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(_app(2, 2), name="pair", route_prefix="/")
         serve.run(_app(1, 8), name="lru", route_prefix="/lru")

@@ -17,10 +17,12 @@ import os
 import shutil
 import struct
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from server.tinymodels.spec import TEMPLATES_DIR
@@ -169,10 +171,31 @@ def scale() -> Scale:
 
 @pytest.fixture
 def live(request: pytest.FixtureRequest, server_pool: ServerPool) -> LiveServer:
-    """The server of the test's ``live_server`` profile."""
+    """The server of the test's ``live_server`` profile, at rest (:func:`wait_at_rest`)."""
     marker = request.node.get_closest_marker("live_server")
     assert marker is not None, "mark the test with @pytest.mark.live_server(profile)"
-    return server_pool.get(marker.args[0])
+    server = server_pool.get(marker.args[0])
+    wait_at_rest(server)
+    return server
+
+
+#: Slot states of an engine on the move.
+_MOVING = frozenset({"loading", "draining"})
+
+
+def wait_at_rest(server: LiveServer, timeout: float = 600.0) -> None:
+    """Wait until ``server`` moves no engine: no switch, load, drain or restart under way (a preload as the server
+    starts, an earlier test's heal). A test's traffic and switches then begin from rest, not queued behind an
+    engine start: a switch behind ``keep``'s preload once took 30 s, the whole traffic's length."""
+    deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    while True:
+        status = httpx.get(f"{server.url}/admin/status", headers=headers, timeout=30).json()
+        moving = [slot["name"] for slot in status["slots"] if slot["state"] in _MOVING]
+        if status["switching_to"] is None and not moving:
+            return
+        assert time.monotonic() < deadline, f"still moving {moving or status['switching_to']} after {timeout} s"
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ server, not aborted, would keep the count up and the token counter growing to ``
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,13 +29,6 @@ STREAMS = 4
 MAX_TOKENS = 900
 # Its own served name, so that vLLM's metrics of this engine are told apart from other engines in the process.
 MODEL = "disconnect-tools"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class InProcessServer:
@@ -67,6 +59,7 @@ async def in_process(
     server_pool: ServerPool, reliability_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[InProcessServer]:
     from server.api import ApiSettings, create_app
+    from server.cli.listener import bind_listener
     from server.engine.factory import build_manager
     from server.frontend import FrontendSettings, build_bundle_for_profile
     from server.frontend.vllm_adapter import build_renderer
@@ -83,9 +76,11 @@ async def in_process(
     engines = EngineRecorder(build_bundle)
     manager: Any = build_manager(profile, engines, build_renderer=build_renderer)
     app = create_app(manager, ApiSettings(dev_mode=True), default_model=MODEL)
-    port = _free_port()
+    # Bound before the engine loads, as `turnout serve` binds it: no other connection can be handed the port.
+    listener = bind_listener("127.0.0.1", 0)
+    port = listener.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
     deadline = time.monotonic() + 600
     while not server.started:
         assert not serving.done(), "the in-process server stopped during start-up"

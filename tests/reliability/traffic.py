@@ -19,7 +19,7 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -294,13 +294,21 @@ async def _switches(
     targets: Sequence[str],
     *,
     admin_token: str,
-    progress: Callable[[], float],
+    results: list[Result],
+    total: int,
     drain_timeout: float,
     log: list[SwitchLog],
 ) -> None:
-    """Switch to each target in turn, the i-th once i/(n+1) of the traffic is done, so each runs under load."""
+    """Switch to each target in turn, the i-th once i/(n+1) of the traffic has its result, so each runs under load,
+    and once a request has completed since the switch before (or the traffic is over): a switch that outlasts the
+    traffic's pace (an engine start on a loaded machine, 30 s) must not leave the next ones back to back, aborting
+    what it admitted before anything could be served by its model."""
+    since = 0
     for index, target in enumerate(targets, start=1):
-        while progress() < index / (len(targets) + 1):
+        while len(results) < total and not (
+            len(results) >= index * total / (len(targets) + 1)
+            and any(result.outcome == "completed" for result in results[since:])
+        ):
             await asyncio.sleep(0.05)
         try:
             response = await client.post(
@@ -320,6 +328,7 @@ async def _switches(
         else:
             detail = str((_error(body) or {}).get("code"))
         log.append(SwitchLog(target, response.status_code, detail))
+        since = len(results)
 
 
 async def run_traffic(
@@ -337,8 +346,8 @@ async def run_traffic(
     """Send ``specs`` with ``concurrency`` clients while an admin switches through ``switch_targets``.
 
     The switches are spread over the traffic (each waits for the one before to return): the i-th starts once
-    i/(n+1) of the requests have their result. ``expected_errors``: stream error codes that count as refusals
-    (see :func:`classify_stream`).
+    i/(n+1) of the requests have their result and one has completed since the switch before (:func:`_switches`).
+    ``expected_errors``: stream error codes that count as refusals (see :func:`classify_stream`).
     """
     report = TrafficReport()
     queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
@@ -358,7 +367,8 @@ async def run_traffic(
                 client,
                 switch_targets,
                 admin_token=admin_token,
-                progress=lambda: len(report.results) / max(len(specs), 1),
+                results=report.results,
+                total=len(specs),
                 drain_timeout=drain_timeout,
                 log=report.switches,
             )
