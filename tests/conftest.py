@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,10 +95,31 @@ def server_pool(reliability_models: dict[str, Path], live_servers: LiveServers) 
     return ServerPool(reliability_models, live_servers)
 
 
+#: The environment variable of torch's inductor cache, where every engine's worker keeps the kernels it compiled.
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+_INDUCTOR_CACHE = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "live_server(key): the shared live server a test runs against (tests/live_servers.py)"
     )
+    # Each test process's engines (in-process, its servers', its Ray replicas') get an inductor cache of their own,
+    # new for the run. torch's default is one folder per user, shared by every process: an engine there waited on
+    # the other xdist worker's compile lock without using CPU, its watch judged it hung and killed it mid-compile,
+    # and the empty kernel library the kill left broke every later engine of the run that used that kernel (torch
+    # loads a cached library as it is), and would have broken the next runs on the machine too.
+    distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0)
+    if INDUCTOR_CACHE_ENV not in os.environ and not distributing:  # xdist's workers would inherit the controller's
+        folder = Path(tempfile.mkdtemp(prefix="turnout-tests-inductor-"))
+        config.stash[_INDUCTOR_CACHE] = folder
+        os.environ[INDUCTOR_CACHE_ENV] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_INDUCTOR_CACHE, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
