@@ -105,10 +105,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "live_server(key): the shared live server a test runs against (tests/live_servers.py)"
     )
     # Each test process's engines (in-process, its servers', its Ray replicas') get an inductor cache of their own,
-    # new for the run. torch's default is one folder per user, shared by every process: an engine there waited on
-    # the other xdist worker's compile lock without using CPU, its watch judged it hung and killed it mid-compile,
-    # and the empty kernel library the kill left broke every later engine of the run that used that kernel (torch
-    # loads a cached library as it is), and would have broken the next runs on the machine too.
+    # new for the run. torch's default is one folder per user, shared by every process: an engine killed
+    # mid-compile (its watch judged it hung) left an empty kernel library there, which broke every later engine of
+    # the run that used that kernel (torch loads a cached library as it is), and would have broken the next runs on
+    # the machine too.
     distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0)
     if INDUCTOR_CACHE_ENV not in os.environ and not distributing:  # xdist's workers would inherit the controller's
         folder = Path(tempfile.mkdtemp(prefix="turnout-tests-inductor-"))

@@ -31,6 +31,8 @@ from server.profiles import (
 )
 
 if TYPE_CHECKING:
+    import socket
+
     from server.api import ApiSettings, ServingFlags
     from server.engine import MemoryPlan
 
@@ -366,7 +368,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 _DRAIN_SLACK_S = 15.0
 
 
-def _listener_or_exit(host: str, port: int) -> Any:
+def _listener_or_exit(host: str, port: int) -> socket.socket:
     """The bound socket (``listener.bind_listener``): before any engine loads; exit 1 in one line if it cannot."""
     try:
         return bind_listener(host, port)

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server.engine import SlotState
 from server.tinymodels.spec import TEMPLATES_DIR
 from tests.api.live_server import LiveServer, start_server, wait_ready
 from tests.live_servers import LiveServers
@@ -180,7 +181,7 @@ def live(request: pytest.FixtureRequest, server_pool: ServerPool) -> LiveServer:
 
 
 #: Slot states of an engine on the move.
-_MOVING = frozenset({"loading", "draining"})
+_MOVING = frozenset({SlotState.LOADING, SlotState.DRAINING})
 
 
 def wait_at_rest(server: LiveServer, timeout: float = 600.0) -> None:
