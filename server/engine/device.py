@@ -239,6 +239,10 @@ class Device(Generic[B]):
         left = self.leases(model)
         if left:
             logger.warning("ending %d request(s) on %s %s", len(left), model, why)
+            for lease in left:
+                # Every one knows why at once: a request whose engine call fails now must not answer before its
+                # abort task runs (a dead engine's request got vLLM's 500 in that one loop step, not engine_died).
+                lease.aborted_by = error
             results = await asyncio.gather(*(lease.abort(error) for lease in left), return_exceptions=True)
             for lease, result in zip(left, results, strict=True):
                 if isinstance(result, BaseException):

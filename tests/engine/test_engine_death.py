@@ -127,6 +127,21 @@ async def test_a_request_that_failed_on_a_dead_engine_is_told_engine_died(make_m
     manager.release(lease)
 
 
+async def test_a_request_that_answers_in_the_step_its_engine_is_marked_dead_is_told_engine_died(
+    make_manager: MakeManager,
+) -> None:
+    # The slot gives up its dead engine before its requests' abort hooks run: a request whose engine call failed
+    # just then (vLLM's 500) must still learn why, in the very next loop step (a clean-clone CI run saw a 500).
+    manager = make_manager("stop", switching=Switching(max_restarts=0))
+    await manager.initialize("a")
+    lease = await manager.acquire("a")
+    dying = asyncio.create_task(manager.engine_died(lease.bundle.engine, CAUSE))
+    await asyncio.sleep(0)  # the death runs up to its first await; this request's answer comes next
+    assert isinstance(manager.failure_of(lease), EngineDied)
+    await dying
+    manager.release(lease)
+
+
 async def test_an_engine_that_dies_right_after_each_restart_stops_after_max_restarts(
     make_manager: MakeManager,
 ) -> None:
