@@ -106,9 +106,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     # Each test process's engines (in-process, its servers', its Ray replicas') get an inductor cache of their own,
     # new for the run. torch's default is one folder per user, shared by every process: an engine killed
-    # mid-compile (its watch judged it hung) left an empty kernel library there, which broke every later engine of
-    # the run that used that kernel (torch loads a cached library as it is), and would have broken the next runs on
-    # the machine too.
+    # mid-compile (by a false hang verdict, since fixed; a load timeout or a test's kill can do it too) left an empty
+    # kernel library there, which broke every later engine of the run that used that kernel (torch loads a cached
+    # library as it is), and would have broken the next runs on the machine too.
     distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0)
     if INDUCTOR_CACHE_ENV not in os.environ and not distributing:  # xdist's workers would inherit the controller's
         folder = Path(tempfile.mkdtemp(prefix="turnout-tests-inductor-"))
