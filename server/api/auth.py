@@ -18,6 +18,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
+from server.api.cache_salts import record_cache_salt
 from server.api.key_ring import NO_MATCH, KeyRing, digest
 from server.api.key_scopes import record_scope
 from server.api.settings import ApiSettings
@@ -84,8 +85,8 @@ async def provide_viewer(
     admin = is_admin(request, api_settings)
     if not key_ring.keyed or admin:
         return Viewer(admin=admin, scope=None)
-    scope = key_ring.match(_given_keys(request))
-    return Viewer(admin=False, scope=NOTHING if scope is NO_MATCH else scope)
+    matched = key_ring.match(_given_keys(request))
+    return Viewer(admin=False, scope=NOTHING if matched is NO_MATCH else matched.models)
 
 
 class AdminGuard:
@@ -113,8 +114,9 @@ class ApiKeyGuard:
 
     Accepted as OpenAI's clients send them (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
     on every serving route: a client picks its header by SDK, not by path. The single key may use every model;
-    a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``). The
-    keys are the ring's as of this request: a reload that revokes one applies from the next request.
+    a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``), with
+    the salt of the key's cache group (``cache_salts.py``). The keys are the ring's as of this request: a reload
+    that revokes one applies from the next request.
     """
 
     def __init__(self, keys: KeyRing) -> None:
@@ -125,7 +127,8 @@ class ApiKeyGuard:
             return
         matched = self._keys.match(_given_keys(connection))
         if matched is not NO_MATCH:
-            record_scope(connection, matched)
+            record_scope(connection, matched.models)
+            record_cache_salt(connection, matched.cache_salt)
             return
         raise NotAuthorizedException(
             "Missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."

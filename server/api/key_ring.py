@@ -4,7 +4,8 @@ As vLLM compares keys: each given key is hashed and its digest compared with eve
 ``hmac.compare_digest``, every key, with no early exit, so neither which key matched nor a key's length shows in
 the time a check takes. A reload that changes ``server.api_keys`` (or ``api_key_env``) reads the keys again and
 installs the new set in one assignment: a request checked before it keeps its admission and finishes, the next
-request of a revoked key gets 401.
+request of a revoked key gets 401. Each key also carries its cache group's salt (``cache_salts.py``), drawn under a
+secret the ring keeps for its life: a reload keeps every group's salt, so its cached prefixes stay its own.
 """
 
 from __future__ import annotations
@@ -15,16 +16,32 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from server.api.cache_salts import group_salt, new_salt_secret
 from server.api.key_scopes import ScopedKey, scoped_keys
 from server.api.settings import ApiSettings
 from server.profiles import Profile
 
-__all__ = ["NO_MATCH", "KeyEntries", "KeyRing", "KeySet", "digest", "read_keys"]
+__all__ = ["NO_MATCH", "KeyEntries", "KeyMatch", "KeyRing", "KeySet", "digest", "read_keys"]
 
-#: What :meth:`KeyRing.match` answers when no configured key matched (a scope of None means "every model").
+#: What :meth:`KeyRing.match` answers when no configured key matched.
 NO_MATCH: Final[Any] = object()
-#: The keys as the ring holds them: each key's digest and its scope (None: every model).
-KeyEntries = tuple[tuple[bytes, frozenset[str] | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyMatch:
+    """What a configured key grants.
+
+    Attributes:
+        models: The models it may use (None: every model).
+        cache_salt: Its cache group's salt (``cache_salts.group_salt``).
+    """
+
+    models: frozenset[str] | None
+    cache_salt: str = field(repr=False)
+
+
+#: The keys as the ring holds them: each key's digest and what it grants.
+KeyEntries = tuple[tuple[bytes, KeyMatch], ...]
 
 
 def digest(secret: str) -> bytes:
@@ -39,10 +56,12 @@ class KeySet:
     Attributes:
         api_key: The key that may use every model (``--api-key``, else ``server.api_key_env``'s variable).
         scoped: The keys of ``server.api_keys``, each limited to its models.
+        api_key_cache_group: ``api_key``'s cache group (``server.api_key_cache_group``; None: its own).
     """
 
     api_key: str | None = field(default=None, repr=False)
     scoped: tuple[ScopedKey, ...] = ()
+    api_key_cache_group: str | None = None
 
 
 def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None = None) -> KeySet:
@@ -52,12 +71,19 @@ def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None 
         KeyNotSet: An item of ``server.api_keys`` names an unset variable.
     """
     api_key = cli_api_key or env.get(profile.server.api_key_env, "").strip() or None
-    return KeySet(api_key=api_key, scoped=scoped_keys(profile.server.api_keys, profile.models, env))
+    scoped = scoped_keys(profile.server.api_keys, profile.models, env)
+    return KeySet(api_key=api_key, scoped=scoped, api_key_cache_group=profile.server.api_key_cache_group)
 
 
-def _entries(keys: KeySet) -> KeyEntries:
-    every: Iterable[tuple[bytes, frozenset[str] | None]] = [(digest(keys.api_key), None)] if keys.api_key else []
-    return (*every, *((digest(scoped.key), scoped.models) for scoped in keys.scoped))
+def _entries(keys: KeySet, secret: bytes) -> KeyEntries:
+    def entry(key: str, models: frozenset[str] | None, cache_group: str | None) -> tuple[bytes, KeyMatch]:
+        key_digest = digest(key)
+        return key_digest, KeyMatch(models=models, cache_salt=group_salt(secret, key_digest, cache_group))
+
+    every: Iterable[tuple[bytes, KeyMatch]] = (
+        [entry(keys.api_key, None, keys.api_key_cache_group)] if keys.api_key else []
+    )
+    return (*every, *(entry(scoped.key, scoped.models, scoped.cache_group) for scoped in keys.scoped))
 
 
 class KeyRing:
@@ -69,13 +95,17 @@ class KeyRing:
     """
 
     def __init__(self, keys: KeySet, *, cli_api_key: str | None = None) -> None:
-        self._entries = _entries(keys)
+        self._salt_secret = new_salt_secret()  # for the ring's life: reloads keep every group's salt
+        self._entries = _entries(keys, self._salt_secret)
         self._cli_api_key = cli_api_key
 
     @classmethod
     def of(cls, settings: ApiSettings, *, cli_api_key: str | None = None) -> KeyRing:
         """A ring of ``settings``' keys (the single API key and the scoped keys)."""
-        return cls(KeySet(api_key=settings.api_key, scoped=settings.scoped_keys), cli_api_key=cli_api_key)
+        keys = KeySet(
+            api_key=settings.api_key, scoped=settings.scoped_keys, api_key_cache_group=settings.api_key_cache_group
+        )
+        return cls(keys, cli_api_key=cli_api_key)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KeyRing:
         # Litestar deep-copies a router (and the guards on it) as it registers it: a copy would not see reloads.
@@ -86,23 +116,23 @@ class KeyRing:
         """Whether any key is configured (the serving routes then need one)."""
         return bool(self._entries)
 
-    def match(self, given: Iterable[str | None]) -> frozenset[str] | None:
-        """The scope of the configured key among ``given`` (None: every model), or :data:`NO_MATCH`.
+    def match(self, given: Iterable[str | None]) -> KeyMatch:
+        """What the configured key among ``given`` grants, or :data:`NO_MATCH`.
 
         Every given value is compared with every configured key, whatever matched before.
         """
         entries = self._entries  # one read: a reload swapping the set mid-check cannot mix two sets
         candidates = [digest(value or "") for value in given]
         matched = NO_MATCH
-        for secret, models in entries:
+        for secret, grant in entries:
             for candidate in candidates:
                 if hmac.compare_digest(candidate, secret) and matched is NO_MATCH:
-                    matched = models
+                    matched = grant
         return matched  # type: ignore[no-any-return]
 
     def read(self, profile: Profile, env: Mapping[str, str]) -> KeyEntries:
         """The key set ``profile`` configures now, for :meth:`install` (raises ``KeyNotSet`` as :func:`read_keys`)."""
-        return _entries(read_keys(profile, env, self._cli_api_key))
+        return _entries(read_keys(profile, env, self._cli_api_key), self._salt_secret)
 
     def differs(self, entries: KeyEntries) -> bool:
         """Whether ``entries`` (from :meth:`read`) differ from the keys in use."""

@@ -41,10 +41,12 @@ class ScopedKey:
     Attributes:
         key: The secret (never shown).
         models: The models (their own names) it may use.
+        cache_group: Its prefix-cache group (``cache_group``; None: a cache of its own).
     """
 
     key: str = field(repr=False)
     models: frozenset[str]
+    cache_group: str | None = None
 
 
 class KeyNotSet(ValueError):
@@ -82,7 +84,8 @@ def scoped_keys(
                 f"server.api_keys[{index}].key_env: the environment variable {item.key_env} is not set; "
                 "set it to the key, or remove the item"
             )
-        keys.append(ScopedKey(key=secret, models=frozenset(owners[name] for name in item.models)))
+        models_of_key = frozenset(owners[name] for name in item.models)
+        keys.append(ScopedKey(key=secret, models=models_of_key, cache_group=item.cache_group))
     return tuple(keys)
 
 

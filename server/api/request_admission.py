@@ -21,6 +21,7 @@ from litestar import Request
 from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
+from server.api.cache_salts import UNSALTED, request_cache_salt, salted
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
@@ -192,8 +193,12 @@ class AdmissionTarget:
 async def admission_target(request: Request[Any, Any, Any], manager: EngineManager[ServingBundle]) -> AdmissionTarget:
     """Read the body and the model it names; refuse a model the request's API key may not use.
 
+    The body gets the ``cache_salt`` of the key's cache group (``cache_salts.salted``), on every route but those
+    marked :data:`~server.api.cache_salts.UNSALTED`: the Ray node admits here too, so both salt alike.
+
     Raises:
-        ValidationException: the body is not a JSON object, or its ``model`` not a string.
+        ValidationException: the body is not a JSON object, its ``model`` not a string, or its ``cache_salt`` not
+            a non-empty string.
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
             the model a request naming none goes to, for a key limited to some).
     """
@@ -206,6 +211,8 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
     scope = request_scope(request)
+    if not request.route_handler.opt.get(UNSALTED):
+        body = salted(body, request_cache_salt(request))
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )

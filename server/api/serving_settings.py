@@ -67,6 +67,7 @@ def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) 
         admin_token_env=server.admin_token_env,
         api_key=keys.api_key,
         scoped_keys=keys.scoped,
+        api_key_cache_group=keys.api_key_cache_group,
         allowed_hosts=default_allowed_hosts(flags.host, server.allowed_hosts),
         metrics_token=_secret(env, server.metrics_token_env) if server.metrics_token_env else None,
         dev_mode=flags.dev or env.get(DEV_MODE_ENV) == "1",

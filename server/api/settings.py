@@ -37,6 +37,7 @@ class ApiSettings:
             (vLLM's ``--enable-request-id-headers``).
         allowed_hosts: The ``Host`` names the server answers (``edge.host_allowed``'s patterns); None: any.
         metrics_token: Bearer token ``/metrics`` needs (``server.metrics_token_env``); None: open.
+        api_key_cache_group: ``api_key``'s prefix-cache group (``server.api_key_cache_group``; None: its own).
     """
 
     admin_token: str | None = field(default=None, repr=False)
@@ -52,6 +53,7 @@ class ApiSettings:
     allowed_hosts: tuple[str, ...] | None = None
     metrics_token: str | None = field(default=None, repr=False)
     stream_stall_timeout_s: float = 60.0
+    api_key_cache_group: str | None = None
 
     @property
     def keyed(self) -> bool:

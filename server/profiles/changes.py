@@ -141,7 +141,7 @@ def _changed_fields(
 
 
 #: Settings outside ``models`` that a reload applies at once (the API keys, in ``server/api/key_ring.py``).
-RELOADED_SETTINGS: Final = frozenset({"server.api_keys", "server.api_key_env"})
+RELOADED_SETTINGS: Final = frozenset({"server.api_keys", "server.api_key_env", "server.api_key_cache_group"})
 
 
 def _restart_only(old: Profile, new: Profile) -> list[str]:

@@ -26,6 +26,8 @@ API_KEYS: Final = "api_keys"
 #: What an environment variable's name may be (the server section's env keys follow it too).
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ITEM_KEYS: Final = ("key_env", "models")
+#: The optional keys of an item.
+_OPTIONAL_KEYS: Final = ("cache_group",)
 
 
 def check_api_keys(ctx: Context, tree: CommentedMap, models: Mapping[str, ModelProfile]) -> list[ApiKeyScope]:
@@ -84,10 +86,11 @@ def _check_item(ctx: Context, seq: CommentedSeq, index: int, item: Any, names: M
         report.error(item_pos(seq, index), f"{where} must be a mapping {{key_env, models}}, got {shown}")
         return None
     before = report.error_count
+    allowed = (*_ITEM_KEYS, *_OPTIONAL_KEYS)
     for key in item:
-        if key not in _ITEM_KEYS:
-            hint = did_you_mean(key, _ITEM_KEYS) if isinstance(key, str) else ""
-            message = f"unknown key {describe_value(key)} in {where}{hint} (allowed: key_env, models)"
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) if isinstance(key, str) else ""
+            message = f"unknown key {describe_value(key)} in {where}{hint} (allowed: {', '.join(allowed)})"
             report.error(key_pos(item, key), message)
     for key in _ITEM_KEYS:
         if key not in item:
@@ -97,9 +100,15 @@ def _check_item(ctx: Context, seq: CommentedSeq, index: int, item: Any, names: M
         shown = describe_value(key_env)
         report.error(value_pos(item, "key_env"), f"{where}.key_env must be an environment variable name, got {shown}")
     models = _check_models(ctx, item, where, names) if "models" in item else None
+    cache_group = None
+    if "cache_group" in item:
+        cache_group = to_plain(item["cache_group"], value_pos(item, "cache_group"), report)
+    if cache_group is not None and not (isinstance(cache_group, str) and cache_group):
+        shown = describe_value(cache_group)
+        report.error(value_pos(item, "cache_group"), f"{where}.cache_group must be a non-empty name, got {shown}")
     if report.error_count > before or not isinstance(key_env, str) or models is None:
         return None
-    return ApiKeyScope(key_env=key_env, models=models)
+    return ApiKeyScope(key_env=key_env, models=models, cache_group=cache_group)
 
 
 def _check_models(ctx: Context, item: CommentedMap, where: str, names: Mapping[str, str]) -> list[str] | None:

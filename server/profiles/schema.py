@@ -284,10 +284,17 @@ class ApiKeyScope(Base, frozen=True, kw_only=True):
         models: The models the key may use, by name or ``served_model_name`` alias (an alias counts as its
             model, with all of its names). Other models are hidden from it: ``/v1/models`` leaves them out, and a
             request naming one gets the same 404 ``model_not_found`` as a name no model has.
+        cache_group: The prefix-cache group of the key. Each key has a cache of its own by default: its requests
+            reuse only the cached prompt prefixes (and the KV blocks a ``keep`` switch kept) of its own earlier
+            requests, so no key can learn what another sent through ``usage.prompt_tokens_details.cached_tokens``
+            or the time to the first token. Keys that name the same group share one cache (a team with several
+            keys). The group is salted with a secret the server draws at start, never with the name alone, and a
+            request's own ``cache_salt`` is combined with its group's (it narrows the sharing, never widens it).
     """
 
     key_env: str
     models: list[str]
+    cache_group: str | None = None
 
 
 class ServerSection(Base, frozen=True, kw_only=True):
@@ -313,6 +320,9 @@ class ServerSection(Base, frozen=True, kw_only=True):
             released, and the end logged with the model and request id, so that neither switches nor
             ``max_concurrent_requests`` wait on it. Waiting for the engine does not count. nginx's
             ``send_timeout`` is 60 s too.
+        api_key_cache_group: The prefix-cache group of the ``api_key_env`` (or ``--api-key``) key, as an
+            ``api_keys`` item's ``cache_group``; unset: a cache of its own. Without any key, every request shares
+            one cache, as in vLLM.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -322,6 +332,7 @@ class ServerSection(Base, frozen=True, kw_only=True):
     allowed_hosts: list[str] | None = None
     reload_dirs: list[str] | None = None
     stream_stall_timeout_s: PositiveFloat = 60.0
+    api_key_cache_group: str | None = None
 
 
 class Profile(Base, frozen=True, kw_only=True):

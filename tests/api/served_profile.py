@@ -63,7 +63,12 @@ async def serve_profile(tmp_path: Path, text: str, env: Mapping[str, str] | None
     keys = read_keys(profile, all_env)
     ring = KeyRing(keys)
     reloader = Reloader(manager, profile, validate, key_ring=ring, env=all_env)
-    settings = ApiSettings(admin_token=ADMIN_TOKEN, api_key=keys.api_key, scoped_keys=keys.scoped)
+    settings = ApiSettings(
+        admin_token=ADMIN_TOKEN,
+        api_key=keys.api_key,
+        scoped_keys=keys.scoped,
+        api_key_cache_group=keys.api_key_cache_group,
+    )
     app = create_app(manager, settings, reloader=reloader, key_ring=ring)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
     return Served(client, manager, reloader, profile_path, workspace)

@@ -33,6 +33,8 @@ class FakeServingBundle:
         self._running: dict[str, set[str]] = {}
         self._stored: dict[str, dict[str, Any]] = {}
         self._background: dict[str, asyncio.Task[None]] = {}
+        #: Every body it was given, with the route it came by (``chat``, ``tokenize``, an operation's name...).
+        self.received: list[tuple[str, dict[str, Any]]] = []
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         ids = tuple(self._running.get(request_id, ()))
@@ -40,6 +42,7 @@ class FakeServingBundle:
         return ids
 
     async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        self.received.append(("chat", body))
         if body.get("tool_choice") == "auto" and not self.auto_tools:
             return JsonResult(400, error_body(400, '"auto" tool choice requires --enable-auto-tool-choice'))
         if body.get("fail"):
@@ -71,12 +74,15 @@ class FakeServingBundle:
         return await self.chat(body, request_id)
 
     async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
+        self.received.append(("embeddings", body))
         return JsonResult(400, error_body(400, "The model does not support the Embeddings API"))
 
     async def tokenize(self, body: dict[str, Any]) -> JsonResult:
+        self.received.append(("tokenize", body))
         return JsonResult(200, {"tokens": [1, 2], "count": 2, "model": self.name})
 
     async def detokenize(self, body: dict[str, Any]) -> JsonResult:
+        self.received.append(("detokenize", body))
         return JsonResult(200, {"prompt": self.name})
 
     async def tokenizer_info(self) -> JsonResult:
@@ -84,6 +90,7 @@ class FakeServingBundle:
 
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
+        self.received.append((operation, body))
         if operation == "responses.retrieve":
             stored = self._stored.get(body["response_id"])
             if stored is None:

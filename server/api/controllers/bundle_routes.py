@@ -9,6 +9,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
+from server.api.cache_salts import UNSALTED
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, form_body_limit
 from server.api.openapi import request_body
@@ -34,6 +35,7 @@ def bundle_route(
     api: ApiShape = OPENAI_API,
     *,
     form: bool = False,
+    salted: bool = True,
 ) -> HTTPRouteHandler:
     """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
 
@@ -45,6 +47,7 @@ def bundle_route(
         summary: The handler's docstring (the operation's summary in the OpenAPI document).
         api: The API the route speaks: its error bodies and how its streams end.
         form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size.
+        salted: The body gets the key's ``cache_salt`` (``cache_salts.py``); False where vLLM's request takes none.
     """
 
     # `admitted` is a `waiting.AdmittedOrWaiting` (declared Any: msgspec refuses a union of two dataclasses).
@@ -54,13 +57,15 @@ def bundle_route(
     handler.__name__ = handler.__qualname__ = name
     handler.__doc__ = summary
     # A form route has its own body limit (vLLM's audio upload limit) and tells the admission to read a form.
-    form_options: dict[str, Any] = {"opt": {FORM_BODY: True}, "request_max_body_size": form_body_limit()}
+    form_options: dict[str, Any] = {"request_max_body_size": form_body_limit()} if form else {}
+    opt = {FORM_BODY: form, UNSALTED: not salted}
     decorate = post(
         path,
         operation_class=request_body(component, "multipart/form-data" if form else "application/json"),
         dependencies=ADMITTED,
         status_code=200,
         description=_FORM_DOC if form else _BODY_DOC,
-        **(form_options if form else {}),
+        opt=opt,
+        **form_options,
     )
     return decorate(handler)
