@@ -3,8 +3,8 @@
 One server, manual mode, with a key for every model, a key limited to ``tools`` and one more limited key that a
 reload revokes. It checks what a browser, a limited key and an admin can and cannot get: 415 for a cross-site
 body, 403 for a rebinding Host, a reload that will not read a file outside the profile's folder, a revoked key
-shut out at once while its stream finishes, and a stop switch that never answers the limited key with the model
-it may not use, nor names it.
+shut out at once while its stream finishes, a prefix cache that no key shares with another key's cache group,
+and a stop switch that never answers the limited key with the model it may not use, nor names it.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ TOKEN = "trust-admin-token"
 FULL = "trust-key-for-everything"
 TOOLS_ONLY = "trust-key-for-tools"
 REVOKED = "trust-key-to-revoke"
+TEAMMATE = "trust-key-of-the-tools-team"
+TEAMMATE_ITEM = "    - key_env: TRUST_TEAMMATE_KEY\n      models: [tools]\n      cache_group: tools-team\n"
 REVOKED_ITEM = "    - key_env: TRUST_REVOKED_KEY\n      models: [tools]\n"
 KEYS = f"""
 server:
   api_keys:
     - key_env: TRUST_TOOLS_KEY
       models: [tools]
+      cache_group: tools-team
 {REVOKED_ITEM}"""
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0}
 
@@ -42,6 +45,9 @@ def bearer(key: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def profile(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     def stop_with_keys(text: str) -> str:
+        # Cached prompt tokens reported in usage: the prefix cache tests read them.
+        details = "    tool_call_parser: hermes\n    enable_prompt_tokens_details: true\n"
+        text = text.replace("    tool_call_parser: hermes\n", details)
         return text.replace("strategy: keep", "strategy: stop").replace("  max_active: 2\n", "") + KEYS
 
     return demo_copy(tiny_models, tmp_path_factory.mktemp("trust"), stop_with_keys)
@@ -54,6 +60,7 @@ def server(profile: Path) -> Iterator[LiveServer]:
         "TURNOUT_API_KEY": FULL,
         "TRUST_TOOLS_KEY": TOOLS_ONLY,
         "TRUST_REVOKED_KEY": REVOKED,
+        "TRUST_TEAMMATE_KEY": TEAMMATE,
     }
     live = start_server(profile, profile.parent / "serve.log", env)
     try:
@@ -113,6 +120,27 @@ def test_a_key_revoked_by_reload_gets_401_next_while_its_stream_finishes(server:
     assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2], rest[-3:]
     kept = httpx.post(f"{server.url}/v1/chat/completions", json=CHAT, headers=bearer(TOOLS_ONLY), timeout=60)
     assert kept.status_code == 200 and kept.json()["model"] == "tools"
+
+
+def test_cached_prefixes_serve_only_their_keys_cache_group_across_a_reload(server: LiveServer, profile: Path) -> None:
+    # About 570 prompt tokens: four full KV blocks of 128 on CPU.
+    prompt = " ".join(f"Team secret line {i}: the launch code is {i * 7919 % 10007}." for i in range(20))
+    body = {"model": "tools", "messages": [{"role": "user", "content": prompt}], "max_tokens": 1, "temperature": 0}
+
+    def cached_tokens(key: str) -> int:
+        answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=bearer(key), timeout=120)
+        assert answer.status_code == 200, answer.text
+        details = answer.json()["usage"].get("prompt_tokens_details") or {}
+        return int(details.get("cached_tokens") or 0)
+
+    assert cached_tokens(TOOLS_ONLY) == 0
+    # A second key of the tools team's cache group joins by a reload, which keeps every group's salt.
+    profile.write_text(profile.read_text() + TEAMMATE_ITEM)
+    reload = httpx.post(f"{server.url}/admin/reload", json={}, headers=bearer(TOKEN), timeout=120)
+    assert reload.status_code == 200 and reload.json()["keys_changed"] is True, reload.text
+    assert cached_tokens(TOOLS_ONLY) > 0  # the prefix cache works, and the key's salt outlived the reload
+    assert cached_tokens(FULL) == 0  # another key's team learns nothing of the prompt
+    assert cached_tokens(TEAMMATE) > 0  # a key of the same cache group shares the cache
 
 
 def test_during_a_stop_switch_the_limited_key_naming_no_model_never_gets_the_other(server: LiveServer) -> None:
