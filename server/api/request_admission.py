@@ -25,6 +25,7 @@ from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
+from server.api.request_bounds import check_request_bounds
 from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import Operation
@@ -194,6 +195,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
 
     Raises:
         ValidationException: the body is not a JSON object, or its ``model`` not a string.
+        RequestOutOfBounds: the body asks its model for more than the model's bounds allow (``request_bounds``).
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
             the model a request naming none goes to, for a key limited to some).
     """
@@ -206,6 +208,10 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
     scope = request_scope(request)
+    # Before admission: a request no engine should run never waits for the device, nor moves it.
+    bounded_by = manager.models.get(name or manager.switching_to or manager.active_model or "")
+    if bounded_by is not None:
+        check_request_bounds(body, bounded_by)
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )

@@ -22,6 +22,7 @@ __all__ = [
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
     "MEMORY_SIZE_PATTERN",
+    "REQUEST_BOUND_KEYS",
     "RESIDENCY_KEYS",
     "ApiKeyScope",
     "ChatTemplateContentFormat",
@@ -85,8 +86,12 @@ FRONTEND_SETTING_KEYS = (
 )
 #: Per-model keys that say how long a model stays loaded and how much it serves at once (the engine layer reads them).
 RESIDENCY_KEYS = ("pinned", "preload", "idle_unload_s", "max_concurrent_requests")
+#: Per-model keys that bound what one request may ask for (the API checks them before admission).
+REQUEST_BOUND_KEYS = ("max_n", "max_best_of", "max_batch_prompts")
 #: Per-model keys that are Turnout's, not vLLM's engine's. Every other key goes to ``AsyncEngineArgs``.
-FRONTEND_KEYS = frozenset({*FRONTEND_SETTING_KEYS, *RESIDENCY_KEYS, "served_model_name", "quant_config"})
+FRONTEND_KEYS = frozenset(
+    {*FRONTEND_SETTING_KEYS, *RESIDENCY_KEYS, *REQUEST_BOUND_KEYS, "served_model_name", "quant_config"}
+)
 
 
 class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -153,6 +158,18 @@ class ModelProfile(Base, frozen=True, kw_only=True):
             ``enable_lora: true``; vLLM's other LoRA engine arguments (``max_loras``, ``max_lora_rank``,
             ``max_cpu_loras``, ``lora_dtype``, ...) are engine arguments like any other. An adapter name must
             differ from every model name, alias and other adapter.
+        max_n: The largest ``n`` (choices per prompt; beam width with ``use_beam_search``) a request to this model
+            may ask for; default 128, OpenAI's own bound. A request past it gets 400 naming ``n`` at once, before
+            it waits for the device or moves it (vLLM has no bound of its own). To change every model's bound,
+            set it in an ``x-`` anchor that the models merge.
+        max_best_of: The largest ``best_of`` (candidates generated per prompt) a request may ask for; default 128,
+            as ``max_n``. Checked the same way.
+        max_batch_prompts: The most prompts one request may carry: the items of a batch field (``prompt`` and
+            ``input`` lists of strings or token lists, batch chat's conversations, ``documents``, ``texts``,
+            ``queries``, ``items``, ``text_1``/``text_2``, ``data_1``/``data_2``, ...). A token list counts as one
+            prompt, and a conversation's messages as one. Default 2048, OpenAI's bound on an embeddings
+            ``input`` list: each prompt is an engine request, so 2048 still fill the largest engine batches,
+            and a client with more splits them. Checked the same way.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -182,6 +199,9 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     idle_unload_s: PositiveFloat | None = None
     max_concurrent_requests: PositiveInt | None = None
     lora_modules: dict[str, str] | None = None
+    max_n: PositiveInt = 128
+    max_best_of: PositiveInt = 128
+    max_batch_prompts: PositiveInt = 2048
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
