@@ -333,6 +333,23 @@ class ServerSection(Base, frozen=True, kw_only=True):
             released, and the end logged with the model and request id, so that neither switches nor
             ``max_concurrent_requests`` wait on it. Waiting for the engine does not count. nginx's
             ``send_timeout`` is 60 s too.
+        header_timeout_s: Seconds a client has to send a request's line and headers, counted from when its
+            connection opens and from the first byte of each next request on it; past it the connection is
+            closed, so a client that trickles a request (a slow-loris) holds no connection longer. Bodies and
+            answers are not timed by it. Default 30: a client sends its headers at once, and a half-sent request
+            is closed within a minute (nginx's ``client_header_timeout`` is 60 s). Applies at a restart.
+        keep_alive_timeout_s: Seconds an idle keep-alive connection stays open between two requests (uvicorn's
+            ``timeout_keep_alive``; ``turnout serve --timeout-keep-alive`` overrides it). Default 65, not
+            uvicorn's and vLLM's 5: above the 5 s after which httpx (so the OpenAI SDK) expires an idle
+            connection and the 60 s of common proxies, so the server's close never races a client's next request
+            on a connection the client still trusts (that request would get a reset). Applies at a restart.
+        max_connections: Most client connections open at once. Past it a new connection closes one that serves
+            nothing (the oldest that never completed a request's headers, else the one idle longest between two
+            requests); it gets a 503 with ``Retry-After`` only when every connection has a request in flight. So
+            half-open connections never starve ``/health`` or clients with requests in flight. Default 1024: far
+            more than one device serves at once (``switching.max_queue`` waits per model, engine batches of a
+            few hundred). Keep it below the process's open-file limit (``ulimit -n``) less what the engines use;
+            the server warns at start when it is not. Applies at a restart.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -342,6 +359,9 @@ class ServerSection(Base, frozen=True, kw_only=True):
     allowed_hosts: list[str] | None = None
     reload_dirs: list[str] | None = None
     stream_stall_timeout_s: PositiveFloat = 60.0
+    header_timeout_s: PositiveFloat = 30.0
+    keep_alive_timeout_s: PositiveInt = 65
+    max_connections: PositiveInt = 1024
 
 
 class Profile(Base, frozen=True, kw_only=True):
