@@ -75,6 +75,15 @@ class KeepAliveClient:
             length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
             return int(lines[0].split()[1]), await self._reader.readexactly(length)
 
+    async def closed_by_server(self, within_s: float) -> bool:
+        """Whether the server closes this (idle) connection within ``within_s``."""
+        try:
+            return await asyncio.wait_for(self._reader.read(), within_s) == b""
+        except ConnectionError:
+            return True
+        except TimeoutError:
+            return False
+
     async def close(self) -> None:
         self._writer.close()
         with contextlib.suppress(ConnectionError):

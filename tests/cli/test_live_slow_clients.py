@@ -1,7 +1,7 @@
 """Slow clients against a live ``turnout serve`` (real uvicorn as the CLI runs it, one tiny real engine): with the
 profile's ``server.header_timeout_s: 2`` and ``server.max_connections: 16``, connections that trickle half a
 request line are closed by the server at the timeout, and while they fill the cap ``/health`` still answers and a
-client served before keeps its connection.
+client served before keeps its connection (until it idles past ``server.keep_alive_timeout_s``).
 
 Before: uvicorn with httptools had no header timeout and Turnout no cap; 200 such connections were all still open
 after 90 s.
@@ -22,12 +22,14 @@ from tests.cli.slow_clients import KeepAliveClient, SlowLoris
 pytestmark = pytest.mark.engine
 
 HEADER_TIMEOUT_S = 2
+KEEP_ALIVE_S = 5
 MAX_CONNECTIONS = 16
 #: How late past its header timeout the server may close a half-sent request on a busy shared machine.
 SLACK_S = 8.0
 LIMITS = f"""
 server:
   header_timeout_s: {HEADER_TIMEOUT_S}
+  keep_alive_timeout_s: {KEEP_ALIVE_S}
   max_connections: {MAX_CONNECTIONS}
 """
 
@@ -54,10 +56,13 @@ async def test_half_sent_requests_are_closed_and_starve_neither_health_nor_serve
             async with httpx.AsyncClient(base_url=server.url, timeout=10) as fresh:
                 assert (await fresh.get("/health")).status_code == 200  # a new connection gets in
             assert (await served.get("/health"))[0] == 200  # and the served client's connection still works
-        closed = await loris.closed_by_server(HEADER_TIMEOUT_S + SLACK_S - (time.monotonic() - started))
-        assert all(closed), f"{closed.count(False)} half-sent requests still open"
         status, body = await served.get("/ready")
         assert status == 200, body
+        idle_since = time.monotonic()
+        closed = await loris.closed_by_server(HEADER_TIMEOUT_S + SLACK_S - (time.monotonic() - started))
+        assert all(closed), f"{closed.count(False)} half-sent requests still open"
+        # The profile's keep-alive timeout, not the default 65 s, closes the served client once it idles.
+        assert await served.closed_by_server(KEEP_ALIVE_S + SLACK_S - (time.monotonic() - idle_since))
     finally:
         await loris.close()
         await served.close()
