@@ -58,10 +58,10 @@ class ConnectionLimits:
 
     header_timeout_s: float
     max_connections: int
-    _open: dict[_LimitedProtocol, None] = field(default_factory=dict)
-    _evicted: int = 0
-    _refused: int = 0
-    _warned_at: float = float("-inf")
+    _open: dict[_LimitedProtocol, None] = field(default_factory=dict, init=False)  # oldest first
+    _evicted: int = field(default=0, init=False)
+    _refused: int = field(default=0, init=False)
+    _warned_at: float = field(default=float("-inf"), init=False)
 
     @property
     def open_count(self) -> int:
