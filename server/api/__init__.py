@@ -28,6 +28,7 @@ from server.api.model_names import resolve_model_name
 from server.api.profile_watch import watch_profile
 from server.api.reloader import Reloader
 from server.api.request_admission import ServingBundle
+from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
@@ -45,11 +46,13 @@ __all__ = [
     "KeyNotSet",
     "KeyRing",
     "Reloader",
+    "RequestOutOfBounds",
     "RouteTable",
     "ServingBundle",
     "ServingFlags",
     "allowed_model",
     "api_settings",
+    "check_request_bounds",
     "create_app",
     "engine_error_body",
     "error_response",

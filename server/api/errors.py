@@ -20,6 +20,7 @@ from litestar.types import ExceptionHandlersMap
 
 from server.api.disconnects import ClientLeft
 from server.api.key_scopes import request_scope, shown_to
+from server.api.request_bounds import RequestOutOfBounds
 from server.engine import EngineError
 from server.frontend import error_body
 
@@ -169,6 +170,10 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     return error_response(400, f"{exc.detail}{': ' + where if where else ''}", code="invalid_request")
 
 
+def _out_of_bounds(_: Request[Any, Any, Any], exc: RequestOutOfBounds) -> Response[dict[str, Any]]:
+    return error_response(400, str(exc.detail), code=exc.code, param=exc.param)
+
+
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     headers = dict(exc.headers or {})
@@ -189,6 +194,7 @@ def _client_left(_: Request[Any, Any, Any], exc: ClientLeft) -> Response[bytes]:
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ClientLeft: _client_left,
     EngineError: _engine_error,
+    RequestOutOfBounds: _out_of_bounds,
     ValidationException: _validation_error,
     HTTPException: _http_error,
     Exception: _unexpected,

@@ -26,6 +26,7 @@ from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
+from server.api.request_bounds import check_request_bounds
 from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import Operation
@@ -199,6 +200,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     Raises:
         ValidationException: the body is not a JSON object, its ``model`` not a string, or its ``cache_salt`` not
             a non-empty string.
+        RequestOutOfBounds: the body asks its model for more than the model's bounds allow (``request_bounds``).
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
             the model a request naming none goes to, for a key limited to some).
     """
@@ -213,6 +215,10 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     scope = request_scope(request)
     if not request.route_handler.opt.get(UNSALTED):
         body = salted(body, request_cache_salt(request))
+    # Before admission: a request no engine should run never waits for the device, nor moves it.
+    bounded_by = manager.models.get(name or manager.switching_to or manager.active_model or "")
+    if bounded_by is not None:
+        check_request_bounds(body, bounded_by)
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import socket
 
     from server.api import ApiSettings, ServingFlags
+    from server.cli.connection_limits import ConnectionLimits
     from server.engine import MemoryPlan
 
 __all__ = [
@@ -70,7 +71,7 @@ class ServeOptions:
     generate_admin_token: bool = False
     watch: bool = False
     no_preload: bool = False
-    timeout_keep_alive: int = 65
+    timeout_keep_alive: int | None = None  # None: the profile's server.keep_alive_timeout_s
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
 
@@ -241,6 +242,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import uvicorn
 
     from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile
+    from server.cli.connection_limits import limited_protocol
     from server.engine import StrategyUnavailable, build_manager, prepare_profile
     from server.frontend import (
         FrontendSettings,
@@ -348,14 +350,16 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
     drain_timeout = profile.switching.drain_timeout
-    # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request.
+    limits = _connection_limits(profile)
+    # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
+    # httptools protocol with Turnout's header timeout and connection cap (connection_limits.py).
     config = uvicorn.Config(
         served,
         host=options.host,
         port=options.port,
         loop="uvloop",
-        http="httptools",
-        timeout_keep_alive=options.timeout_keep_alive,
+        http=limited_protocol(limits),
+        timeout_keep_alive=options.timeout_keep_alive or profile.server.keep_alive_timeout_s,
         **uvicorn_options,
         # A backstop only: the manager's drain ends every request by then (plus the time a stream needs to
         # send its error event).
@@ -366,6 +370,28 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 
 #: Seconds past the drain timeout that uvicorn waits for the ended requests to leave before it cancels them.
 _DRAIN_SLACK_S = 15.0
+#: File descriptors the server needs besides its client connections (engines' pipes and sockets, logs, models).
+_FD_RESERVE = 256
+
+
+def _connection_limits(profile: Profile) -> ConnectionLimits:
+    """The HTTP server's header timeout and connection cap (``server.*``); warns when the open-file limit would
+    refuse connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
+    import resource
+
+    from server.cli.connection_limits import ConnectionLimits
+
+    server = profile.server
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and server.max_connections + _FD_RESERVE > soft:
+        logger.warning(
+            "server.max_connections is %d but the open-file limit (ulimit -n) is %d: raise the limit to at least "
+            "%d, or lower max_connections",
+            server.max_connections,
+            soft,
+            server.max_connections + _FD_RESERVE,
+        )
+    return ConnectionLimits(header_timeout_s=server.header_timeout_s, max_connections=server.max_connections)
 
 
 def _listener_or_exit(host: str, port: int) -> socket.socket:
@@ -436,12 +462,11 @@ def _draining_server_class() -> type:
 )
 @click.option(
     "--timeout-keep-alive",
-    default=65,
-    show_default=True,
+    default=None,
     type=click.IntRange(min=1),
-    # uvicorn's (and vLLM's) 5 s equals httpx's (so the OpenAI SDK's) idle expiry: a client reusing a connection
-    # at ~5 s meets the server closing it and gets a reset. Longer than the clients' expiry, the race is gone.
-    help="Seconds an idle keep-alive connection stays open (keep it above your clients' and proxies' idle timeouts).",
+    # The profile's server.keep_alive_timeout_s says why its default is 65 s, not uvicorn's 5.
+    help="Seconds an idle keep-alive connection stays open (default: the profile's server.keep_alive_timeout_s, "
+    "65; keep it above your clients' and proxies' idle timeouts).",
 )
 @click.pass_context
 def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:

@@ -8,13 +8,14 @@ is built from (``EdgeParts``). An unknown, hidden or unauthenticated name is ans
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from litestar import Request
 
-from server.api import RouteTable, allowed_model, resolve_model_name
+from server.api import RouteTable, allowed_model, check_request_bounds, resolve_model_name
 from server.cluster.parts import EdgeParts
 from server.engine import ModelNotFound
 
@@ -59,6 +60,8 @@ class IngressGate:
             RequestEntityTooLarge: The body is past the route's limit (413), refused before it is read whole.
             ModelNotFound: The name is no model's, or not one the key may use (the same 404 for both).
             NoModelForKey: The body names no model, and the key may not use the default one.
+            RequestOutOfBounds: The body asks its model for more than the model's bounds allow (400), so that no
+                replica loads a model for a request it would refuse.
         """
         route = self._routes.route(path, request.method)
         if route is None:
@@ -69,10 +72,13 @@ class IngressGate:
         if not route.admits_model:
             return Placement("", body)
         try:
-            requested = await _requested_model(bound, body)
+            requested, fields = await _requested_model(bound, body)
         except _Unreadable:
             return Placement("", body)
-        return Placement(self._model(bound, requested), body)
+        model = self._model(bound, requested)
+        if model:
+            check_request_bounds(fields, self._edge.models[model])
+        return Placement(model, body)
 
     def _model(self, request: Request[Any, Any, Any], requested: str | None) -> str:
         models, default = self._edge.models, self._edge.default_model
@@ -85,11 +91,13 @@ class IngressGate:
         return target
 
 
-async def _requested_model(request: Request[Any, Any, Any], body: bytes) -> str | None:
-    """The model a body names (None: none); a speech route's form's ``model`` field, else the JSON body's."""
+async def _requested_model(request: Request[Any, Any, Any], body: bytes) -> tuple[str | None, Mapping[str, Any]]:
+    """The model a body names (None: none), and the body's fields; a speech route's form's ``model`` field, else
+    the JSON body's."""
     media_type, _ = request.content_type
     if media_type in _FORMS:
-        model = (await request.form()).get("model")
+        decoded: Any = await request.form()
+        model = decoded.get("model")
     else:
         try:
             decoded = msgspec.json.decode(body)
@@ -100,4 +108,4 @@ async def _requested_model(request: Request[Any, Any, Any], body: bytes) -> str 
         model = decoded.get("model")
     if model is not None and not isinstance(model, str):
         raise _Unreadable
-    return model or None
+    return model or None, decoded

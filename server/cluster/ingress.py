@@ -165,7 +165,8 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
 def _refusal(request: Request[Any, Any, Any], path: str, refused: Exception) -> Response[Any]:
     """A request the gate refused, answered in its route's API shape (Anthropic's on the Messages routes)."""
     handlers = ANTHROPIC_EXCEPTION_HANDLERS if _shape(path) is ANTHROPIC_API else EXCEPTION_HANDLERS
-    kind = EngineError if isinstance(refused, EngineError) else HTTPException
+    # The handler of the most specific kind (a bound's 400 names its parameter), as Litestar picks one.
+    kind = next(kind for kind in type(refused).__mro__ if kind in handlers)
     response: Response[Any] = handlers[kind](request, refused)
     return response
 

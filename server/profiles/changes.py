@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from server.profiles.schema import FRONTEND_SETTING_KEYS, RESIDENCY_KEYS, ModelProfile, Profile
+from server.profiles.schema import FRONTEND_SETTING_KEYS, REQUEST_BOUND_KEYS, RESIDENCY_KEYS, ModelProfile, Profile
 
 __all__ = ["FRONTEND_FIELDS", "ModelChange", "ProfileChanges", "diff_profiles", "file_digests"]
 
@@ -40,8 +40,9 @@ class ModelChange(msgspec.Struct, frozen=True, kw_only=True):
         kind: ``added``, ``removed`` or ``changed``.
         frontend: Frontend settings that changed (``chat_template`` also when only its file's content did).
         engine: Engine settings that changed: ``model``, ``quant_config`` and engine argument names.
-        residency: Residency settings that changed (``pinned``, ``idle_unload_s``, ...): the manager reads them
-            from the profile, so they apply as soon as the reload does (``preload`` only matters at start-up).
+        residency: Residency settings and request bounds that changed (``pinned``, ``idle_unload_s``, ``max_n``,
+            ...): the manager reads them from the profile, so they apply as soon as the reload does (``preload``
+            only matters at start-up).
     """
 
     name: str
@@ -111,7 +112,7 @@ def diff_profiles(
             for key in before.engine_args.keys() | model.engine_args.keys()
             if before.engine_args.get(key, _MISSING) != model.engine_args.get(key, _MISSING)
         )
-        residency = _changed_fields(before, old_digests, model, new_digests, RESIDENCY_KEYS)
+        residency = _changed_fields(before, old_digests, model, new_digests, (*RESIDENCY_KEYS, *REQUEST_BOUND_KEYS))
         if frontend or engine or residency:
             changes.append(
                 ModelChange(name=name, kind="changed", frontend=frontend, engine=engine, residency=residency)

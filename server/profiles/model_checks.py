@@ -16,7 +16,7 @@ from server.profiles.field_checks import check_value, describe_value, field_type
 from server.profiles.lora_checks import check_lora_modules
 from server.profiles.model_path import resolve_model
 from server.profiles.quant_checks import check_quant_config
-from server.profiles.schema import CHAT_FRONTEND_KEYS, RESIDENCY_KEYS, ModelProfile
+from server.profiles.schema import CHAT_FRONTEND_KEYS, REQUEST_BOUND_KEYS, RESIDENCY_KEYS, ModelProfile
 from server.profiles.template_checks import check_chat_template
 from server.profiles.yaml_tree import key_pos, node_pos, value_pos
 from server.profiles.yaml_values import quiet_plain, reject_tag, to_plain
@@ -60,7 +60,7 @@ def check_model(ctx: Context, models: CommentedMap, name: Any) -> ModelProfile |
     if report.error_count > errors_before or model is None:
         return None
     chat: dict[str, Any] = {key: values.get(key) for key in CHAT_FRONTEND_KEYS}
-    residency: dict[str, Any] = {key: values[key] for key in RESIDENCY_KEYS if key in values}
+    residency: dict[str, Any] = {key: values[key] for key in (*RESIDENCY_KEYS, *REQUEST_BOUND_KEYS) if key in values}
     return ModelProfile(
         model=model,
         enable_auto_tool_choice=values.get("enable_auto_tool_choice"),

@@ -22,6 +22,7 @@ __all__ = [
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
     "MEMORY_SIZE_PATTERN",
+    "REQUEST_BOUND_KEYS",
     "RESIDENCY_KEYS",
     "ApiKeyScope",
     "ChatTemplateContentFormat",
@@ -85,8 +86,12 @@ FRONTEND_SETTING_KEYS = (
 )
 #: Per-model keys that say how long a model stays loaded and how much it serves at once (the engine layer reads them).
 RESIDENCY_KEYS = ("pinned", "preload", "idle_unload_s", "max_concurrent_requests")
+#: Per-model keys that bound what one request may ask for (the API checks them before admission).
+REQUEST_BOUND_KEYS = ("max_n", "max_best_of", "max_batch_prompts")
 #: Per-model keys that are Turnout's, not vLLM's engine's. Every other key goes to ``AsyncEngineArgs``.
-FRONTEND_KEYS = frozenset({*FRONTEND_SETTING_KEYS, *RESIDENCY_KEYS, "served_model_name", "quant_config"})
+FRONTEND_KEYS = frozenset(
+    {*FRONTEND_SETTING_KEYS, *RESIDENCY_KEYS, *REQUEST_BOUND_KEYS, "served_model_name", "quant_config"}
+)
 
 
 class Base(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -153,6 +158,18 @@ class ModelProfile(Base, frozen=True, kw_only=True):
             ``enable_lora: true``; vLLM's other LoRA engine arguments (``max_loras``, ``max_lora_rank``,
             ``max_cpu_loras``, ``lora_dtype``, ...) are engine arguments like any other. An adapter name must
             differ from every model name, alias and other adapter.
+        max_n: The largest ``n`` (choices per prompt; beam width with ``use_beam_search``) a request to this model
+            may ask for; default 128, OpenAI's own bound. A request past it gets 400 naming ``n`` at once, before
+            it waits for the device or moves it (vLLM has no bound of its own). To change every model's bound,
+            set it in an ``x-`` anchor that the models merge.
+        max_best_of: The largest ``best_of`` (candidates generated per prompt) a request may ask for; default 128,
+            as ``max_n``. Checked the same way.
+        max_batch_prompts: The most prompts one request may carry: the items of a batch field (``prompt`` and
+            ``input`` lists of strings or token lists, batch chat's conversations, ``documents``, ``texts``,
+            ``queries``, ``items``, ``text_1``/``text_2``, ``data_1``/``data_2``, ...). A token list counts as one
+            prompt, and a conversation's messages as one. Default 2048, OpenAI's bound on an embeddings
+            ``input`` list: each prompt is an engine request, so 2048 still fill the largest engine batches,
+            and a client with more splits them. Checked the same way.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.
     """
 
@@ -182,6 +199,9 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     idle_unload_s: PositiveFloat | None = None
     max_concurrent_requests: PositiveInt | None = None
     lora_modules: dict[str, str] | None = None
+    max_n: PositiveInt = 128
+    max_best_of: PositiveInt = 128
+    max_batch_prompts: PositiveInt = 2048
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
@@ -323,6 +343,23 @@ class ServerSection(Base, frozen=True, kw_only=True):
         api_key_cache_group: The prefix-cache group of the ``api_key_env`` (or ``--api-key``) key, as an
             ``api_keys`` item's ``cache_group``; unset: a cache of its own. Without any key, every request shares
             one cache, as in vLLM.
+        header_timeout_s: Seconds a client has to send a request's line and headers, counted from when its
+            connection opens and from the first byte of each next request on it; past it the connection is
+            closed, so a client that trickles a request (a slow-loris) holds no connection longer. Bodies and
+            answers are not timed by it. Default 30: a client sends its headers at once, and a half-sent request
+            is closed within a minute (nginx's ``client_header_timeout`` is 60 s). Applies at a restart.
+        keep_alive_timeout_s: Seconds an idle keep-alive connection stays open between two requests (uvicorn's
+            ``timeout_keep_alive``; ``turnout serve --timeout-keep-alive`` overrides it). Default 65, not
+            uvicorn's and vLLM's 5: above the 5 s after which httpx (so the OpenAI SDK) expires an idle
+            connection and the 60 s of common proxies, so the server's close never races a client's next request
+            on a connection the client still trusts (that request would get a reset). Applies at a restart.
+        max_connections: Most client connections open at once. Past it a new connection closes one that serves
+            nothing (the oldest that never completed a request's headers, else the one idle longest between two
+            requests); it gets a 503 with ``Retry-After`` only when every connection has a request in flight. So
+            half-open connections never starve ``/health`` or clients with requests in flight. Default 1024: far
+            more than one device serves at once (``switching.max_queue`` waits per model, engine batches of a
+            few hundred). Keep it below the process's open-file limit (``ulimit -n``) less what the engines use;
+            the server warns at start when it is not. Applies at a restart.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -333,6 +370,9 @@ class ServerSection(Base, frozen=True, kw_only=True):
     reload_dirs: list[str] | None = None
     stream_stall_timeout_s: PositiveFloat = 60.0
     api_key_cache_group: str | None = None
+    header_timeout_s: PositiveFloat = 30.0
+    keep_alive_timeout_s: PositiveInt = 65
+    max_connections: PositiveInt = 1024
 
 
 class Profile(Base, frozen=True, kw_only=True):

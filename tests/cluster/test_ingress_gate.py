@@ -13,7 +13,7 @@ import httpx
 import pytest
 from litestar import Litestar, Request, route
 
-from server.api import ApiSettings
+from server.api import ApiSettings, RequestOutOfBounds
 from server.api import request_admission as node_admission
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_scopes import ScopedKey
@@ -199,3 +199,28 @@ def test_a_refusal_at_the_ingress_speaks_its_routes_api() -> None:
     }
     openai = _refusal(request, "/v1/chat/completions", ModelNotFound("beta", ["alpha"]))
     assert openai.status_code == 404 and openai.content["error"]["code"] == "model_not_found"
+    # A bound's refusal keeps its own shape at the ingress too: the parameter named, OpenAI's code.
+    bounds = _refusal(
+        request, "/v1/completions", RequestOutOfBounds("too many", param="n", code="integer_above_max_value")
+    )
+    assert bounds.status_code == 400
+    assert (bounds.content["error"]["param"], bounds.content["error"]["code"]) == ("n", "integer_above_max_value")
+
+
+async def test_a_request_past_its_models_bounds_is_refused_before_placement(
+    probe: tuple[httpx.AsyncClient, list[str]],
+) -> None:
+    client, placed = probe
+    # beta has the defaults: n up to 128 and 2048 prompts in a batch; the check is the node's own.
+    for body, param in (
+        ({"model": "beta", "messages": [], "n": 100000}, "n"),
+        ({"model": "beta", "prompt": "x", "best_of": 129}, "best_of"),
+        ({"model": "beta", "input": ["x"] * 2049}, "input"),
+    ):
+        refused = await client.post("/v1/completions", json=body, headers=_key(FULL_KEY))
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == param
+    assert placed == []
+    assert ingress_gate.check_request_bounds is node_admission.check_request_bounds
+    within = await client.post("/v1/completions", json={"model": "beta", "n": 128}, headers=_key(FULL_KEY))
+    assert within.json()["model"] == "beta"

@@ -71,3 +71,10 @@ def test_residency_keys_are_a_change_of_their_own(check: Check) -> None:
     changes = diff_profiles(old, file_digests(old), new, file_digests(new))
     assert [(c.name, c.frontend, c.engine, c.residency) for c in changes.models] == [("other", [], [], ["pinned"])]
     assert new.models["other"].pinned and not old.models["other"].pinned
+
+
+def test_request_bounds_apply_at_once_as_residency_keys_do(check: Check) -> None:
+    old = _load(check, VALID_PROFILE)
+    new = _load(check, VALID_PROFILE.replace("    dtype: float32\n", "    dtype: float32\n    max_n: 8\n"))
+    changes = diff_profiles(old, file_digests(old), new, file_digests(new))
+    assert [(c.name, c.frontend, c.engine, c.residency) for c in changes.models] == [("other", [], [], ["max_n"])]

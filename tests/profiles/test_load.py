@@ -128,6 +128,40 @@ def test_stream_stall_timeout_loads_and_must_be_positive(check: Check) -> None:
     assert [issue.message for issue in broken.errors] == ["server.stream_stall_timeout_s must be a number > 0, got 0"]
 
 
+def test_connection_limits_load_with_defaults_and_must_be_positive(check: Check) -> None:
+    defaults = check("models: {a: {model: models/tiny}}\n").profile
+    assert defaults is not None
+    server = defaults.server
+    assert (server.header_timeout_s, server.keep_alive_timeout_s, server.max_connections) == (30.0, 65, 1024)
+    limits = "{header_timeout_s: 2, keep_alive_timeout_s: 5, max_connections: 8}"
+    text = f"models: {{a: {{model: models/tiny}}}}\nserver: {limits}\n"
+    profile = check(text).profile
+    assert profile is not None
+    assert (profile.server.header_timeout_s, profile.server.keep_alive_timeout_s, profile.server.max_connections) == (
+        2.0,
+        5,
+        8,
+    )
+    broken = check("models: {a: {model: models/tiny}}\nserver: {header_timeout_s: 0, max_connections: 0}\n")
+    assert broken.profile is None
+    messages = [issue.message for issue in broken.errors]
+    assert any("server.header_timeout_s" in m for m in messages) and any(
+        "server.max_connections" in m for m in messages
+    )
+
+
+def test_request_bounds_are_model_settings_with_defaults(check: Check) -> None:
+    profile = check(
+        "models: {a: {model: models/tiny}, b: {model: models/tiny, max_n: 4, max_batch_prompts: 16}}"
+    ).profile
+    assert profile is not None
+    a, b = profile.models["a"], profile.models["b"]
+    assert (a.max_n, a.max_best_of, a.max_batch_prompts) == (128, 128, 2048)  # n as OpenAI's API bounds it
+    assert (b.max_n, b.max_best_of, b.max_batch_prompts, b.engine_args) == (4, 128, 16, {})  # never engine args
+    broken = check("models: {a: {model: models/tiny, max_best_of: 0}}")
+    assert broken.profile is None and "max_best_of" in broken.errors[0].message
+
+
 def test_default_model_comes_from_the_file_first(check: Check, env: dict[str, str]) -> None:
     text = "default_model: b\nmodels: {a: {model: models/tiny}, b: {model: models/tiny}}"
 

@@ -1,0 +1,111 @@
+"""``turnout serve``'s HTTP protocol (``server/cli/connection_limits.py``) under real uvicorn, on a trivial app:
+half-sent requests are closed at the header timeout, and past the connection cap a newcomer evicts a connection
+that served nothing, never one with a request in flight, so health checks and served clients keep working."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from server.cli.connection_limits import ConnectionLimits, limited_protocol
+from tests.cli.slow_clients import SlowLoris
+
+HEADER_TIMEOUT_S = 1.0
+#: How late after its header timeout a half-sent request may still be open (a busy shared machine).
+SLACK_S = 2.0
+
+
+class App:
+    """Answers ``/health`` at once and ``/wait`` when :attr:`release` is set; the body is the client's port."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/wait":
+            await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": str(scope["client"][1]).encode()})
+
+
+@contextlib.asynccontextmanager
+async def serving(max_connections: int) -> AsyncIterator[tuple[str, App, ConnectionLimits]]:
+    app = App()
+    limits = ConnectionLimits(header_timeout_s=HEADER_TIMEOUT_S, max_connections=max_connections)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, http=limited_protocol(limits), log_level="warning", timeout_keep_alive=30)
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", app, limits
+    finally:
+        app.release.set()
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@pytest.mark.parametrize("line", [b"GET /heal", b"\r\n"], ids=["half-request-line", "blank-lines"])
+async def test_a_half_sent_request_is_closed_at_the_header_timeout(line: bytes) -> None:
+    async with serving(max_connections=100) as (url, _, limits):
+        loris = SlowLoris(url, line=line)
+        try:
+            started = time.monotonic()
+            await loris.open(10)
+            closed = await loris.closed_by_server(HEADER_TIMEOUT_S + SLACK_S)
+            assert all(closed), closed
+            assert time.monotonic() - started >= HEADER_TIMEOUT_S * 0.9  # not closed before its time either
+        finally:
+            await loris.close()
+        assert limits.open_count == 0
+
+
+async def test_past_the_cap_half_open_connections_starve_neither_health_nor_served_clients() -> None:
+    async with serving(max_connections=8) as (url, _, limits):
+        loris = SlowLoris(url)
+        async with httpx.AsyncClient(base_url=url, timeout=5) as served:
+            port = (await served.get("/health")).text  # a keep-alive client, served once
+            try:
+                await loris.open(30)  # far past the cap: the flood evicts its own kind
+                assert limits.open_count <= 8
+                for _ in range(3):
+                    async with httpx.AsyncClient(base_url=url, timeout=5) as fresh:
+                        assert (await fresh.get("/health")).status_code == 200
+                    again = await served.get("/health")
+                    assert again.status_code == 200 and again.text == port  # on its own connection still
+                    await loris.open(5)
+                closed = await loris.closed_by_server(HEADER_TIMEOUT_S + SLACK_S)
+                assert all(closed), closed
+            finally:
+                await loris.close()
+            assert (await served.get("/health")).text == port
+
+
+async def test_when_every_connection_has_a_request_in_flight_a_newcomer_gets_a_503_at_once() -> None:
+    async with serving(max_connections=2) as (url, app, _), httpx.AsyncClient(base_url=url, timeout=10) as busy:
+        waiting = [asyncio.create_task(busy.get("/wait")) for _ in range(2)]
+        await asyncio.sleep(0.3)
+        async with httpx.AsyncClient(base_url=url, timeout=5) as newcomer:
+            with contextlib.suppress(httpx.TransportError):  # the server may close before the request is sent
+                refused = await newcomer.get("/health")
+                assert refused.status_code == 503 and refused.headers["retry-after"]
+                assert refused.json()["error"]["code"] == "too_many_connections"
+        app.release.set()
+        assert [(await task).status_code for task in waiting] == [200, 200]  # neither was evicted
