@@ -21,8 +21,8 @@ from litestar import Request
 from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
-from server.api.errors import OPENAI_API, ApiShape
-from server.api.forms import FORM_BODY, read_form_object
+from server.api.errors import OPENAI_API, ApiShape, RouteUnsupported
+from server.api.forms import FORM_BODY, FORM_TASK, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.api.stall_timer import StallTimer
@@ -196,19 +196,32 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
         ValidationException: the body is not a JSON object, or its ``model`` not a string.
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
             the model a request naming none goes to, for a key limited to some).
+        RouteUnsupported: a form route's model lacks ``forms.FORM_TASK`` (known before it loads): refused before
+            admission, which in auto mode would move the device to it first.
     """
     # The speech routes take vLLM's multipart forms (their handlers set FORM_BODY); every other route JSON.
-    form = bool(request.route_handler.opt.get(FORM_BODY))
-    body = await (read_form_object(request) if form else read_json_object(request))
+    form_api: str | None = request.route_handler.opt.get(FORM_BODY)
+    body = await (read_form_object(request) if form_api else read_json_object(request))
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
+    if form_api:
+        await _check_serves_form(manager, name or manager.switching_to or manager.active_model, form_api)
     scope = request_scope(request)
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )
+
+
+async def _check_serves_form(manager: EngineManager[ServingBundle], model: str | None, api: str) -> None:
+    """Refuse a form for ``model`` when its tasks, known before it loads, lack :data:`FORM_TASK` (404)."""
+    if model is None:
+        return
+    tasks = await manager.tasks(model)
+    if tasks is not None and FORM_TASK not in tasks:
+        raise RouteUnsupported(model, api)
 
 
 #: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an

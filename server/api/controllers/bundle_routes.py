@@ -33,7 +33,7 @@ def bundle_route(
     summary: str,
     api: ApiShape = OPENAI_API,
     *,
-    form: bool = False,
+    form: str | None = None,
 ) -> HTTPRouteHandler:
     """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
 
@@ -44,7 +44,8 @@ def bundle_route(
         call: The bundle call for the admitted request.
         summary: The handler's docstring (the operation's summary in the OpenAPI document).
         api: The API the route speaks: its error bodies and how its streams end.
-        form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size.
+        form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size: the name
+            of the route's API (``Transcriptions``), named in the 404 of a model without ``forms.FORM_TASK``.
     """
 
     # `admitted` is a `waiting.AdmittedOrWaiting` (declared Any: msgspec refuses a union of two dataclasses).
@@ -54,7 +55,7 @@ def bundle_route(
     handler.__name__ = handler.__qualname__ = name
     handler.__doc__ = summary
     # A form route has its own body limit (vLLM's audio upload limit) and tells the admission to read a form.
-    form_options: dict[str, Any] = {"opt": {FORM_BODY: True}, "request_max_body_size": form_body_limit()}
+    form_options: dict[str, Any] = {"opt": {FORM_BODY: form}, "request_max_body_size": form_body_limit()}
     decorate = post(
         path,
         operation_class=request_body(component, "multipart/form-data" if form else "application/json"),

@@ -210,7 +210,7 @@ class SpeechController(Controller):
         "create_transcription",
         _operation("audio.transcriptions"),
         "Transcribe an audio file (speech models).",
-        form=True,
+        form="Transcriptions",
     )
     create_translation = bundle_route(
         "/translations",
@@ -218,5 +218,5 @@ class SpeechController(Controller):
         "create_translation",
         _operation("audio.translations"),
         "Translate an audio file into English text (speech models).",
-        form=True,
+        form="Translations",
     )
