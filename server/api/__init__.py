@@ -10,6 +10,7 @@ API's own to move.
 
 from server.api.app import create_app
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
+from server.api.edge import EDGE_CHECKED_ELSEWHERE, EdgeChecks, EdgePolicy
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -35,6 +36,7 @@ from server.api.settings import ApiSettings
 __all__ = [
     "ANTHROPIC_API",
     "ANTHROPIC_EXCEPTION_HANDLERS",
+    "EDGE_CHECKED_ELSEWHERE",
     "EXCEPTION_HANDLERS",
     "OPENAI_API",
     "RESPONSES_API",
@@ -42,6 +44,8 @@ __all__ = [
     "ApiKeyGuard",
     "ApiSettings",
     "ApiShape",
+    "EdgeChecks",
+    "EdgePolicy",
     "KeyNotSet",
     "KeyRing",
     "Reloader",

@@ -301,8 +301,9 @@ class ServerSection(Base, frozen=True, kw_only=True):
             key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
             serving routes need a key. A reload applies changes to the keys (and to their variables' values) at
             once.
-        metrics_token_env: Name of the env var that holds a bearer token ``/metrics`` then needs (unset: open,
-            as vLLM's).
+        metrics_token_env: Name of the env var that holds a bearer token ``/metrics`` then needs (the admin
+            token is accepted too). Unset: open on a server without keys, as vLLM's; on a server with keys
+            (``api_key_env``'s or ``api_keys``) only the admin token opens it, unless ``metrics_public``.
         allowed_hosts: The ``Host`` names the server answers, each a name, ``*.domain`` (its subdomains) or
             ``*`` (any); others get 403. Default: ``localhost`` and loopback addresses when bound to loopback
             (a defence against DNS rebinding), any otherwise.
@@ -313,6 +314,8 @@ class ServerSection(Base, frozen=True, kw_only=True):
             released, and the end logged with the model and request id, so that neither switches nor
             ``max_concurrent_requests`` wait on it. Waiting for the engine does not count. nginx's
             ``send_timeout`` is 60 s too.
+        metrics_public: Serve ``/metrics`` without a token on a server with keys (its labels name every model,
+            the ones hidden from a key included); a ``metrics_token_env`` token, when set, is still needed.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -322,6 +325,7 @@ class ServerSection(Base, frozen=True, kw_only=True):
     allowed_hosts: list[str] | None = None
     reload_dirs: list[str] | None = None
     stream_stall_timeout_s: PositiveFloat = 60.0
+    metrics_public: bool = False
 
 
 class Profile(Base, frozen=True, kw_only=True):
