@@ -1,6 +1,7 @@
-"""Checks at the edge, before a route runs: the ``Host`` header and the body's content type.
+"""Checks at the edge, before a route runs: the ``Host`` header, a browser's cross-site request and the body's
+content type.
 
-Both defend a server on a user's machine against the web pages that user opens. A page may POST to any address
+All three defend a server on a user's machine against the web pages that user opens. A page may POST to any address
 without a CORS preflight as long as the body is a "simple" one (``text/plain``, a URL-encoded or multipart form):
 so a route that reads JSON refuses every other content type with 415, as vLLM's FastAPI routes do, and a form
 route every type but its own. DNS rebinding lets a page read the answers of a server it reaches under a name it
