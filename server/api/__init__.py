@@ -18,6 +18,7 @@ from server.api.errors import (
     OPENAI_API,
     RESPONSES_API,
     ApiShape,
+    RouteUnsupported,
     engine_error_body,
     error_response,
     retry_after_header,
@@ -28,7 +29,7 @@ from server.api.model_cards import model_card, served_names
 from server.api.model_names import resolve_model_name
 from server.api.profile_watch import watch_profile
 from server.api.reloader import Reloader
-from server.api.request_admission import ServingBundle
+from server.api.request_admission import ServingBundle, check_serves_form
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
@@ -50,10 +51,12 @@ __all__ = [
     "KeyRing",
     "Reloader",
     "RouteTable",
+    "RouteUnsupported",
     "ServingBundle",
     "ServingFlags",
     "allowed_model",
     "api_settings",
+    "check_serves_form",
     "create_app",
     "engine_error_body",
     "error_response",

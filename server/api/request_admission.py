@@ -35,6 +35,7 @@ __all__ = [
     "AdmittedRequest",
     "ServingBundle",
     "admission_target",
+    "check_serves_form",
     "install_abort_hook",
     "leased_stream",
     "read_json_object",
@@ -208,15 +209,25 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
     if form_api:
-        await _check_serves_form(manager, name or manager.switching_to or manager.active_model, form_api)
+        await check_serves_form(manager, name or manager.switching_to or manager.active_model, form_api)
     scope = request_scope(request)
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )
 
 
-async def _check_serves_form(manager: EngineManager[ServingBundle], model: str | None, api: str) -> None:
-    """Refuse a form for ``model`` when its tasks, known before it loads, lack :data:`FORM_TASK` (404)."""
+async def check_serves_form(manager: EngineManager[Any], model: str | None, api: str) -> None:
+    """Refuse a form for ``model`` when its tasks, known before it loads, lack ``forms.FORM_TASK``: before
+    admission here, and before a Ray node replica loads the model it was placed by (``server/cluster/node.py``).
+
+    Args:
+        manager: The manager that knows the models' tasks.
+        model: The model the form goes to (None: nothing to check).
+        api: The route's API (``Transcriptions``), named in the 404.
+
+    Raises:
+        RouteUnsupported: The model's tasks lack ``FORM_TASK`` (404, the body the model's bundle would give).
+    """
     if model is None:
         return
     tasks = await manager.tasks(model)

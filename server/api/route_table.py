@@ -59,6 +59,12 @@ class NodeRoute:
         return "form" if self.handler.opt.get(FORM_BODY) else "json"
 
     @property
+    def form_api(self) -> str | None:
+        """A form route's API (``Transcriptions``): its model must have ``forms.FORM_TASK``; None for the rest."""
+        api: str | None = self.handler.opt.get(FORM_BODY)
+        return api
+
+    @property
     def body_limit(self) -> int | None:
         """The most bytes of body the route takes (None: no limit)."""
         return self.handler.resolve_request_max_body_size()

@@ -208,6 +208,10 @@ async def test_the_ingress_refuses_a_rebinding_host_a_cross_site_post_and_a_wron
     body = httpx.Request("POST", "/", json=request).content
     plain = await client.post("/lru/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
     assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
+    # A form naming a chat model: the replica refuses it before Ray's multiplexer would load b (issue 39).
+    form = await client.post("/lru/v1/audio/transcriptions", data={"model": "b"}, files={"file": ("a.wav", b"x")})
+    assert form.status_code == 404, form.text
+    assert form.json()["error"]["message"] == "The model 'b' does not support the Transcriptions API."
     (only,) = await settled(client, "/lru")
     assert only["held"] == ["a"] and only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # nothing moved
     assert await chat(client, "a", "/lru", headers={"host": "localhost"}) == "a a"

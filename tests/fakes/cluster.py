@@ -17,11 +17,11 @@ from server.api.edge import default_allowed_hosts
 from server.cluster.parts import EdgeParts, NodeParts
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy, StopStrategy
-from server.profiles.schema import Switching
+from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader, fake_models
 
-__all__ = ["ADMIN_TOKEN", "FakeMultiplexer", "fake_edge", "fake_node"]
+__all__ = ["ADMIN_TOKEN", "FakeMultiplexer", "fake_edge", "fake_node", "fake_tasks"]
 
 ADMIN_TOKEN = "cluster-admin-token"
 
@@ -31,6 +31,11 @@ async def fake_edge(options: Mapping[str, Any]) -> EdgeParts:
     hosts = default_allowed_hosts(options.get("host"), None)
     settings = ApiSettings(admin_token=ADMIN_TOKEN, allowed_hosts=hosts)
     return EdgeParts(settings=settings, models=fake_models(*names), default_model=names[0])
+
+
+def fake_tasks(_: str, model: ModelProfile) -> frozenset[str]:
+    """The fakes' tasks, as the fake bundles decide them: a path naming whisper transcribes, the rest chat."""
+    return frozenset({"transcription"}) if "whisper" in model.model else frozenset({"generate"})
 
 
 async def fake_node(options: Mapping[str, Any]) -> NodeParts:
@@ -48,6 +53,7 @@ async def fake_node(options: Mapping[str, Any]) -> NodeParts:
         abort_grace=0.2,
         memory_probe=lambda: 1.0,
         admission_timeout=10.0,
+        model_tasks=fake_tasks,
     )
     return NodeParts(
         manager=manager,
