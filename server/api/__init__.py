@@ -10,6 +10,7 @@ API's own to move.
 
 from server.api.app import create_app
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
+from server.api.edge import EDGE_CHECKED_ELSEWHERE, EdgeChecks, EdgePolicy
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -17,6 +18,7 @@ from server.api.errors import (
     OPENAI_API,
     RESPONSES_API,
     ApiShape,
+    RouteUnsupported,
     engine_error_body,
     error_response,
     retry_after_header,
@@ -27,7 +29,7 @@ from server.api.model_cards import model_card, served_names
 from server.api.model_names import resolve_model_name
 from server.api.profile_watch import watch_profile
 from server.api.reloader import Reloader
-from server.api.request_admission import ServingBundle
+from server.api.request_admission import ServingBundle, check_serves_form
 from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
@@ -36,6 +38,7 @@ from server.api.settings import ApiSettings
 __all__ = [
     "ANTHROPIC_API",
     "ANTHROPIC_EXCEPTION_HANDLERS",
+    "EDGE_CHECKED_ELSEWHERE",
     "EXCEPTION_HANDLERS",
     "OPENAI_API",
     "RESPONSES_API",
@@ -43,16 +46,20 @@ __all__ = [
     "ApiKeyGuard",
     "ApiSettings",
     "ApiShape",
+    "EdgeChecks",
+    "EdgePolicy",
     "KeyNotSet",
     "KeyRing",
     "Reloader",
     "RequestOutOfBounds",
     "RouteTable",
+    "RouteUnsupported",
     "ServingBundle",
     "ServingFlags",
     "allowed_model",
     "api_settings",
     "check_request_bounds",
+    "check_serves_form",
     "create_app",
     "engine_error_body",
     "error_response",

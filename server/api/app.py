@@ -35,7 +35,7 @@ from server.api.controllers import (
     TokenizeController,
     tokenizer_info,
 )
-from server.api.edge import EdgeChecks
+from server.api.edge import EdgeChecks, EdgePolicy
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_ring import KeyRing
 from server.api.metrics import metrics_registry
@@ -130,7 +130,7 @@ def create_app(
             components=security_components(),
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
-        middleware=[EdgeChecks(settings.allowed_hosts)],
+        middleware=[EdgeChecks(EdgePolicy.of(settings))],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )

@@ -43,14 +43,23 @@ def _given_keys(connection: ASGIConnection[Any, Any, Any, Any]) -> tuple[str | N
     return _bearer(connection), connection.headers.get("x-api-key")
 
 
-def check_metrics_token(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> None:
-    """``/metrics``: the bearer token of ``server.metrics_token_env``, when one is set.
+def check_metrics_token(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings, *, keyed: bool) -> None:
+    """``/metrics``: the bearer token of ``server.metrics_token_env`` or the admin token, when a metrics token is
+    set or the server has keys (``keyed``: its labels name the models a key may not see) and the profile does not
+    make it public (``server.metrics_public``).
 
     Raises:
-        NotAuthorizedException: a token is set and the request does not carry it.
+        NotAuthorizedException: the request carries neither token.
     """
-    if settings.metrics_token is not None and not _matches(_bearer(connection), settings.metrics_token):
-        raise NotAuthorizedException("Missing or invalid metrics token: send 'Authorization: Bearer <token>'.")
+    token = settings.metrics_token
+    if token is None and (not keyed or settings.metrics_public):
+        return
+    if (token is not None and _matches(_bearer(connection), token)) or is_admin(connection, settings):
+        return
+    raise NotAuthorizedException(
+        "Missing or invalid metrics token: send 'Authorization: Bearer <token>' with the metrics token "
+        "(server.metrics_token_env) or the admin token."
+    )
 
 
 def is_admin(connection: ASGIConnection[Any, Any, Any, Any], settings: ApiSettings) -> bool:

@@ -15,14 +15,14 @@ from typing import Any, Final
 
 import msgspec
 from litestar import MediaType, Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
 from server.api.disconnects import ClientLeft
 from server.api.key_scopes import request_scope, shown_to
 from server.api.request_bounds import RequestOutOfBounds
 from server.engine import EngineError
-from server.frontend import error_body
+from server.frontend import error_body, unsupported_route_body
 
 __all__ = [
     "ANTHROPIC_API",
@@ -31,6 +31,7 @@ __all__ = [
     "OPENAI_API",
     "RESPONSES_API",
     "ApiShape",
+    "RouteUnsupported",
     "anthropic_error_body",
     "anthropic_error_payload",
     "engine_error_body",
@@ -182,6 +183,24 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[
     return error_response(status, str(exc.detail), headers=headers)
 
 
+class RouteUnsupported(NotFoundException):
+    """A route the model's tasks lack, found before admission: the 404 its bundle would give (``vllm serve``
+    would not register the route).
+
+    Args:
+        model: The model's own name.
+        api: The route's API (``Transcriptions``).
+    """
+
+    def __init__(self, model: str, api: str) -> None:
+        super().__init__(f"The model '{model}' does not support the {api} API.")
+        self.model, self.api = model, api
+
+
+def _route_unsupported(_: Request[Any, Any, Any], exc: RouteUnsupported) -> Response[dict[str, Any]]:
+    return Response(unsupported_route_body(exc.model, exc.api), status_code=404, media_type=MediaType.JSON)
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(500, "Internal server error; see the server log.", code="internal_error")
@@ -196,6 +215,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     EngineError: _engine_error,
     RequestOutOfBounds: _out_of_bounds,
     ValidationException: _validation_error,
+    RouteUnsupported: _route_unsupported,
     HTTPException: _http_error,
     Exception: _unexpected,
 }

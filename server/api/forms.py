@@ -22,10 +22,21 @@ from litestar.exceptions import ValidationException
 
 from server.frontend import AudioUpload
 
-__all__ = ["FORM_BODY", "FORM_FIELDS_ALLOWANCE", "audio_upload_limit_bytes", "form_body_limit", "read_form_object"]
+__all__ = [
+    "FORM_BODY",
+    "FORM_FIELDS_ALLOWANCE",
+    "FORM_TASK",
+    "audio_upload_limit_bytes",
+    "form_body_limit",
+    "read_form_object",
+]
 
-#: A route handler's ``opt`` key that makes the admission dependency read a multipart form, not JSON.
+#: A route handler's ``opt`` key that makes the admission dependency read a multipart form, not JSON; its value is
+#: the name of the route's API in the 404 of a model that cannot serve it (``Transcriptions``).
 FORM_BODY: Final = "turnout_form_body"
+#: The vLLM task a form route's model must have: a form is a body any web page may post without a preflight, so
+#: a model that cannot serve it is refused before admission, which could otherwise switch the device to it.
+FORM_TASK: Final = "transcription"
 #: Room for the form's other fields and its multipart framing on top of the file's limit.
 FORM_FIELDS_ALLOWANCE: Final = 1 << 20
 #: vLLM's variable and default (``vllm.envs.VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``; a test holds them equal).

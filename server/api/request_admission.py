@@ -22,8 +22,8 @@ from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
 from server.api.cache_salts import UNSALTED, request_cache_salt, salted
-from server.api.errors import OPENAI_API, ApiShape
-from server.api.forms import FORM_BODY, read_form_object
+from server.api.errors import OPENAI_API, ApiShape, RouteUnsupported
+from server.api.forms import FORM_BODY, FORM_TASK, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.api.request_bounds import check_request_bounds
@@ -37,6 +37,7 @@ __all__ = [
     "AdmittedRequest",
     "ServingBundle",
     "admission_target",
+    "check_serves_form",
     "install_abort_hook",
     "leased_stream",
     "read_json_object",
@@ -203,15 +204,19 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
         RequestOutOfBounds: the body asks its model for more than the model's bounds allow (``request_bounds``).
         ModelNotFound: the model is not one the key may use (see ``key_scopes.allowed_model``, which also picks
             the model a request naming none goes to, for a key limited to some).
+        RouteUnsupported: a form route's model lacks ``forms.FORM_TASK`` (known before it loads): refused before
+            admission, which in auto mode would move the device to it first.
     """
     # The speech routes take vLLM's multipart forms (their handlers set FORM_BODY); every other route JSON.
-    form = bool(request.route_handler.opt.get(FORM_BODY))
-    body = await (read_form_object(request) if form else read_json_object(request))
+    form_api: str | None = request.route_handler.opt.get(FORM_BODY)
+    body = await (read_form_object(request) if form_api else read_json_object(request))
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ValidationException("'model' must be a string.")
     resolved = resolve_model_name(manager.models, model or None)
     name = allowed_model(request, model or None, resolved, manager.active_model, manager.switching_to)
+    if form_api:
+        await check_serves_form(manager, name or manager.switching_to or manager.active_model, form_api)
     scope = request_scope(request)
     if not request.route_handler.opt.get(UNSALTED):
         body = salted(body, request_cache_salt(request))
@@ -222,6 +227,25 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     return AdmissionTarget(
         manager=manager, body=body, requested=model or None, name=name, scope=scope, receive=request.receive
     )
+
+
+async def check_serves_form(manager: EngineManager[Any], model: str | None, api: str) -> None:
+    """Refuse a form for ``model`` when its tasks, known before it loads, lack ``forms.FORM_TASK``: before
+    admission here, and before a Ray node replica loads the model it was placed by (``server/cluster/node.py``).
+
+    Args:
+        manager: The manager that knows the models' tasks.
+        model: The model the form goes to (None: nothing to check).
+        api: The route's API (``Transcriptions``), named in the 404.
+
+    Raises:
+        RouteUnsupported: The model's tasks lack ``FORM_TASK`` (404, the body the model's bundle would give).
+    """
+    if model is None:
+        return
+    tasks = await manager.tasks(model)
+    if tasks is not None and FORM_TASK not in tasks:
+        raise RouteUnsupported(model, api)
 
 
 #: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an

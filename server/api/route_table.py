@@ -3,7 +3,8 @@ places it on a replica.
 
 The table is the node app's own route list (``app.node_routes``) registered on a bare Litestar app, so a route's
 guards (the admin token, the API keys), its body limit and whether it admits a request to a model are the node's,
-read from one place: a route added to the node is gated at the ingress the same way, with no second list.
+read from one place: a route added to the node is gated at the ingress the same way, with no second list. So is
+the kind of body it reads, which the edge checks (``edge.py``) hold the content type to.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.handlers.http_handlers import HTTPRouteHandler
 
 from server.api.app import APP_DEPENDENCIES, REQUEST_DEPENDENCIES, node_routes
+from server.api.edge import BodyKind
+from server.api.forms import FORM_BODY
 from server.api.key_ring import KeyRing
 from server.api.settings import ApiSettings
 
@@ -49,6 +52,17 @@ class NodeRoute:
     def admits_model(self) -> bool:
         """Whether the route serves a request with a model (its body names it, or the active one serves it)."""
         return _ADMITTED in self.handler.resolve_dependencies()
+
+    @property
+    def body_kind(self) -> BodyKind:
+        """What the route's body must be (``edge.EdgePolicy.check``): a form route's multipart form, else JSON."""
+        return "form" if self.handler.opt.get(FORM_BODY) else "json"
+
+    @property
+    def form_api(self) -> str | None:
+        """A form route's API (``Transcriptions``): its model must have ``forms.FORM_TASK``; None for the rest."""
+        api: str | None = self.handler.opt.get(FORM_BODY)
+        return api
 
     @property
     def body_limit(self) -> int | None:

@@ -53,8 +53,8 @@ def _secret(env: Mapping[str, str], name: str) -> str | None:
 
 def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) -> ApiSettings:
     """The app's settings: the admin token, the API key and the scoped keys (``server.api_keys``) and the metrics
-    token read from ``env`` under the profile's variable names, dev mode, the allowed ``Host`` names, CORS, SSE
-    pacing, the stream stall timeout and the optional routes and headers.
+    token read from ``env`` under the profile's variable names, whether ``/metrics`` is public, dev mode, the
+    allowed ``Host`` names, CORS, SSE pacing, the stream stall timeout and the optional routes and headers.
 
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset or empty (the server must not start).
@@ -70,6 +70,7 @@ def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) 
         api_key_cache_group=keys.api_key_cache_group,
         allowed_hosts=default_allowed_hosts(flags.host, server.allowed_hosts),
         metrics_token=_secret(env, server.metrics_token_env) if server.metrics_token_env else None,
+        metrics_public=server.metrics_public,
         dev_mode=flags.dev or env.get(DEV_MODE_ENV) == "1",
         cors=flags.cors,
         sse_keep_alive_interval_s=keep_alive,

@@ -36,7 +36,9 @@ class ApiSettings:
         enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
             (vLLM's ``--enable-request-id-headers``).
         allowed_hosts: The ``Host`` names the server answers (``edge.host_allowed``'s patterns); None: any.
-        metrics_token: Bearer token ``/metrics`` needs (``server.metrics_token_env``); None: open.
+        metrics_token: Bearer token ``/metrics`` needs (``server.metrics_token_env``); None: open, unless keys
+            are configured (``auth.check_metrics_token``).
+        metrics_public: ``server.metrics_public``: ``/metrics`` needs no token on a server with keys.
         api_key_cache_group: ``api_key``'s prefix-cache group (``server.api_key_cache_group``; None: its own).
     """
 
@@ -54,6 +56,7 @@ class ApiSettings:
     metrics_token: str | None = field(default=None, repr=False)
     stream_stall_timeout_s: float = 60.0
     api_key_cache_group: str | None = None
+    metrics_public: bool = False
 
     @property
     def keyed(self) -> bool:

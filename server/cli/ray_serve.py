@@ -76,7 +76,7 @@ def ray_serve(
         serve.start(http_options={"host": host, "port": port})
         application = build_application(
             replicas=replicas,
-            options=node_options(path, dev=dev),
+            options=node_options(path, dev=dev, host=host),
             num_gpus=num_gpus,
             resources={ACCELERATOR: 1},
             max_ongoing_requests=max_ongoing_requests,

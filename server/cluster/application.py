@@ -63,10 +63,14 @@ def build_application(
 
 def app_builder(args: Mapping[str, Any]) -> Application:
     """A Ray Serve config file's application: ``args`` are ``profile``, ``replicas``, ``num_gpus`` (per
-    replica), ``resources``, ``max_ongoing_requests`` and ``dev``."""
+    replica), ``resources``, ``max_ongoing_requests``, ``dev`` and ``host`` (the HTTP proxy's bind address, which
+    ``server.allowed_hosts`` defaults by)."""
+    host = args.get("host")
     return build_application(
         replicas=int(args.get("replicas", 1)),
-        options=node_options(str(args["profile"]), dev=bool(args.get("dev", False))),
+        options=node_options(
+            str(args["profile"]), dev=bool(args.get("dev", False)), host=str(host) if host is not None else None
+        ),
         num_gpus=float(args.get("num_gpus", 0.0)),
         resources=args.get("resources"),
         max_ongoing_requests=int(args.get("max_ongoing_requests", MAX_ONGOING_REQUESTS)),

@@ -16,7 +16,8 @@ ACCELERATOR: Final = "turnout_accel"
 MAX_ONGOING_REQUESTS: Final = 16
 
 
-def node_options(profile: str, *, dev: bool = False) -> dict[str, Any]:
+def node_options(profile: str, *, dev: bool = False, host: str | None = None) -> dict[str, Any]:
     """The options the production builders read (``server.cluster.build``, ``server.cluster.edge``): the
-    profile's path and dev mode (the admin routes open without a token)."""
-    return {"profile": profile, "dev": dev}
+    profile's path, dev mode (the admin routes open without a token) and the address Ray Serve's HTTP proxy binds
+    (``server.allowed_hosts`` defaults by it, as under ``turnout serve``; None: any ``Host``)."""
+    return {"profile": profile, "dev": dev, "host": host}

@@ -17,12 +17,15 @@ __all__ = ["edge_parts", "profile_edge"]
 
 
 def edge_parts(profile: Profile, options: Mapping[str, Any]) -> EdgeParts:
-    """``profile``'s edge: its settings from this process's environment and ``options["dev"]``.
+    """``profile``'s edge: its settings from this process's environment, ``options["dev"]`` and the ingress's
+    bind address ``options["host"]`` (the nodes and the ingress default ``server.allowed_hosts`` by it alike: a
+    loopback-bound cluster answers loopback names only).
 
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset (the replica does not start).
     """
-    flags = ServingFlags(dev=bool(options.get("dev", False)))
+    host = options.get("host")
+    flags = ServingFlags(dev=bool(options.get("dev", False)), host=str(host) if host is not None else None)
     return EdgeParts(
         settings=api_settings(profile, flags, os.environ), models=profile.models, default_model=profile.default_model
     )

@@ -1,7 +1,9 @@
-"""The ingress's gate: a request is authenticated, its body bounded and its model name resolved before the
-ingress places it on a replica (Ray's multiplexing loads, and may evict, the model it is placed by).
+"""The ingress's gate: a request passes the edge checks, is authenticated, its body bounded and its model name
+resolved before the ingress places it on a replica (Ray's multiplexing loads, and may evict, the model it is placed
+by).
 
-Every check is the node's own: its route table and guards (``server/api/route_table.py``), its key scopes
+Every check is the node's own: its edge checks (``Host``, cross-site, content type: ``EdgePolicy``, with the body
+kind of the node's route), its route table and guards (``server/api/route_table.py``), its key scopes
 (``key_scopes.allowed_model``) and its name resolver (``model_names``), over the same settings and models the node
 is built from (``EdgeParts``). An unknown, hidden or unauthenticated name is answered here and touches no replica.
 """
@@ -15,7 +17,7 @@ from typing import Any
 import msgspec
 from litestar import Request
 
-from server.api import RouteTable, allowed_model, check_request_bounds, resolve_model_name
+from server.api import EdgePolicy, RouteTable, allowed_model, check_request_bounds, resolve_model_name
 from server.cluster.parts import EdgeParts
 from server.engine import ModelNotFound
 
@@ -49,14 +51,17 @@ class IngressGate:
     def __init__(self, edge: EdgeParts) -> None:
         self._edge = edge
         self._routes = RouteTable(edge.settings)
+        self._policy = EdgePolicy.of(edge.settings)
 
     async def admit(self, request: Request[Any, Any, Any], path: str) -> Placement:
         """Authenticate ``request`` (as for the node's route at ``path``), read its body within the route's limit,
         and resolve the model it is served by.
 
         Raises:
+            PermissionDeniedException: A ``Host`` the node does not answer to, a browser's cross-site request, or
+                an admin route with admin routes disabled: 403.
+            HTTPException: A body of another content type than the node's route reads: 415.
             NotAuthorizedException: No valid key (or admin token, on an admin route): 401.
-            PermissionDeniedException: An admin route, with admin routes disabled: 403.
             RequestEntityTooLarge: The body is past the route's limit (413), refused before it is read whole.
             ModelNotFound: The name is no model's, or not one the key may use (the same 404 for both).
             NoModelForKey: The body names no model, and the key may not use the default one.
@@ -64,6 +69,7 @@ class IngressGate:
                 replica loads a model for a request it would refuse.
         """
         route = self._routes.route(path, request.method)
+        self._policy.check(request.scope, route.body_kind if route is not None else None)
         if route is None:
             return Placement("", b"")  # the node answers 404/405 (or its docs) without a body or a model
         bound = route.bind(request)

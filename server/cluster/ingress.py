@@ -1,6 +1,6 @@
-"""The OpenAI ingress: a Litestar app that gates each request as a node would (``gate.py``: key or admin token,
-body limit, the model's name resolved and in the key's scope), then calls the node deployment with the model as
-the multiplexed model id (Ray routes to a replica that holds the model), streaming the answer through.
+"""The OpenAI ingress: a Litestar app that gates each request as a node would (``gate.py``: the edge checks, key
+or admin token, body limit, the model's name resolved and in the key's scope), then calls the node deployment with
+the model as the multiplexed model id (Ray routes to a replica that holds the model), streaming the answer through.
 
 It also serves the cluster view (``/v1/models``, ``/admin/status``) and the admin switch, which can name a
 replica. Ray Serve runs the app's lifespan (``serve.ingress``), where the ingress finds the registry.
@@ -23,12 +23,15 @@ from ray import serve
 from server.api import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
+    EDGE_CHECKED_ELSEWHERE,
     EXCEPTION_HANDLERS,
     OPENAI_API,
     RESPONSES_API,
     AdminGuard,
     ApiKeyGuard,
     ApiShape,
+    EdgeChecks,
+    EdgePolicy,
     KeyRing,
     error_response,
     is_admin,
@@ -124,7 +127,8 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
                 raise ReplicaUnknown(str(replica)) from None
         return Response(answer["body"].encode(), status_code=answer["status"], media_type="application/json")
 
-    @route("/{path:path}", http_method=_METHODS)
+    # The gate runs the edge checks with the body kind of the node's route (this route's own would be wrong).
+    @route("/{path:path}", http_method=_METHODS, opt={EDGE_CHECKED_ELSEWHERE: True})
     async def forward(request: Request[Any, Any, Any]) -> Response[Any]:
         # The node's app is mounted at its root: the application's route prefix (ASGI's root_path) goes.
         full, root = request.scope["path"], request.scope.get("root_path", "")
@@ -158,6 +162,7 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
         route_handlers=[health, models, status, switch, forward],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[EdgeChecks(EdgePolicy.of(settings))],
         debug=False,
     )
 

@@ -19,12 +19,20 @@ from typing import Any
 import msgspec
 from ray import serve
 
-from server.api import create_app, engine_error_body, retry_after_header
+from server.api import (
+    RouteTable,
+    RouteUnsupported,
+    check_serves_form,
+    create_app,
+    engine_error_body,
+    retry_after_header,
+)
 from server.cluster.asgi_bridge import ForwardedRequest, call_app, response_start
 from server.cluster.parts import NodeParts, import_builder
 from server.cluster.registry import registry_handle
 from server.cluster.replica_models import HeldModel, ReplicaModels
 from server.engine import EngineError
+from server.frontend import unsupported_route_body
 
 __all__ = ["TurnoutNode", "error_items"]
 
@@ -60,6 +68,7 @@ class TurnoutNode:
         self._manager = manager
         self._models = models = ReplicaModels(manager)
         self._app = create_app(manager, parts.edge.settings)
+        self._routes = RouteTable(parts.edge.settings)
         context = serve.get_replica_context()
         self._replica = context.replica_id.unique_id
 
@@ -78,6 +87,11 @@ class TurnoutNode:
         body chunks as the app sends them (a stream's events one by one)."""
         model = serve.get_multiplexed_model_id()
         if model:
+            refused = await self._form_refusal(request, model)
+            if refused is not None:
+                for item in refused:
+                    yield item
+                return
             try:
                 await self._models.activate(model, self._model)
             except EngineError as error:
@@ -86,6 +100,19 @@ class TurnoutNode:
                 return
         async for item in call_app(self._app, request):
             yield item
+
+    async def _form_refusal(self, request: ForwardedRequest, model: str) -> list[dict[str, Any]] | None:
+        """The 404 of a form for a model that cannot serve it, before Ray's multiplexer loads the model (the node
+        app's own check comes after the load: a form naming a chat model would move this replica's device)."""
+        route = self._routes.route(request["path"], request["method"])
+        if route is None or route.form_api is None:
+            return None
+        try:
+            await check_serves_form(self._manager, model, route.form_api)
+        except RouteUnsupported as unsupported:
+            body = msgspec.json.encode(unsupported_route_body(unsupported.model, unsupported.api))
+            return [response_start(404, [(b"content-type", b"application/json")]), {"body": body}]
+        return None
 
     async def switch(self, model: str) -> dict[str, Any]:
         """The admin switch on this replica: through Ray's multiplexer, so that its LRU and routing agree."""

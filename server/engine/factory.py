@@ -24,6 +24,7 @@ from server.engine.kv_budget import (
     with_kv_budget,
 )
 from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.model_tasks import generation_tasks
 from server.engine.room_plan import room_budget
 from server.engine.strategies import (
     EngineLoader,
@@ -183,6 +184,8 @@ def build_manager(
         switching=profile.switching,
         admission_timeout=admission_timeout,
         memory_plan=memory_plan,
+        # A given loader is a test's: its models are no vLLM's to read.
+        model_tasks=generation_tasks if loader is None else None,
     )
     if watches is not None:
         watches.supervise(manager.engine_died)

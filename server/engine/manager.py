@@ -31,6 +31,7 @@ from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
+from server.engine.model_tasks import ModelTasks, TaskReader
 from server.engine.observer import ManagerObserver, Observers
 from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyReport, SwitchReport
 from server.engine.residency import Residency
@@ -65,6 +66,8 @@ class EngineManager(Generic[B]):
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
         memory_probe: Reads memory in MB for the switch report.
         memory_plan: The KV-cache budget decided at start-up, shown in the status.
+        model_tasks: Reads a model's vLLM tasks before it loads (``model_tasks.generation_tasks``); None: they
+            are known only once it loaded (fakes).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class EngineManager(Generic[B]):
         abort_grace: float = 10.0,
         memory_probe: Callable[[], float] = memory_in_use_mb,
         memory_plan: MemoryPlan | None = None,
+        model_tasks: TaskReader | None = None,
     ) -> None:
         self._switching = switching or Switching()
         self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
@@ -85,6 +89,7 @@ class EngineManager(Generic[B]):
             models, strategy, build_bundle, memory_plan, drain_timeout=self._switching.drain_timeout
         )
         self._strategy = strategy
+        self._tasks = ModelTasks(lambda: self._device.models, model_tasks)
         self._admission_timeout = ADMISSION_TIMEOUT_S if admission_timeout is None else admission_timeout
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
@@ -158,6 +163,11 @@ class EngineManager(Generic[B]):
         """How many models the device holds at once: under a memory budget the most that fit in it together
         (``max_active`` caps it). The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica``."""
         return models_held_at_once(self._strategy.name, self._switching.max_active, len(self.models), self.memory_plan)
+
+    async def tasks(self, name: str) -> frozenset[str] | None:
+        """vLLM's generation tasks of model ``name`` (``generate``, ``transcription``), known without loading it;
+        None when they cannot be known before it loads (or ``name`` is no model's)."""
+        return await self._tasks.of(name)
 
     def add_observer(self, observer: ManagerObserver) -> None:
         """Tell ``observer`` about switch attempts, queue waits and aborted requests from now on."""

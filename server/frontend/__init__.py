@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from server.frontend.openai_errors import error_body
+from server.frontend.openai_errors import error_body, unsupported_route_body
 from server.frontend.operations import AudioUpload, Operation
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
 from server.frontend.results import BundleResult, JsonResult, StreamResult
@@ -52,6 +52,7 @@ __all__ = [
     "request_body_schemas",
     "set_fingerprint_mode",
     "settings_for_model",
+    "unsupported_route_body",
 ]
 
 #: The names behind vLLM's import (seconds), by the module that holds them: API fakes and `turnout validate`

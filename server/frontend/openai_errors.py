@@ -9,7 +9,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any, Final
 
-__all__ = ["error_body"]
+__all__ = ["error_body", "unsupported_route_body"]
 
 _TYPES: Final = {
     400: "BadRequestError",
@@ -36,3 +36,9 @@ def error_body(status: int, message: str, *, code: str | int | None = None, para
             "code": code if code is not None else status,
         }
     }
+
+
+def unsupported_route_body(model_name: str, api: str) -> dict[str, Any]:
+    """The 404 body of a route the model's tasks lack, naming the model (``vllm serve`` would not register the
+    route: the status OpenAI gives a model used on the wrong endpoint; never a 5xx, the server is fine)."""
+    return error_body(404, f"The model '{model_name}' does not support the {api} API.", param="model")

@@ -328,8 +328,9 @@ class ServerSection(Base, frozen=True, kw_only=True):
             key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
             serving routes need a key. A reload applies changes to the keys (and to their variables' values) at
             once.
-        metrics_token_env: Name of the env var that holds a bearer token ``/metrics`` then needs (unset: open,
-            as vLLM's).
+        metrics_token_env: Name of the env var that holds a bearer token ``/metrics`` then needs (the admin
+            token is accepted too). Unset: open on a server without keys, as vLLM's; on a server with keys
+            (``api_key_env``'s or ``api_keys``) only the admin token opens it, unless ``metrics_public``.
         allowed_hosts: The ``Host`` names the server answers, each a name, ``*.domain`` (its subdomains) or
             ``*`` (any); others get 403. Default: ``localhost`` and loopback addresses when bound to loopback
             (a defence against DNS rebinding), any otherwise.
@@ -360,6 +361,8 @@ class ServerSection(Base, frozen=True, kw_only=True):
             more than one device serves at once (``switching.max_queue`` waits per model, engine batches of a
             few hundred). Keep it below the process's open-file limit (``ulimit -n``) less what the engines use;
             the server warns at start when it is not. Applies at a restart.
+        metrics_public: Serve ``/metrics`` without a token on a server with keys (its labels name every model,
+            the ones hidden from a key included); a ``metrics_token_env`` token, when set, is still needed.
     """
 
     admin_token_env: str = DEFAULT_ADMIN_TOKEN_ENV
@@ -373,6 +376,7 @@ class ServerSection(Base, frozen=True, kw_only=True):
     header_timeout_s: PositiveFloat = 30.0
     keep_alive_timeout_s: PositiveInt = 65
     max_connections: PositiveInt = 1024
+    metrics_public: bool = False
 
 
 class Profile(Base, frozen=True, kw_only=True):

@@ -42,6 +42,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
             admission_timeout=settings.pop("admission_timeout", 5.0),
             switching=settings.pop("switching", None),
             memory_plan=settings.pop("memory_plan", None),
+            model_tasks=settings.pop("model_tasks", None),
         )
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes

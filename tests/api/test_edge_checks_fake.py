@@ -1,12 +1,17 @@
-"""Cross-site and DNS-rebinding defence (``server/api/edge.py``), through the app on fake engines."""
+"""Cross-site and DNS-rebinding defence (``server/api/edge.py``), and a form's model checked before admission
+(``request_admission.py``), through the app on fake engines."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 import pytest
 
 from server.api.edge import LOOPBACK_HOSTS, default_allowed_hosts, host_allowed
+from server.profiles.schema import ModelProfile, Switching
 from tests.api.conftest import MakeClient, admin
+from tests.fakes.engines import FakeLoader
 
 CHAT = {"model": "tools", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -64,3 +69,96 @@ def test_allowed_hosts_default_by_bind_address_and_patterns() -> None:
         "example.com.evil", ["*.example.com"]
     )
     assert host_allowed("anything", ["*"]) and not host_allowed("127.0.0.1", ["api.example.com"])
+
+
+# -- cross-site requests and forms (issue 39: a page's form moved the device; an empty POST loaded a model) --------
+
+EVIL = {"origin": "https://evil.example", "sec-fetch-site": "cross-site"}
+SPEECH_MODELS = {
+    "tools": ModelProfile(model="/m/tools"),
+    "plain": ModelProfile(model="/m/plain"),
+    "speech": ModelProfile(model="/m/tiny-whisper"),
+}
+WAV = {"file": ("clip.wav", b"RIFF....WAVEfmt fake audio", "audio/wav")}
+
+
+def _fake_tasks(_: str, model: ModelProfile) -> frozenset[str]:
+    # As the fake bundles decide it (tests/fakes/bundles.py): a whisper path transcribes, the rest chat.
+    return frozenset({"transcription"}) if "whisper" in model.model else frozenset({"generate"})
+
+
+async def _auto_client(make_client: MakeClient, **settings: Any) -> tuple[httpx.AsyncClient, Any]:
+    settings.setdefault("models", SPEECH_MODELS)
+    return await make_client(  # type: ignore[no-any-return]
+        switching=Switching(mode="auto"), model_tasks=_fake_tasks, admission_timeout=10.0, **settings
+    )
+
+
+async def test_a_cross_site_request_that_uses_or_changes_a_model_is_403_bodyless_ones_too(
+    make_client: MakeClient,
+) -> None:
+    client, manager = await _auto_client(make_client, dev_mode=True, admin_token=None)
+    attempts = [
+        ("/v1/audio/transcriptions", {"data": {"model": "plain"}, "files": WAV}),
+        ("/v1/chat/completions", {"json": {**CHAT, "model": "plain"}}),
+        ("/v1/models/switch", {"json": {"model": "plain"}}),
+        ("/admin/models/plain/load", {}),  # no body at all: no content type to check
+        ("/admin/models/tools/unload", {}),
+        ("/admin/reload", {}),
+    ]
+    for headers in (EVIL, {"origin": "https://evil.example"}, {"origin": "null"}):
+        for path, body in attempts:
+            response = await client.post(path, headers=headers, **body)
+            assert response.status_code == 403, (path, headers, response.text)
+            error = response.json()["error"]
+            assert "cross-site" in error["message"] and "Traceback" not in response.text
+    assert manager.active_model == "tools" and manager.switching_to is None
+    assert {slot.name: slot.state for slot in manager.snapshot().slots}["plain"] == "stopped"
+    # Reading is not refused: a page cannot read the answer without CORS anyway.
+    assert (await client.get("/v1/models", headers=EVIL)).status_code == 200
+
+
+async def test_same_origin_typed_and_headerless_requests_and_cors_allowed_origins_pass(
+    make_client: MakeClient,
+) -> None:
+    client, _ = await _auto_client(make_client, cors={"allow_origins": ["https://app.example"]})
+    passing = [
+        {},  # curl, the SDKs
+        {"sec-fetch-site": "same-origin", "origin": "http://turnout.test"},
+        {"sec-fetch-site": "same-site", "origin": "http://ui.turnout.test"},
+        {"sec-fetch-site": "none"},
+        {"origin": "http://turnout.test"},  # an older browser on this server's own page
+        {"origin": "https://app.example", "sec-fetch-site": "cross-site"},  # CORS allows it
+    ]
+    for headers in passing:
+        response = await client.post("/v1/chat/completions", json={**CHAT, "model": "tools"}, headers=headers)
+        assert response.status_code == 200, (headers, response.text)
+    refused = await client.post("/v1/chat/completions", json=CHAT, headers=EVIL)
+    assert refused.status_code == 403
+
+
+async def test_a_form_naming_a_model_that_cannot_serve_it_is_refused_before_admission(
+    make_client: MakeClient,
+) -> None:
+    loader = FakeLoader()
+    client, manager = await _auto_client(make_client, loader=loader)
+    for route, api in (("/v1/audio/transcriptions", "Transcriptions"), ("/v1/audio/translations", "Translations")):
+        answer = await client.post(route, data={"model": "plain"}, files=WAV)
+        assert answer.status_code == 404, answer.text
+        # The body the model's bundle gives once loaded (vllm_adapter's `unsupported`), before any switch.
+        assert answer.json() == {
+            "error": {
+                "message": f"The model 'plain' does not support the {api} API.",
+                "type": "NotFoundError",
+                "param": "model",
+                "code": 404,
+            }
+        }
+    assert manager.active_model == "tools" and loader.loads == ["tools"]
+    # A form naming none goes to the active model, which cannot serve it either: refused, nothing loads.
+    nameless = await client.post("/v1/audio/transcriptions", files=WAV)
+    assert nameless.status_code == 404 and "'tools'" in nameless.json()["error"]["message"]
+    # A model that transcribes still gets its form, switching to it as auto mode does.
+    served = await client.post("/v1/audio/transcriptions", data={"model": "speech"}, files=WAV)
+    assert served.status_code == 200, served.text
+    assert manager.active_model == "speech" and loader.loads == ["tools", "speech"]

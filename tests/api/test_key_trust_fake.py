@@ -118,8 +118,28 @@ async def test_metrics_may_need_their_own_token(make_client: MakeClient) -> None
     assert (await client.get("/metrics", headers=bearer("wrong"))).status_code == 401
     answer = await client.get("/metrics", headers=bearer("metrics-secret"))
     assert answer.status_code == 200 and 'model="tools"' in answer.text
+    assert (await client.get("/metrics", headers=admin())).status_code == 200  # the admin token opens it too
     open_client, _ = await make_client()
     assert (await open_client.get("/metrics")).status_code == 200
+
+
+@pytest.mark.parametrize("keys", [{"scoped_keys": SCOPED}, {"api_key": "key-for-everything"}])
+async def test_metrics_of_a_keyed_server_need_a_token_unless_public(make_client: MakeClient, keys: Any) -> None:
+    # Issue 39: an anonymous scrape listed turnout_model_state{model="plain"} where /health and /status hid it.
+    client, _ = await make_client(**keys)
+    refused = await client.get("/metrics")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    error = refused.json()["error"]
+    assert error["type"] == "AuthenticationError" and "metrics token" in error["message"]
+    assert "plain" not in refused.text and "tools" not in refused.text
+    for key in (TOOLS_ONLY, "key-for-everything"):  # a serving key is no metrics token
+        assert (await client.get("/metrics", headers=bearer(key))).status_code == 401
+    answer = await client.get("/metrics", headers=admin())
+    assert answer.status_code == 200 and 'model="plain"' in answer.text
+    with_token, _ = await make_client(**keys, metrics_token="metrics-secret")
+    assert (await with_token.get("/metrics", headers=bearer("metrics-secret"))).status_code == 200
+    public, _ = await make_client(**keys, metrics_public=True)
+    assert (await public.get("/metrics")).status_code == 200
 
 
 PROFILE = """\

@@ -21,8 +21,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.live_server import DEMO_ADMIN_TOKEN, DEMO_API_KEY, LiveServer, start_demo
+from tests.audio import sine_wav
 from tests.live_servers import LiveServers
-from tests.reliability.conftest import ServerPool
+from tests.reliability.conftest import ADMIN_TOKEN as RELIABILITY_ADMIN_TOKEN
+from tests.reliability.conftest import ServerPool, wait_at_rest
 
 pytestmark = [pytest.mark.engine, pytest.mark.live_server("demo")]
 
@@ -388,3 +390,33 @@ def test_a_request_past_a_bound_is_refused_at_once_without_a_switch(auto_server:
     assert elapsed < 5, f"answered after {elapsed:.1f} s"
     assert httpx.get(f"{auto_server.url}/health", timeout=30).json()["active_model"] == active
     assert _switch_count(auto_server) == before
+
+
+@pytest.mark.live_server("auto")
+def test_a_cross_site_form_and_a_form_for_a_chat_model_never_move_the_device(auto_server: LiveServer) -> None:
+    # Issue 39: a page's form naming the other model switched the device to it (auto mode, no key), then got 404.
+    admin = {"Authorization": f"Bearer {RELIABILITY_ADMIN_TOKEN}"}
+    wait_at_rest(auto_server)
+    before = httpx.get(f"{auto_server.url}/admin/status", headers=admin, timeout=30).json()
+    active = before["active_model"]
+    other = next(name for name in ("tools", "plain") if name != active)
+    url = f"{auto_server.url}/v1/audio/transcriptions"
+    files = {"file": ("tone.wav", sine_wav(), "audio/wav")}
+    evil = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    cross_site = httpx.post(url, data={"model": other}, files=files, headers=evil, timeout=60)
+    assert cross_site.status_code == 403 and "cross-site" in cross_site.json()["error"]["message"]
+    loaded = httpx.post(f"{auto_server.url}/admin/models/{other}/load", headers={**admin, **evil}, timeout=60)
+    assert loaded.status_code == 403  # a bodyless POST too, the admin token notwithstanding
+    # No browser at all (curl): the model's tasks are known before admission, and a chat model has no speech.
+    for named in (other, None):
+        form = {"model": named} if named else {}
+        refused = httpx.post(url, data=form, files=files, timeout=60)
+        assert refused.status_code == 404, refused.text
+        assert refused.json()["error"]["message"] == (
+            f"The model '{named or active}' does not support the Transcriptions API."
+        )
+    after = httpx.get(f"{auto_server.url}/admin/status", headers=admin, timeout=30).json()
+    assert after["active_model"] == active and after["switching_to"] is None
+    assert {slot["name"]: slot["state"] for slot in after["slots"]} == {
+        slot["name"]: slot["state"] for slot in before["slots"]
+    }

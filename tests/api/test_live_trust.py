@@ -2,9 +2,10 @@
 
 One server, manual mode, with a key for every model, a key limited to ``tools`` and one more limited key that a
 reload revokes. It checks what a browser, a limited key and an admin can and cannot get: 415 for a cross-site
-body, 403 for a rebinding Host, a reload that will not read a file outside the profile's folder, a revoked key
-shut out at once while its stream finishes, a prefix cache that no key shares with another key's cache group,
-and a stop switch that never answers the limited key with the model it may not use, nor names it.
+body, 403 for a rebinding Host, ``/metrics`` for the admin only, a reload that will not read a file outside the
+profile's folder, a revoked key shut out at once while its stream finishes, a prefix cache that no key shares with
+another key's cache group, and a stop switch that never answers the limited key with the model it may not use, nor
+names it.
 """
 
 from __future__ import annotations
@@ -83,10 +84,17 @@ def test_a_cross_site_body_is_415_and_a_rebinding_host_403(server: LiveServer) -
     assert foreign.status_code == 403 and "tools" not in foreign.text
     own = httpx.get(f"{server.url}/v1/models", headers={**bearer(FULL), "host": "localhost"}, timeout=30)
     assert own.status_code == 200
-    # Without a key, the ops routes name no model.
+    # Without a key, the ops routes name no model; /metrics, which names them all, needs the admin (or metrics)
+    # token, a serving key being neither.
     for path in ("/health", "/ready", "/status"):
         anonymous = httpx.get(f"{server.url}{path}", timeout=30)
         assert anonymous.status_code == 200 and "tools" not in anonymous.text and "plain" not in anonymous.text
+    for headers in ({}, bearer(TOOLS_ONLY), bearer(FULL)):
+        metrics = httpx.get(f"{server.url}/metrics", headers=headers, timeout=30)
+        assert metrics.status_code == 401 and metrics.json()["error"]["type"] == "AuthenticationError"
+        assert "plain" not in metrics.text
+    scraped = httpx.get(f"{server.url}/metrics", headers=bearer(TOKEN), timeout=30)
+    assert scraped.status_code == 200 and 'model="plain"' in scraped.text
 
 
 def test_a_reload_of_a_file_outside_the_profiles_folder_is_refused_and_quotes_nothing(

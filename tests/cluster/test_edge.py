@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from server.api.edge import LOOPBACK_HOSTS
 from server.api.key_scopes import ScopedKey
 from server.api.serving_settings import ServingFlags, api_settings
-from server.cluster import build, edge
+from server.cluster import build, edge, node_options
 from server.cluster.edge import profile_edge
 from server.profiles import load_profile
 from tests.fakes.profile_files import make_workspace, write_profile
@@ -68,3 +69,18 @@ async def test_a_node_and_the_ingress_get_the_same_edge(profile: str, monkeypatc
     assert node.edge == ingress
     assert node.edge.settings.scoped_keys and node.edge.settings.admin_token == "admin-secret"
     assert len(calls) == 2  # each through the one builder
+
+
+async def test_the_edge_defaults_its_hosts_by_the_ingress_bind_address(profile: str) -> None:
+    # Issue 39: the nodes allowed any Host; a loopback-bound cluster now answers loopback names only, everywhere.
+    loopback = await profile_edge(node_options(profile, host="127.0.0.1"))
+    assert loopback.settings.allowed_hosts == LOOPBACK_HOSTS
+    assert (await profile_edge(node_options(profile, host="0.0.0.0"))).settings.allowed_hosts is None
+    assert (await profile_edge(node_options(profile))).settings.allowed_hosts is None  # a config file without it
+
+
+async def test_metrics_public_reaches_the_settings(profile: str, tmp_path: Path) -> None:
+    assert (await profile_edge({"profile": profile})).settings.metrics_public is False
+    public = Path(profile).with_name("public.yaml")
+    public.write_text(Path(profile).read_text() + "  metrics_public: true\n")
+    assert (await profile_edge({"profile": str(public)})).settings.metrics_public is True

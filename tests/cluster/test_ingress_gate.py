@@ -15,6 +15,7 @@ from litestar import Litestar, Request, route
 
 from server.api import ApiSettings, RequestOutOfBounds
 from server.api import request_admission as node_admission
+from server.api.edge import default_allowed_hosts
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_scopes import ScopedKey
 from server.api.model_names import resolve_model_name
@@ -107,7 +108,8 @@ async def test_routes_without_a_model_are_placed_on_none(probe: tuple[httpx.Asyn
     client, placed = probe
     # The node answers these without loading anything: an admin route, a malformed body, a path it lacks.
     admin = await client.post("/admin/reload", json={"model": "beta"}, headers=_key(ADMIN))
-    malformed = await client.post("/v1/chat/completions", content=b"{", headers=_key(ALPHA_KEY))
+    json_type = {"content-type": "application/json"}
+    malformed = await client.post("/v1/chat/completions", content=b"{", headers={**_key(ALPHA_KEY), **json_type})
     typed = await client.post("/v1/chat/completions", json={"model": 3}, headers=_key(ALPHA_KEY))
     missing = await client.post("/v1/nope", content=b"x" * 1000, headers=_key(ALPHA_KEY))
     assert [a.json()["model"] for a in (admin, malformed, typed, missing)] == ["", "", "", ""]
@@ -224,3 +226,42 @@ async def test_a_request_past_its_models_bounds_is_refused_before_placement(
     assert ingress_gate.check_request_bounds is node_admission.check_request_bounds
     within = await client.post("/v1/completions", json={"model": "beta", "n": 128}, headers=_key(FULL_KEY))
     assert within.json()["model"] == "beta"
+
+
+async def test_the_edge_checks_refuse_before_placing() -> None:
+    # A loopback-bound cluster's edge (the ingress's bind address gives the default, as on one node).
+    gate = IngressGate(_edge(api_key=FULL_KEY, allowed_hosts=default_allowed_hosts("127.0.0.1", None)))
+    placed: list[str] = []
+
+    @route("/{path:path}", http_method=["GET", "POST"])
+    async def forward(request: Request[Any, Any, Any]) -> dict[str, Any]:
+        placed.append((await gate.admit(request, request.scope["path"])).model)
+        return {}
+
+    app = Litestar(route_handlers=[forward], exception_handlers=EXCEPTION_HANDLERS)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client:
+        chat = {"model": "beta", "messages": []}
+        rebound = await client.post(
+            "/v1/chat/completions", json=chat, headers={**_key(FULL_KEY), "host": "rebind.attacker.example"}
+        )
+        assert rebound.status_code == 403 and "attacker" not in rebound.text
+        lost = await client.get("/v1/nope", headers={"host": "rebind.attacker.example"})  # a path the node lacks
+        assert lost.status_code == 403
+        cross_site = await client.post(
+            "/v1/chat/completions", json=chat, headers={**_key(FULL_KEY), "sec-fetch-site": "cross-site"}
+        )
+        assert cross_site.status_code == 403
+        bodyless = await client.post("/admin/reload", headers={**_key(ADMIN), "origin": "https://evil.example"})
+        assert bodyless.status_code == 403
+        body = httpx.Request("POST", "/", json=chat).content
+        plain = await client.post(
+            "/v1/chat/completions", content=body, headers={**_key(FULL_KEY), "content-type": "text/plain"}
+        )
+        assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
+        form = await client.post(
+            "/v1/audio/transcriptions", json={"model": "beta"}, headers=_key(FULL_KEY)
+        )  # a form route's body must be its form
+        assert form.status_code == 415 and "multipart/form-data" in form.text
+        assert placed == []
+        served = await client.post("/v1/chat/completions", json=chat, headers=_key(FULL_KEY))
+        assert served.status_code == 201 and placed == ["beta"]

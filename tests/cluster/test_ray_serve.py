@@ -45,7 +45,8 @@ def _app(replicas: int, max_ongoing: int) -> Any:
         replicas=replicas,
         builder="tests.fakes.cluster:fake_node",
         edge="tests.fakes.cluster:fake_edge",
-        options={"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S},
+        # Bound to loopback (``base_url``): the nodes and the ingress answer loopback names only, as on one node.
+        options={"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S, "host": "127.0.0.1"},
         resources={ACCELERATOR: 1},
         max_ongoing_requests=max_ongoing,
     )
@@ -190,6 +191,30 @@ async def test_three_models_on_one_capacity_one_replica_evict_in_lru_order(clien
     assert (only["loads"], only["evictions"]) == (4, 3)  # Ray's side
     assert only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # Turnout's side: each eviction an unload
     assert only["counters"]["engine_unloads"] == ["a", "b", "c"]
+
+
+async def test_the_ingress_refuses_a_rebinding_host_a_cross_site_post_and_a_wrong_body_before_placing(
+    client: httpx.AsyncClient,
+) -> None:
+    # Issue 39: a chat naming b with a rebinding page's Host got 200 from b, which evicted a.
+    request = {"model": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    refused = [
+        await client.post("/lru/v1/chat/completions", json=request, headers={"host": "rebind.attacker.example"}),
+        await client.post("/lru/v1/chat/completions", json=request, headers={"sec-fetch-site": "cross-site"}),
+        await client.post("/lru/v1/models/switch", json={"model": "b"}, headers={**ADMIN, "host": "evil.example"}),
+    ]
+    assert [answer.status_code for answer in refused] == [403, 403, 403], [answer.text for answer in refused]
+    assert "attacker" not in refused[0].text
+    body = httpx.Request("POST", "/", json=request).content
+    plain = await client.post("/lru/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
+    assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
+    # A form naming a chat model: the replica refuses it before Ray's multiplexer would load b (issue 39).
+    form = await client.post("/lru/v1/audio/transcriptions", data={"model": "b"}, files={"file": ("a.wav", b"x")})
+    assert form.status_code == 404, form.text
+    assert form.json()["error"]["message"] == "The model 'b' does not support the Transcriptions API."
+    (only,) = await settled(client, "/lru")
+    assert only["held"] == ["a"] and only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # nothing moved
+    assert await chat(client, "a", "/lru", headers={"host": "localhost"}) == "a a"
 
 
 async def test_a_hot_model_spills_to_a_second_replica(client: httpx.AsyncClient) -> None:

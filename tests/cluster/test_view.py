@@ -112,7 +112,10 @@ def test_the_cli_and_a_config_file_build_the_application_alike(monkeypatch: pyte
     built: dict[str, Any] = {}
     monkeypatch.setattr(application, "build_application", lambda **kwargs: built.update(kwargs))
     application.app_builder({"profile": "profile.yaml", "dev": True})
-    assert built["options"] == node_options("profile.yaml", dev=True) == {"profile": "profile.yaml", "dev": True}
+    expected = {"profile": "profile.yaml", "dev": True, "host": None}
+    assert built["options"] == node_options("profile.yaml", dev=True) == expected
+    application.app_builder({"profile": "profile.yaml", "host": "127.0.0.1"})
+    assert built["options"]["host"] == "127.0.0.1"
     cli_default = next(param.default for param in ray_serve.params if param.name == "max_ongoing_requests")
     assert built["max_ongoing_requests"] == cli_default == MAX_ONGOING_REQUESTS
 

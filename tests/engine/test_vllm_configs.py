@@ -132,3 +132,17 @@ def test_command_line_defaults_apply_under_each_models_own_keys(tiny_models: dic
         prepare_profile(natural_profile(tiny_models), engine_defaults={"max_num_seqs": 0}, device="cpu")
     assert [problem.split(":")[0] for problem in caught.value.problems] == ["model 'tools'", "model 'plain'"]
     assert "engine argument max_num_seqs=0" in caught.value.problems[0]
+
+
+def test_a_models_generation_tasks_are_read_before_it_loads(tiny_models: dict[str, Path]) -> None:
+    # What a form route checks before admission (issue 39): a chat model has no speech task, Whisper has.
+    from server.engine.model_tasks import generation_tasks
+    from server.tinymodels.speech import build_tiny_whisper
+
+    chat = ModelProfile(model=str(tiny_models["tiny-plain"]), engine_args={"max_model_len": 512})
+    assert generation_tasks("plain", chat) == frozenset({"generate"})
+    whisper = ModelProfile(model=str(build_tiny_whisper()), engine_args={"max_model_len": 448})
+    assert "transcription" in (generation_tasks("speech", whisper) or ())
+    pooling = ModelProfile(model=str(tiny_models["tiny-plain"]), engine_args={"runner": "pooling", "convert": "embed"})
+    assert generation_tasks("embed", pooling) == frozenset()
+    assert generation_tasks("gone", ModelProfile(model="/nonexistent/model")) is None

@@ -1,6 +1,7 @@
 """Node and edge builders for the Ray tests: the real manager and app over fake engines, with a switch delay.
 
 Options (the same for the nodes and the ingress, as in production): ``models`` (names; the first is the default),
+``host`` (the HTTP proxy's bind address: ``server.allowed_hosts`` defaults by it, as ``edge_parts`` does),
 ``strategy`` (``stop`` or ``keep``), ``max_active`` (keep's residency limit) and ``switch_delay_s`` (each engine
 load takes that long, so a switch costs time as a real one does).
 """
@@ -12,21 +13,29 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from server.api import ApiSettings
+from server.api.edge import default_allowed_hosts
 from server.cluster.parts import EdgeParts, NodeParts
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy, StopStrategy
-from server.profiles.schema import Switching
+from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader, fake_models
 
-__all__ = ["ADMIN_TOKEN", "FakeMultiplexer", "fake_edge", "fake_node"]
+__all__ = ["ADMIN_TOKEN", "FakeMultiplexer", "fake_edge", "fake_node", "fake_tasks"]
 
 ADMIN_TOKEN = "cluster-admin-token"
 
 
 async def fake_edge(options: Mapping[str, Any]) -> EdgeParts:
     names = list(options["models"])
-    return EdgeParts(settings=ApiSettings(admin_token=ADMIN_TOKEN), models=fake_models(*names), default_model=names[0])
+    hosts = default_allowed_hosts(options.get("host"), None)
+    settings = ApiSettings(admin_token=ADMIN_TOKEN, allowed_hosts=hosts)
+    return EdgeParts(settings=settings, models=fake_models(*names), default_model=names[0])
+
+
+def fake_tasks(_: str, model: ModelProfile) -> frozenset[str]:
+    """The fakes' tasks, as the fake bundles decide them: a path naming whisper transcribes, the rest chat."""
+    return frozenset({"transcription"}) if "whisper" in model.model else frozenset({"generate"})
 
 
 async def fake_node(options: Mapping[str, Any]) -> NodeParts:
@@ -44,6 +53,7 @@ async def fake_node(options: Mapping[str, Any]) -> NodeParts:
         abort_grace=0.2,
         memory_probe=lambda: 1.0,
         admission_timeout=10.0,
+        model_tasks=fake_tasks,
     )
     return NodeParts(
         manager=manager,

@@ -34,7 +34,7 @@ def bundle_route(
     summary: str,
     api: ApiShape = OPENAI_API,
     *,
-    form: bool = False,
+    form: str | None = None,
     salted: bool = True,
 ) -> HTTPRouteHandler:
     """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
@@ -46,7 +46,8 @@ def bundle_route(
         call: The bundle call for the admitted request.
         summary: The handler's docstring (the operation's summary in the OpenAPI document).
         api: The API the route speaks: its error bodies and how its streams end.
-        form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size.
+        form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size: the name
+            of the route's API (``Transcriptions``), named in the 404 of a model without ``forms.FORM_TASK``.
         salted: The body gets the key's ``cache_salt`` (``cache_salts.py``); False where vLLM's request takes none.
     """
 

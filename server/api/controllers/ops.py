@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from server import __version__
 from server.api.auth import Viewer, check_metrics_token
 from server.api.errors import error_response
+from server.api.key_ring import KeyRing
 from server.api.request_admission import ServingBundle
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
@@ -75,8 +76,9 @@ class OpsController(Controller):
         request: Request[Any, Any, Any],
         metrics_registry: NamedDependency[CollectorRegistry],
         api_settings: NamedDependency[ApiSettings],
+        key_ring: NamedDependency[KeyRing],
     ) -> Response[bytes]:
-        """Prometheus metrics (with their model labels); the bearer token of ``server.metrics_token_env`` when
-        one is set."""
-        check_metrics_token(request, api_settings)
+        """Prometheus metrics (with their model labels): the bearer token of ``server.metrics_token_env`` or the
+        admin token when a metrics token is set, or once keys are configured unless ``server.metrics_public``."""
+        check_metrics_token(request, api_settings, keyed=key_ring.keyed)
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)

@@ -214,7 +214,7 @@ class SpeechController(Controller):
         "create_transcription",
         _operation("audio.transcriptions"),
         "Transcribe an audio file (speech models).",
-        form=True,
+        form="Transcriptions",
         salted=False,
     )
     create_translation = bundle_route(
@@ -223,6 +223,6 @@ class SpeechController(Controller):
         "create_translation",
         _operation("audio.translations"),
         "Translate an audio file into English text (speech models).",
-        form=True,
+        form="Translations",
         salted=False,
     )

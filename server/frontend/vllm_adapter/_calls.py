@@ -17,7 +17,7 @@ import pydantic
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from server.frontend.openai_errors import error_body
+from server.frontend.openai_errors import error_body, unsupported_route_body
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.vllm_adapter._moved import moved
 
@@ -133,10 +133,7 @@ def bad_request(message: str, *, param: str | None = None) -> JsonResult:
 
 def unsupported(model_name: str, api: str) -> JsonResult:
     """The 404 for a route the model's tasks lack, naming the model."""
-    # `vllm serve` registers a route only for the tasks its model supports, so it answers 404 here (the same
-    # status OpenAI gives a model used on the wrong endpoint); never a 5xx, the server is fine.
-    message = f"The model '{model_name}' does not support the {api} API."
-    return JsonResult(404, error_body(404, message, param="model"))
+    return JsonResult(404, unsupported_route_body(model_name, api))
 
 
 def _invalid_body(exc: pydantic.ValidationError) -> JsonResult:
