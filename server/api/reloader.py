@@ -33,8 +33,9 @@ __all__ = ["ModelReload", "Prepare", "ProfileRejected", "ReloadReport", "Reloade
 
 logger = logging.getLogger("turnout.api")
 
-#: Validates a profile file the way ``turnout serve`` does (live parser registries, the CLI's defaults).
-Validate = Callable[[str], ValidationResult]
+#: Validates a profile the way ``turnout serve`` does (live parser registries, the CLI's defaults): its file's name
+#: and the content the reload read from it (``validate_profile``'s ``data``; the file is not opened again).
+Validate = Callable[[str, bytes], ValidationResult]
 #: Readies a valid profile to run as ``turnout serve`` does at start-up: its command-line engine defaults, vLLM's
 #: check of every model's engine config, and the KV-cache budget. Raises EngineConfigInvalid or
 #: MemoryBudgetExceeded.
@@ -140,14 +141,16 @@ class Reloader:
 
         Raises:
             ProfileRejected: The profile has errors; nothing changed.
-            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``; not read.
+            ReloadPathInvalid: ``path`` has a NUL byte; nothing was opened.
+            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``, or a symlink
+                took its place after the check; not read.
             ReloadRefused: It removes the active model, or a switch is under way; nothing changed.
             ReloadFailed: The active model's new frontend could not be built; nothing changed.
         """
         async with self._lock:
-            source = self._paths.check(path) if path else self._profile.path
+            source = path or self._profile.path
             # Validation reads files and renders templates: keep it off the event loop.
-            result = await asyncio.to_thread(self._validate, source)
+            result = await asyncio.to_thread(self._read_and_validate, source)
             if result.profile is None:
                 raise ProfileRejected(result.errors, result.warnings)
             new, plan = await asyncio.to_thread(self._prepared, result)
@@ -180,6 +183,16 @@ class Reloader:
             notes = [model.note for model in report.models] + (["the API keys changed"] if keys_changed else [])
             logger.info("reload of %s applied: %s", new.path, "; ".join(notes))
             return report
+
+    def _read_and_validate(self, source: str) -> ValidationResult:
+        """``source`` read once through the checked descriptor (``ReloadPaths.read``), then validated from that
+        content; a file that cannot be read rejects the profile (as the loader would say it)."""
+        try:
+            data = self._paths.read(source)
+        except OSError as exc:
+            message = f"cannot read the profile: {exc.strerror or exc}"
+            raise ProfileRejected([ProfileIssue(file=source, line=1, col=1, message=message)], []) from None
+        return self._validate(source, data)
 
     def _read_keys(self, new: Profile, result: ValidationResult) -> KeyEntries | None:
         """The key set ``new`` configures (None without a key ring); an unset variable rejects the profile."""
