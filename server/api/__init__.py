@@ -31,6 +31,7 @@ from server.api.request_admission import ServingBundle
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
+from server.api.withheld_env import secret_env, withhold_secrets
 
 __all__ = [
     "ANTHROPIC_API",
@@ -58,7 +59,9 @@ __all__ = [
     "read_keys",
     "resolve_model_name",
     "retry_after_header",
+    "secret_env",
     "served_names",
     "visible",
     "watch_profile",
+    "withhold_secrets",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -18,6 +17,7 @@ import msgspec
 from server.api.key_ring import KeyEntries, KeyRing
 from server.api.key_scopes import KeyNotSet
 from server.api.reload_paths import ReloadPaths
+from server.api.withheld_env import secret_env, withhold_secrets
 from server.engine import EngineConfigInvalid, EngineManager, MemoryBudgetExceeded, MemoryPlan, ModelsReplaced
 from server.profiles import (
     ModelChange,
@@ -108,7 +108,8 @@ class Reloader:
         validate: The server's own validation.
         prepare: What the server does to a valid profile before it runs it (None: nothing).
         key_ring: The serving routes' keys, read again from each reloaded profile and ``env`` (None: keys fixed).
-        env: Where the keys' variables are read (default: the server's environment).
+        env: Where the keys' variables are read (default: the server's environment, ``secret_env``, whose newly
+            named key variables a reload then withholds from ``os.environ`` as start-up did).
     """
 
     def __init__(
@@ -128,7 +129,8 @@ class Reloader:
         self._prepare = prepare
         self._paths = ReloadPaths(profile.path, profile.server.reload_dirs)
         self._key_ring = key_ring
-        self._env = os.environ if env is None else env
+        self._env = secret_env() if env is None else env
+        self._withhold = env is None
         self._lock = asyncio.Lock()
 
     @property
@@ -199,11 +201,14 @@ class Reloader:
         if self._key_ring is None:
             return None
         try:
-            return self._key_ring.read(new, self._env)
+            keys = self._key_ring.read(new, self._env)
         except KeyNotSet as unset:
             raise ProfileRejected(
                 [ProfileIssue(file=new.path, line=1, col=1, message=str(unset))], result.warnings
             ) from None
+        if self._withhold:
+            withhold_secrets(new)  # a variable this version names for the first time leaves os.environ too
+        return keys
 
     def _prepared(self, result: ValidationResult) -> tuple[Profile, MemoryPlan | None]:
         assert result.profile is not None

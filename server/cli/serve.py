@@ -89,7 +89,10 @@ def serving_validation(
     from server.frontend import parser_registry
 
     def validate(path: str | None, data: bytes | None = None) -> ValidationResult:
-        return _validated(path, parser_registry(), default_tool_call_parser, default_enable_auto_tool_choice, data)
+        from server.api import secret_env  # the key variables are read there once withheld from os.environ
+
+        parsers = parser_registry()
+        return _validated(path, parsers, default_tool_call_parser, default_enable_auto_tool_choice, data, secret_env())
 
     return validate
 
@@ -100,6 +103,7 @@ def _validated(
     default_tool_call_parser: str | None,
     default_enable_auto_tool_choice: bool,
     data: bytes | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """``path`` validated against ``parsers`` (vLLM's live registries, or its source tables before vLLM is
     imported) with the CLI's frontend defaults (``data``: the file's content, already read)."""
@@ -109,6 +113,7 @@ def _validated(
         default_tool_call_parser=default_tool_call_parser,
         default_enable_auto_tool_choice=default_enable_auto_tool_choice,
         data=data,
+        env=env,
     )
 
 
@@ -224,10 +229,10 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
     """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
     exits 1 naming a ``server.api_keys`` variable that is not set."""
-    from server.api import api_settings
+    from server.api import api_settings, secret_env
 
     with _unset_key_exits(profile):
-        settings = api_settings(profile, flags, os.environ)
+        settings = api_settings(profile, flags, secret_env())
     return settings
 
 
@@ -248,7 +253,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile
+    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile, withhold_secrets
     from server.engine import StrategyUnavailable, build_manager, prepare_profile
     from server.frontend import (
         FrontendSettings,
@@ -287,6 +292,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
     settings = settings_or_exit(profile, flags)
+    # Read: now out of os.environ, before any engine process is spawned with a copy of it (withheld_env.py).
+    withhold_secrets(profile, [options.api_key_env])
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
     try:
