@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,28 @@ def test_withheld_secrets_reach_no_child_and_stay_readable(monkeypatch: pytest.M
             check=True,
         ).stdout
         assert shown.strip() == "['W_PLAIN']"
+
+
+async def test_a_reload_reads_a_new_key_variable_then_withholds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's own reloader (no ``env`` given) reads keys from the withheld store and os.environ, and a
+    variable a reloaded profile names for the first time leaves os.environ too."""
+    from server.api import KeyRing, Reloader
+    from server.api.key_ring import KeySet
+    from tests.api.served_profile import serve_profile
+
+    text = "models:\n  tools:\n    model: models/tiny\nswitching:\n  strategy: keep\n"
+    served = await serve_profile(tmp_path, text)
+    try:
+        with secrets_put_back():
+            monkeypatch.setenv("W_NEW_TEAM", "team-key")
+            ring = KeyRing(KeySet())
+            reloader = Reloader(served.manager, served.reloader.profile, served.reloader._validate, key_ring=ring)
+            served.write(text + "server:\n  api_keys:\n    - {key_env: W_NEW_TEAM, models: [tools]}\n")
+            report = await reloader.reload()
+            assert report.keys_changed and ring.match(["team-key"]) == frozenset({"tools"})
+            assert "W_NEW_TEAM" not in os.environ and secret_env()["W_NEW_TEAM"] == "team-key"
+            assert not (await reloader.reload()).keys_changed  # read again from the withheld store: unchanged
+    finally:
+        await served.close()
