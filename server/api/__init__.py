@@ -34,6 +34,7 @@ from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
+from server.api.withheld_env import secret_env, withhold_secrets
 
 __all__ = [
     "ANTHROPIC_API",
@@ -68,7 +69,9 @@ __all__ = [
     "read_keys",
     "resolve_model_name",
     "retry_after_header",
+    "secret_env",
     "served_names",
     "visible",
     "watch_profile",
+    "withhold_secrets",
 ]

@@ -21,7 +21,10 @@ from server.api.key_scopes import ScopedKey, scoped_keys
 from server.api.settings import ApiSettings
 from server.profiles import Profile
 
-__all__ = ["NO_MATCH", "KeyEntries", "KeyMatch", "KeyRing", "KeySet", "digest", "read_keys"]
+__all__ = ["NO_MATCH", "VLLM_API_KEY_ENV", "KeyEntries", "KeyMatch", "KeyRing", "KeySet", "digest", "read_keys"]
+
+#: vLLM's variable for ``vllm serve``'s key; honoured as vLLM does, after the profile's ``server.api_key_env``.
+VLLM_API_KEY_ENV: Final = "VLLM_API_KEY"
 
 #: What :meth:`KeyRing.match` answers when no configured key matched.
 NO_MATCH: Final[Any] = object()
@@ -54,7 +57,8 @@ class KeySet:
     """The keys as resolved from a profile and the environment.
 
     Attributes:
-        api_key: The key that may use every model (``--api-key``, else ``server.api_key_env``'s variable).
+        api_key: The key that may use every model (``--api-key-env``/``--api-key-file``, else
+            ``server.api_key_env``'s variable, else ``VLLM_API_KEY``).
         scoped: The keys of ``server.api_keys``, each limited to its models.
         api_key_cache_group: ``api_key``'s cache group (``server.api_key_cache_group``; None: its own).
     """
@@ -65,12 +69,15 @@ class KeySet:
 
 
 def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None = None) -> KeySet:
-    """The keys ``profile`` configures, read from ``env`` (``cli_api_key``, the ``--api-key`` flag, wins).
+    """The keys ``profile`` configures, read from ``env``: the key for every model is ``cli_api_key`` (from
+    ``--api-key-env`` or ``--api-key-file``), else ``server.api_key_env``'s variable, else ``VLLM_API_KEY``.
 
     Raises:
         KeyNotSet: An item of ``server.api_keys`` names an unset variable.
     """
-    api_key = cli_api_key or env.get(profile.server.api_key_env, "").strip() or None
+    api_key = (
+        cli_api_key or env.get(profile.server.api_key_env, "").strip() or env.get(VLLM_API_KEY_ENV, "").strip() or None
+    )
     scoped = scoped_keys(profile.server.api_keys, profile.models, env)
     return KeySet(api_key=api_key, scoped=scoped, api_key_cache_group=profile.server.api_key_cache_group)
 
@@ -91,7 +98,8 @@ class KeyRing:
 
     Args:
         keys: The keys the server starts with.
-        cli_api_key: ``--api-key``: kept across reloads (a reload re-reads only what the profile names).
+        cli_api_key: The command line's key (``--api-key-env``/``--api-key-file``): kept across reloads (a reload
+            re-reads only what the profile names).
     """
 
     def __init__(self, keys: KeySet, *, cli_api_key: str | None = None) -> None:

@@ -75,7 +75,10 @@ def security_components() -> Components:
             _API_KEY_SCHEME: SecurityScheme(
                 type="http",
                 scheme="bearer",
-                description="The API key, when the server has one (--api-key or server.api_key_env).",
+                description=(
+                    "The API key, when the server has one (--api-key-env, --api-key-file, server.api_key_env or "
+                    "VLLM_API_KEY)."
+                ),
             ),
         }
     )

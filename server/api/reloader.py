@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -18,6 +17,7 @@ import msgspec
 from server.api.key_ring import KeyEntries, KeyRing
 from server.api.key_scopes import KeyNotSet
 from server.api.reload_paths import ReloadPaths
+from server.api.withheld_env import secret_env, withhold_secrets
 from server.engine import EngineConfigInvalid, EngineManager, MemoryBudgetExceeded, MemoryPlan, ModelsReplaced
 from server.profiles import (
     ModelChange,
@@ -33,8 +33,9 @@ __all__ = ["ModelReload", "Prepare", "ProfileRejected", "ReloadReport", "Reloade
 
 logger = logging.getLogger("turnout.api")
 
-#: Validates a profile file the way ``turnout serve`` does (live parser registries, the CLI's defaults).
-Validate = Callable[[str], ValidationResult]
+#: Validates a profile the way ``turnout serve`` does (live parser registries, the CLI's defaults): its file's name
+#: and the content the reload read from it (``validate_profile``'s ``data``; the file is not opened again).
+Validate = Callable[[str, bytes], ValidationResult]
 #: Readies a valid profile to run as ``turnout serve`` does at start-up: its command-line engine defaults, vLLM's
 #: check of every model's engine config, and the KV-cache budget. Raises EngineConfigInvalid or
 #: MemoryBudgetExceeded.
@@ -107,7 +108,8 @@ class Reloader:
         validate: The server's own validation.
         prepare: What the server does to a valid profile before it runs it (None: nothing).
         key_ring: The serving routes' keys, read again from each reloaded profile and ``env`` (None: keys fixed).
-        env: Where the keys' variables are read (default: the server's environment).
+        env: Where the keys' variables are read (default: the server's environment, ``secret_env``, whose newly
+            named key variables a reload then withholds from ``os.environ`` as start-up did).
     """
 
     def __init__(
@@ -127,7 +129,8 @@ class Reloader:
         self._prepare = prepare
         self._paths = ReloadPaths(profile.path, profile.server.reload_dirs)
         self._key_ring = key_ring
-        self._env = os.environ if env is None else env
+        self._env = secret_env() if env is None else env
+        self._withhold = env is None
         self._lock = asyncio.Lock()
 
     @property
@@ -140,14 +143,16 @@ class Reloader:
 
         Raises:
             ProfileRejected: The profile has errors; nothing changed.
-            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``; not read.
+            ReloadPathInvalid: ``path`` has a NUL byte; nothing was opened.
+            ReloadPathRefused: ``path`` is neither the served profile nor under ``server.reload_dirs``, or a symlink
+                took its place after the check; not read.
             ReloadRefused: It removes the active model, or a switch is under way; nothing changed.
             ReloadFailed: The active model's new frontend could not be built; nothing changed.
         """
         async with self._lock:
-            source = self._paths.check(path) if path else self._profile.path
+            source = path or self._profile.path
             # Validation reads files and renders templates: keep it off the event loop.
-            result = await asyncio.to_thread(self._validate, source)
+            result = await asyncio.to_thread(self._read_and_validate, source)
             if result.profile is None:
                 raise ProfileRejected(result.errors, result.warnings)
             new, plan = await asyncio.to_thread(self._prepared, result)
@@ -181,16 +186,29 @@ class Reloader:
             logger.info("reload of %s applied: %s", new.path, "; ".join(notes))
             return report
 
+    def _read_and_validate(self, source: str) -> ValidationResult:
+        """``source`` read once through the checked descriptor (``ReloadPaths.read``), then validated from that
+        content; a file that cannot be read rejects the profile (as the loader would say it)."""
+        try:
+            data = self._paths.read(source)
+        except OSError as exc:
+            message = f"cannot read the profile: {exc.strerror or exc}"
+            raise ProfileRejected([ProfileIssue(file=source, line=1, col=1, message=message)], []) from None
+        return self._validate(source, data)
+
     def _read_keys(self, new: Profile, result: ValidationResult) -> KeyEntries | None:
         """The key set ``new`` configures (None without a key ring); an unset variable rejects the profile."""
         if self._key_ring is None:
             return None
         try:
-            return self._key_ring.read(new, self._env)
+            keys = self._key_ring.read(new, self._env)
         except KeyNotSet as unset:
             raise ProfileRejected(
                 [ProfileIssue(file=new.path, line=1, col=1, message=str(unset))], result.warnings
             ) from None
+        if self._withhold:
+            withhold_secrets(new)  # a variable this version names for the first time leaves os.environ too
+        return keys
 
     def _prepared(self, result: ValidationResult) -> tuple[Profile, MemoryPlan | None]:
         assert result.profile is not None

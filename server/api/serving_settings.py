@@ -27,7 +27,8 @@ class ServingFlags:
     """The command line's part of the settings (``turnout serve``'s flags; ``turnout ray-serve`` has ``--dev``).
 
     Attributes:
-        api_key: ``--api-key``: replaces the key from the profile's ``api_key_env``.
+        api_key: The command line's key (``--api-key-env``, ``--api-key-file``): replaces the profile's
+            ``api_key_env``.
         host: The address the server is bound to (``--host``): on loopback, ``server.allowed_hosts`` defaults to
             loopback names; None (a Ray node, reached only through its ingress): any ``Host``.
         dev: ``--dev``: open the admin routes without a token.

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from server.cli.key_options import API_KEY_ALTERNATIVES
+
 __all__ = [
     "MODEL_FLAGS",
     "REFUSED",
@@ -35,7 +37,6 @@ __all__ = [
 TURNOUT_OPTIONS: Final = {
     "host": "--host: the address to bind",
     "port": "--port: the port to bind",
-    "api_key": "--api-key: the key every serving route requires (Bearer, or x-api-key for Anthropic's SDK)",
     "chat_template": "--chat-template: the default chat template of models whose profile sets none",
     "enable_auto_tool_choice": "--enable-auto-tool-choice: the default for models whose profile leaves it unset",
     "tool_call_parser": "--tool-call-parser: the default tool parser of models whose profile sets none",
@@ -97,6 +98,7 @@ MODEL_FLAGS: Final = {
 
 #: Flags ``turnout serve`` refuses, with why.
 REFUSED: Final = {
+    "api_key": API_KEY_ALTERNATIVES,
     "lora_modules": "LoRA adapters belong to one model: set lora_modules in its profile",
     "enable_server_load_tracking": "a load counter of one engine's API server; Turnout reports /admin/status",
     "cohere_is_reasoning_model": "Cohere's chat API (VLLM_ENABLE_COHERE_API): not served by Turnout",

@@ -1,12 +1,14 @@
 """``turnout ray-serve``: the profile's node replicas and the OpenAI ingress on Ray Serve.
 
 Locally (the default) it starts a Ray cluster on this machine with one ``turnout_accel`` resource per replica, so
-each replica owns one accelerator set; ``--address`` joins a running cluster instead. A real cluster (KubeRay)
-deploys the same application from a Ray Serve config file (README: "Beyond one machine").
+each replica owns one accelerator set, with Ray's token authentication on (``ray_auth.py``); ``--address`` joins a
+running cluster instead. A real cluster (KubeRay) deploys the same application from a Ray Serve config file
+(README: "Beyond one machine").
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import click
 
 from server.cli._output import err_console, out_console
+from server.cli.ray_auth import local_ray_auth, private_token_file
 from server.cli.serve import load_serving_profile, refuse_invalid_profile, settings_or_exit
 from server.cluster import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
 
@@ -66,6 +69,7 @@ def ray_serve(
     local = address == "local"
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
         settings_or_exit(loaded, ServingFlags(dev=dev))
+        _token_auth(ray.__version__)
     ray.init(
         address=address,
         include_dashboard=False,
@@ -90,6 +94,20 @@ def ray_serve(
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         if local:
             ray.shutdown()
+
+
+def _token_auth(ray_version: str) -> None:
+    """Turn Ray's token authentication on for the local cluster (``ray_auth.py``), or say why it is off."""
+    auth = local_ray_auth(ray_version, os.environ)
+    if auth.warning:
+        err_console.print(f"warning: {auth.warning}", markup=False)
+        return
+    os.environ.update(auth.env)
+    token_file = Path.home() / ".ray" / "auth_token"
+    if private_token_file(os.environ, token_file) is not None:
+        out_console.print(f"Ray's token authentication is on; its token is in {token_file} (mode 0600)", markup=False)
+    elif token_file.is_file() and token_file.stat().st_mode & 0o077:
+        err_console.print(f"warning: {token_file} (Ray's token) is readable by other users: chmod 600 it", markup=False)
 
 
 def _wait_for_stop() -> None:

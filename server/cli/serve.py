@@ -12,13 +12,14 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import click
 
 from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
+from server.cli.key_options import cli_api_key
 from server.cli.listener import bind_listener
 from server.cli.tls_refresh import certificate_refresher
 from server.profiles import (
@@ -60,7 +61,7 @@ class ServeOptions:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     dev: bool = False
     log_level: str = "info"
     admission_timeout: float | None = None  # None: the manager's default
@@ -74,17 +75,25 @@ class ServeOptions:
     timeout_keep_alive: int | None = None  # None: the profile's server.keep_alive_timeout_s
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
+    api_key_env: str | None = None
+
+
+class _Validation(Protocol):
+    def __call__(self, path: str | None, data: bytes | None = None) -> ValidationResult: ...
 
 
 def serving_validation(
     default_tool_call_parser: str | None = None, default_enable_auto_tool_choice: bool = False
-) -> Callable[[str | None], ValidationResult]:
+) -> _Validation:
     """The validation a serving profile gets, at start-up and at every reload: vLLM's live parser registries and
     the CLI's frontend defaults."""
     from server.frontend import parser_registry
 
-    def validate(path: str | None) -> ValidationResult:
-        return _validated(path, parser_registry(), default_tool_call_parser, default_enable_auto_tool_choice)
+    def validate(path: str | None, data: bytes | None = None) -> ValidationResult:
+        from server.api import secret_env  # the key variables are read there once withheld from os.environ
+
+        parsers = parser_registry()
+        return _validated(path, parsers, default_tool_call_parser, default_enable_auto_tool_choice, data, secret_env())
 
     return validate
 
@@ -94,14 +103,18 @@ def _validated(
     parsers: ParserRegistry,
     default_tool_call_parser: str | None,
     default_enable_auto_tool_choice: bool,
+    data: bytes | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """``path`` validated against ``parsers`` (vLLM's live registries, or its source tables before vLLM is
-    imported) with the CLI's frontend defaults."""
+    imported) with the CLI's frontend defaults (``data``: the file's content, already read)."""
     return validate_profile(
         path,
         parsers=parsers,
         default_tool_call_parser=default_tool_call_parser,
         default_enable_auto_tool_choice=default_enable_auto_tool_choice,
+        data=data,
+        env=env,
     )
 
 
@@ -217,10 +230,10 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
     """The app's settings from ``profile``, this environment and ``flags`` (``serving_settings.api_settings``);
     exits 1 naming a ``server.api_keys`` variable that is not set."""
-    from server.api import api_settings
+    from server.api import api_settings, secret_env
 
     with _unset_key_exits(profile):
-        settings = api_settings(profile, flags, os.environ)
+        settings = api_settings(profile, flags, secret_env())
     return settings
 
 
@@ -241,7 +254,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile
+    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile, withhold_secrets
     from server.cli.connection_limits import limited_protocol
     from server.engine import StrategyUnavailable, build_manager, prepare_profile
     from server.frontend import (
@@ -281,6 +294,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
     settings = settings_or_exit(profile, flags)
+    # Read: now out of os.environ, before any engine process is spawned with a copy of it (withheld_env.py).
+    withhold_secrets(profile, [options.api_key_env])
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
     try:
@@ -434,7 +449,15 @@ def _draining_server_class() -> type:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[PROFILE] [VLLM FLAGS]...")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
-@click.option("--api-key", default=None, help="Require this key on /v1/* (default: the profile's api_key_env).")
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="NAME",
+    help="Require the key held by the variable NAME on /v1/* (default: the profile's api_key_env, then VLLM_API_KEY).",
+)
+@click.option(
+    "--api-key-file", default=None, metavar="PATH", help="Require the key in this file (its first line) on /v1/*."
+)
 @click.option("--dev", is_flag=True, help="Open the admin routes without a token (trusted networks only).")
 @click.option(
     "--log-level",
@@ -500,8 +523,10 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
+    api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), os.environ)
     options = ServeOptions(
         **kwargs,
+        api_key=api_key,
         engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"], frontend),
         frontend=frontend,
     )

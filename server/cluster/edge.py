@@ -5,11 +5,10 @@ Light on purpose (no engine, no vLLM import): the ingress builds its gate from i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from server.api import ServingFlags, api_settings
+from server.api import ServingFlags, api_settings, secret_env, withhold_secrets
 from server.cluster.parts import EdgeParts
 from server.profiles import Profile, load_profile
 
@@ -26,9 +25,10 @@ def edge_parts(profile: Profile, options: Mapping[str, Any]) -> EdgeParts:
     """
     host = options.get("host")
     flags = ServingFlags(dev=bool(options.get("dev", False)), host=str(host) if host is not None else None)
-    return EdgeParts(
-        settings=api_settings(profile, flags, os.environ), models=profile.models, default_model=profile.default_model
-    )
+    settings = api_settings(profile, flags, secret_env())
+    # Read: now out of os.environ, so the node's engine processes do not inherit them (server/api/withheld_env.py).
+    withhold_secrets(profile)
+    return EdgeParts(settings=settings, models=profile.models, default_model=profile.default_model)
 
 
 async def profile_edge(options: Mapping[str, Any]) -> EdgeParts:

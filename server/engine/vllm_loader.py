@@ -24,6 +24,7 @@ from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.stash_config import set_multi_model_config
+from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles.schema import ModelProfile
@@ -34,7 +35,6 @@ __all__ = [
     "INSECURE_SERIALIZATION_ENV",
     "QUANT_CONFIG_ENV",
     "VllmEngineLoader",
-    "allow_insecure_serialization",
     "build_engine_args",
     "detect_device",
     "device_allows_another_engine",
@@ -48,8 +48,6 @@ __all__ = [
 logger = logging.getLogger("turnout.engine")
 
 QUANT_CONFIG_ENV = "QUANT_CONFIG"
-#: vLLM refuses pickled payloads on its engine channels unless this is "1"; vLLM-Gaudi's reconfigure needs them.
-INSECURE_SERIALIZATION_ENV = "VLLM_ALLOW_INSECURE_SERIALIZATION"
 # Engines spawn their core process with a copy of os.environ, so the variable is set around the spawn and
 # restored after; the lock keeps two loads from seeing each other's value.
 _env_lock = asyncio.Lock()
@@ -252,18 +250,6 @@ def ram_allows_another_engine(reserve_fraction: float = DEFAULT_RESERVE_FRACTION
     return available_ram_mb() >= total_mb * reserve_fraction
 
 
-def allow_insecure_serialization() -> None:
-    """Set ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` for the stash host's processes (they inherit the environment).
-
-    vLLM-Gaudi's ``gaudi_reconfigure_engine`` cloudpickles the target's ``VllmConfig`` to the engine core and
-    refuses to run without it. The pickles only travel between Turnout's process and the engine processes it
-    started, over their private IPC sockets.
-    """
-    if os.environ.get(INSECURE_SERIALIZATION_ENV) != "1":
-        logger.warning("stash: setting %s=1, which vLLM-Gaudi's in-place reconfigure needs", INSECURE_SERIALIZATION_ENV)
-        os.environ[INSECURE_SERIALIZATION_ENV] = "1"
-
-
 def memory_check(device: str, models: Mapping[str, ModelProfile]) -> Callable[[], bool]:
     """The ``auto`` policy's "does another engine fit": host RAM on CPU, device memory on CUDA.
 
@@ -278,31 +264,41 @@ def memory_check(device: str, models: Mapping[str, ModelProfile]) -> Callable[[]
     return lambda: device_allows_another_engine(share)
 
 
-def stash_host_factory() -> StashHostFactory | None:
+def stash_host_factory(make_host: Callable[[Mapping[str, ModelProfile]], Any] | None = None) -> StashHostFactory | None:
     """A factory for vLLM-Gaudi's ``MultiModelAsyncLLM`` over the models it is given; None without vllm_gaudi.
 
     Every model's ``quant_config`` is passed explicitly, None included, so that vLLM-Gaudi is told "none" rather
-    than left to inherit the previous value. Not run here: vllm_gaudi needs Gaudi hardware.
+    than left to inherit the previous value. The host is started with ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``, kept
+    for its life only (``stash_serialization.py``). Not run here: vllm_gaudi needs Gaudi hardware.
+
+    Args:
+        make_host: Builds the (not yet initialized) host over the models; default: vLLM-Gaudi's.
     """
-    if importlib.util.find_spec("vllm_gaudi") is None:
-        return None
+    if make_host is None:
+        if importlib.util.find_spec("vllm_gaudi") is None:
+            return None
+        make_host = _gaudi_host
+    build_host = make_host
 
     async def build(first: str, models: Mapping[str, ModelProfile]) -> StashHost:
-        allow_insecure_serialization()
         set_multi_model_config(first, models)  # or vLLM-Gaudi's engine core lacks its reconfigure utility
-        from vllm.usage.usage_lib import UsageContext
-        from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM
-
-        host = MultiModelAsyncLLM(
-            {name: build_engine_args(name, model) for name, model in models.items()},
-            usage_context=UsageContext.OPENAI_API_SERVER,
-            disable_log_stats=True,
-            enable_log_requests=False,
-            model_quant_configs={name: model.quant_config for name, model in models.items()},
-        )
-        with quant_config_env(models[first].quant_config):
-            await host.initialize(first)
-        stash_host: StashHost = host
+        host = build_host(models)
+        async with _env_lock:  # no other load spawns while the host's core is spawned with this environment
+            with quant_config_env(models[first].quant_config):
+                stash_host: StashHost = await start_serializing(host, first)
         return stash_host
 
     return build
+
+
+def _gaudi_host(models: Mapping[str, ModelProfile]) -> Any:
+    from vllm.usage.usage_lib import UsageContext
+    from vllm_gaudi.v1.engine.multi_model_async_llm import MultiModelAsyncLLM
+
+    return MultiModelAsyncLLM(
+        {name: build_engine_args(name, model) for name, model in models.items()},
+        usage_context=UsageContext.OPENAI_API_SERVER,
+        disable_log_stats=True,
+        enable_log_requests=False,
+        model_quant_configs={name: model.quant_config for name, model in models.items()},
+    )

@@ -50,6 +50,7 @@ def validate_profile(
     parsers: ParserRegistry | None = None,
     default_tool_call_parser: str | None = None,
     default_enable_auto_tool_choice: bool = False,
+    data: bytes | None = None,
 ) -> ValidationResult:
     """Check a profile and report every problem with its position; never raises for a bad profile.
 
@@ -63,6 +64,9 @@ def validate_profile(
             gets (so ``enable_auto_tool_choice`` without a parser in the profile is fine when it is set).
         default_enable_auto_tool_choice: The server's ``--enable-auto-tool-choice``, which a model that does
             not set ``enable_auto_tool_choice`` gets (it then needs a tool parser too).
+        data: The profile file's content, already read by the caller: ``path`` then only names it (in messages,
+            and as the folder relative paths start from) and is not opened. A reload passes what it read through
+            the one descriptor it checked (``server/api/reload_paths.py``).
 
     Returns:
         The resolved profile when there is no error, and every error and warning.
@@ -76,7 +80,7 @@ def validate_profile(
         path = env[CONFIG_ENV]
     shown = os.fspath(path)
     report = Collector(shown)
-    tree = load_tree(Path(shown), shown, report)
+    tree = load_tree(Path(shown), shown, report, data)
     if tree is UNREADABLE:
         return report.result(None)
     ctx = Context(

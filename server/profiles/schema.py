@@ -322,8 +322,8 @@ class ServerSection(Base, frozen=True, kw_only=True):
 
     Attributes:
         admin_token_env: Name of the env var that holds the admin bearer token.
-        api_key_env: Name of the env var that holds the API key guarding ``/v1/*`` (unset: no key). That key
-            may use every model.
+        api_key_env: Name of the env var that holds the API key guarding ``/v1/*`` (unset: vLLM's
+            ``VLLM_API_KEY``, else no key). That key may use every model.
         api_keys: Keys limited to some models, each ``{key_env, models}``. Any of them (or the ``api_key_env``
             key) is accepted as ``Authorization: Bearer <key>`` or ``x-api-key``; once one is configured, the
             serving routes need a key. A reload applies changes to the keys (and to their variables' values) at

@@ -41,17 +41,24 @@ _TOP: Final[Pos] = (1, 1)
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 
 
-def load_tree(path: Path, shown: str, report: Collector) -> Any:
+def load_tree(path: Path, shown: str, report: Collector, data: bytes | None = None) -> Any:
     """Read and parse a profile file.
 
     Args:
         path: The file to read.
         shown: The path as the user gave it (for messages).
         report: Where read and parse errors go.
+        data: The file's content, already read by the caller (a reload reads it through one checked descriptor);
+            ``path`` is then not opened.
 
     Returns:
         The round-trip tree (``None`` for an empty document), or ``UNREADABLE``.
     """
+    if data is not None:
+        if len(data) > MAX_BYTES:
+            report.error(_TOP, f"the profile is larger than {MAX_BYTES // 2**20} MiB; that is not a profile")
+            return UNREADABLE
+        return _parse_bytes(data, report)
     try:
         if not path.exists():
             report.error(_TOP, f"profile file not found: there is no file at {path.absolute()}")
@@ -66,6 +73,10 @@ def load_tree(path: Path, shown: str, report: Collector) -> Any:
     except (OSError, ValueError) as exc:  # permissions, a name too long, a NUL byte in the name
         report.error(_TOP, f"cannot read the profile: {getattr(exc, 'strerror', None) or exc}")
         return UNREADABLE
+    return _parse_bytes(data, report)
+
+
+def _parse_bytes(data: bytes, report: Collector) -> Any:
     text = _decode(data, report)
     if text is None:
         return UNREADABLE

@@ -35,6 +35,8 @@ DEMO = REPO / "profiles" / "demo.yaml"
 #: The shared demo server's admin token and API key (``start_demo``).
 DEMO_ADMIN_TOKEN = "demo-admin-token"
 DEMO_API_KEY = "demo-api-key"
+#: The variable ``start_demo`` passes the key in (``--api-key-env``: a key is never given on the command line).
+DEMO_API_KEY_ENV = "TURNOUT_DEMO_API_KEY"
 
 
 @dataclass
@@ -131,7 +133,11 @@ def serving(
 def start_demo(folder: Path) -> LiveServer:
     """The demo profile (manual mode) as the modules that share it need it: an admin token, an API key, and
     vLLM's Responses store on (as ``vllm serve`` turns it on); started and ready, for ``live_servers``."""
-    env = {"TURNOUT_ADMIN_TOKEN": DEMO_ADMIN_TOKEN, "VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-    live = start_server(DEMO, folder / "demo.log", env, "--api-key", DEMO_API_KEY)
+    env = {
+        "TURNOUT_ADMIN_TOKEN": DEMO_ADMIN_TOKEN,
+        "VLLM_ENABLE_RESPONSES_API_STORE": "1",
+        DEMO_API_KEY_ENV: DEMO_API_KEY,
+    }
+    live = start_server(DEMO, folder / "demo.log", env, "--api-key-env", DEMO_API_KEY_ENV)
     wait_ready(live)
     return live

@@ -51,8 +51,8 @@ async def serve_profile(tmp_path: Path, text: str, env: Mapping[str, str] | None
     profile_path.write_text(text)
     all_env = {**isolated_env(workspace), **(env or {})}
 
-    def validate(path: str | None) -> ValidationResult:
-        return validate_profile(path, env=all_env, parsers=FakeParserRegistry())
+    def validate(path: str | None, data: bytes | None = None) -> ValidationResult:
+        return validate_profile(path, env=all_env, parsers=FakeParserRegistry(), data=data)
 
     profile = validate(str(profile_path)).profile
     assert profile is not None

@@ -178,6 +178,27 @@ def test_admin_auth_401(server: LiveServer) -> None:
     assert httpx.get(f"{server.url}/admin/status").status_code == 401
 
 
+def test_engine_processes_inherit_no_key_or_token(server: LiveServer, client: openai.OpenAI) -> None:
+    """The demo server holds an admin token and an API key (from its environment); its engine processes, which vLLM
+    spawns with a copy of the server's environment, have neither (``server/api/withheld_env.py``)."""
+    import psutil
+
+    from tests.api.live_server import DEMO_API_KEY_ENV
+
+    client.models.list()  # the key works: the server has it
+    assert httpx.get(f"{server.url}/admin/status", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    children = psutil.Process(server.process.pid).children(recursive=True)
+    environs = {child.pid: Path(f"/proc/{child.pid}/environ").read_bytes().split(b"\0") for child in children}
+    assert environs, "the active model's engine processes"
+    for pid, variables in environs.items():
+        names = {variable.partition(b"=")[0].decode() for variable in variables}
+        # The server's own variables did reach it (the right block is read), its secrets did not.
+        assert "VLLM_ENABLE_RESPONSES_API_STORE" in names, pid
+        leaked = names & {"TURNOUT_ADMIN_TOKEN", DEMO_API_KEY_ENV}
+        assert not leaked, f"engine process {pid} inherited {leaked}"
+        assert not any(KEY.encode() in variable or TOKEN.encode() in variable for variable in variables), pid
+
+
 def test_409_for_an_inactive_model_and_404_for_an_unknown_one(server: LiveServer, client: openai.OpenAI) -> None:
     _activate(server, "tools")
     with pytest.raises(openai.ConflictError) as conflict:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +188,86 @@ async def test_reload_dirs_widen_the_allowed_folders_from_the_profiles_folder(tm
     for refused in (tmp_path / "conf" / "p.yaml", tmp_path / "conf" / "more-evil" / "p.yaml", tmp_path / "p.yaml"):
         with pytest.raises(ReloadPathRefused):
             paths.check(str(refused))
+
+
+async def test_a_nul_byte_in_the_path_is_a_400_in_the_api_shape(served: Served) -> None:
+    # Before: os.path.realpath raised ValueError ("embedded null byte") and the reload answered 500.
+    response = await served.reload(path=str(served.workspace / "pro\x00file.yaml"))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_reload_path" and "NUL" in error["message"]
+    assert "Traceback" not in response.text
+    assert served.reloader.profile.path == str(served.profile)
+
+
+def _secret_outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    secret = tmp_path_factory.mktemp("elsewhere") / "secret.yaml"
+    secret.write_text("root:x:0:0:SECRET-LINE\n")
+    return secret
+
+
+async def test_a_symlink_swapped_in_between_the_check_and_the_read_is_refused_unread(
+    served: Served, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: the path passes the check as a regular file, then becomes a link to a file outside before the
+    reload reads it. The read is the checked resolved path opened without following links, so it fails."""
+    from server.api.reload_paths import ReloadPaths
+
+    secret = _secret_outside(tmp_path_factory)
+    target = served.workspace / "next.yaml"
+    target.write_text(PROFILE)
+    check = ReloadPaths.check
+
+    def check_then_swap(self: ReloadPaths, path: str) -> str:
+        checked = check(self, path)
+        target.unlink()
+        target.symlink_to(secret)
+        return checked
+
+    monkeypatch.setattr(ReloadPaths, "check", check_then_swap)
+    response = await served.reload(path=str(target))
+    assert response.status_code == 403, response.text
+    assert response.json()["error"]["code"] == "reload_path_refused"
+    assert "SECRET" not in response.text and "root:" not in response.text
+    assert served.reloader.profile.path == str(served.profile)
+
+
+async def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused_unread(
+    served: Served, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.api.reload_paths import ReloadPaths
+
+    secret = _secret_outside(tmp_path_factory)
+    folder = served.workspace / "more"
+    folder.mkdir()
+    (folder / "secret.yaml").write_text(PROFILE)
+    check = ReloadPaths.check
+
+    def check_then_swap(self: ReloadPaths, path: str) -> str:
+        checked = check(self, path)
+        (folder / "secret.yaml").unlink()
+        folder.rmdir()
+        folder.symlink_to(secret.parent)
+        return checked
+
+    monkeypatch.setattr(ReloadPaths, "check", check_then_swap)
+    response = await served.reload(path=str(folder / "secret.yaml"))
+    assert response.status_code == 403, response.text
+    assert "SECRET" not in response.text
+
+
+async def test_the_validator_is_fed_what_the_checked_descriptor_read(served: Served) -> None:
+    """The profile is parsed from the bytes read through the checked descriptor, never from the path again."""
+    seen: list[tuple[str, bytes | None]] = []
+    validate = served.reloader._validate
+
+    def recording(path: str, data: bytes | None = None) -> Any:
+        seen.append((path, data))
+        return validate(path, data)
+
+    served.reloader._validate = recording
+    other = served.workspace / "other.yaml"
+    other.write_text(PROFILE.replace("  plain:", "  plain2:"))
+    response = await served.reload(path=str(other), dry_run=True)
+    assert response.status_code == 200, response.text
+    assert seen == [(str(other), other.read_bytes())]

@@ -52,8 +52,8 @@ class Server:
         self.refuse: list[str] = []
         self.prepared = 0
 
-    def validate(self, path: str | None) -> ValidationResult:
-        return validate_profile(path, env=self.env, parsers=FakeParserRegistry())
+    def validate(self, path: str | None, data: bytes | None = None) -> ValidationResult:
+        return validate_profile(path, env=self.env, parsers=FakeParserRegistry(), data=data)
 
     def prepare(self, profile: Profile) -> tuple[Profile, MemoryPlan]:
         self.prepared += 1

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from server.api import secret_env
 from server.api.edge import LOOPBACK_HOSTS
 from server.api.key_scopes import ScopedKey
 from server.api.serving_settings import ServingFlags, api_settings
@@ -16,6 +18,7 @@ from server.cluster import build, edge, node_options
 from server.cluster.edge import profile_edge
 from server.profiles import load_profile
 from tests.fakes.profile_files import make_workspace, write_profile
+from tests.fakes.secrets import secrets_put_back
 
 PROFILE = """\
 default_model: tiny
@@ -36,10 +39,11 @@ ENV = {"EDGE_ADMIN": "admin-secret", "EDGE_KEY": "full-secret", "EDGE_SMALL_KEY"
 
 
 @pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    return str(write_profile(make_workspace(tmp_path), PROFILE))
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with secrets_put_back():  # a node's edge withholds the key variables from os.environ in this process
+        for name, value in ENV.items():
+            monkeypatch.setenv(name, value)
+        yield str(write_profile(make_workspace(tmp_path), PROFILE))
 
 
 async def test_the_edge_reads_every_key_as_turnout_serve_does(profile: str) -> None:
@@ -48,7 +52,7 @@ async def test_the_edge_reads_every_key_as_turnout_serve_does(profile: str) -> N
     assert (settings.admin_token, settings.api_key, settings.dev_mode) == ("admin-secret", "full-secret", True)
     assert settings.scoped_keys == (ScopedKey(key="small-secret", models=frozenset({"tiny"})),)
     # `turnout serve --dev` assembles the same settings from the same profile.
-    assert settings == api_settings(load_profile(profile), ServingFlags(dev=True), os.environ)
+    assert settings == api_settings(load_profile(profile), ServingFlags(dev=True), secret_env())
     assert (list(parts.models), parts.default_model) == (["tiny", "other"], "tiny")
 
 
@@ -84,3 +88,14 @@ async def test_metrics_public_reaches_the_settings(profile: str, tmp_path: Path)
     public = Path(profile).with_name("public.yaml")
     public.write_text(Path(profile).read_text() + "  metrics_public: true\n")
     assert (await profile_edge({"profile": str(public)})).settings.metrics_public is True
+
+
+async def test_a_node_takes_the_keys_out_of_the_environment_its_engines_inherit(profile: str) -> None:
+    # Before: the node read them from os.environ and left them there, so every engine process it spawned (vLLM
+    # copies os.environ into the engine core and its workers) had the admin token and every key.
+    parts = await profile_edge({"profile": profile, "dev": False})
+    assert parts.settings.admin_token == "admin-secret" and parts.settings.api_key == "full-secret"
+    assert not set(ENV) & set(os.environ)
+    assert {name: secret_env()[name] for name in ENV} == ENV  # what a reload reads them from
+    again = await profile_edge({"profile": profile, "dev": False})  # another edge in the same process
+    assert again == parts

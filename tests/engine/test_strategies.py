@@ -32,8 +32,8 @@ from server.engine.strategies import (
 from server.engine.vllm_loader import (
     INSECURE_SERIALIZATION_ENV,
     QUANT_CONFIG_ENV,
-    allow_insecure_serialization,
     quant_config_env,
+    stash_host_factory,
 )
 from server.profiles.schema import ModelProfile, Switching
 from server.vllm_plugin.protocol import KeptKV
@@ -200,10 +200,36 @@ def test_the_stash_host_gets_vllm_gaudis_multi_model_config(monkeypatch: pytest.
     }
 
 
-def test_the_stash_host_gets_insecure_serialization(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_insecure_serialization_lives_with_the_stash_host_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Set when the host's engine core is spawned (it inherits this process's environment), gone once the host
+    is shut down or fails to start. Before: set in os.environ for the server's whole life. Fake host only: vLLM's
+    sleep mode, which vLLM-Gaudi's reconfigure uses, is refused on CPU and vllm_gaudi needs Gaudi."""
     monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
-    allow_insecure_serialization()
-    assert os.environ[INSECURE_SERIALIZATION_ENV] == "1"
+    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    at_spawn: list[tuple[str | None, str | None]] = []
+
+    class Host(FakeStashHost):
+        async def initialize(self, first: str) -> None:  # where vLLM-Gaudi spawns the engine core
+            at_spawn.append((os.environ.get(INSECURE_SERIALIZATION_ENV), os.environ.get(QUANT_CONFIG_ENV)))
+            if first == "broken":
+                raise RuntimeError("the engine core died")
+            await super().initialize(first)
+
+    models = {"a": ModelProfile(model="/m/a", quant_config="/q/a.json"), "broken": ModelProfile(model="/m/b")}
+    build = stash_host_factory(make_host=lambda given: Host(given))
+    assert build is not None
+    host = await build("a", models)
+    assert at_spawn == [("1", "/q/a.json")]
+    assert os.environ[INSECURE_SERIALIZATION_ENV] == "1"  # this process decodes the core's typed results
+    assert (await host.switch_model("broken", drain_timeout=0))["switched"] and host.current_model == "broken"
+    host.shutdown()
+    assert INSECURE_SERIALIZATION_ENV not in os.environ and QUANT_CONFIG_ENV not in os.environ
+    with pytest.raises(RuntimeError, match="died"):
+        await build("broken", models)
+    assert INSECURE_SERIALIZATION_ENV not in os.environ
 
 
 def test_what_auto_means_is_said_once_per_device() -> None:

@@ -50,7 +50,9 @@ class ReloadController(Controller):
         """Validate a profile and apply it: frontends at once, engine settings at each model's next load.
 
         ``path`` must be the served profile or a YAML/JSON file under ``server.reload_dirs`` (default: the served
-        profile's folder), symlinks resolved: any other is refused with 403 ``reload_path_refused``, unread.
+        profile's folder), symlinks resolved: any other is refused with 403 ``reload_path_refused``, unread, as is
+        a path that a symlink replaced after the check (the resolved path is opened once, following no link); a
+        path with a NUL byte is 400 ``invalid_reload_path``.
         Errors change nothing: 422 ``invalid_profile`` lists every profile error at ``file:line:col`` (also in
         ``issues``); 409 ``reload_refused`` when it would remove the active model or a switch is under way; 422
         ``reload_failed`` when the active model's new frontend cannot be built.

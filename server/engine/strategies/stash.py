@@ -23,7 +23,7 @@ Hardening against that code:
       the host's ``current_model`` is checked after every switch, and after a failed switch the name proves
       nothing: bringing back the model it still names restarts the host instead of trusting the early return.
     * its reconfigure refuses to run without ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (it cloudpickles the
-      ``VllmConfig``); ``server/engine/vllm_loader.py`` sets it for the host's processes.
+      ``VllmConfig``); ``server/engine/stash_serialization.py`` sets it for the host's life only.
 """
 
 from __future__ import annotations
@@ -45,8 +45,13 @@ logger = logging.getLogger("turnout.engine")
 class StashHost(Protocol):
     """The part of vLLM-Gaudi's ``MultiModelAsyncLLM`` Turnout uses."""
 
-    engine: Any
-    current_model: str | None
+    @property
+    def engine(self) -> Any:
+        """The host's one engine."""
+
+    @property
+    def current_model(self) -> str | None:
+        """The model the host says it holds."""
 
     async def switch_model(self, model: str, drain_timeout: int = 60) -> Mapping[str, Any] | None:
         """Reconfigure the engine core to ``model``.
