@@ -65,7 +65,7 @@ async def test_a_reload_reads_a_new_key_variable_then_withholds_it(
             reloader = Reloader(served.manager, served.reloader.profile, served.reloader._validate, key_ring=ring)
             served.write(text + "server:\n  api_keys:\n    - {key_env: W_NEW_TEAM, models: [tools]}\n")
             report = await reloader.reload()
-            assert report.keys_changed and ring.match(["team-key"]) == frozenset({"tools"})
+            assert report.keys_changed and ring.match(["team-key"]).models == frozenset({"tools"})
             assert "W_NEW_TEAM" not in os.environ and secret_env()["W_NEW_TEAM"] == "team-key"
             assert not (await reloader.reload()).keys_changed  # read again from the withheld store: unchanged
     finally:
