@@ -395,3 +395,55 @@ def test_the_pools_figures_are_read_at_most_every_few_seconds(tmp_path: Path, mo
     finally:
         owner.remove()
     assert owner.kept_bytes(["plain"]) == {}, "a removed pool has no figures"
+
+
+# -- the keep step: room before the write ---------------------------------------------------------------------
+
+
+def _core(pool: KVPool, hashes: list[bytes], written: list[int]) -> SimpleNamespace:
+    """An engine core whose prefix cache holds ``hashes`` (free blocks) of one page each; its workers record the
+    pool's usage when they are asked to write, then write."""
+    connector = object.__new__(TurnoutKVKeep)
+    connector.pool, connector.identity, connector.num_blocks = pool, ident("m"), len(hashes)
+    connector.single_group, connector.shards = True, 1
+    blocks = [
+        SimpleNamespace(block_id=i, ref_cnt=0, block_hash=h + b"\0\0\0\0", is_null=False) for i, h in enumerate(hashes)
+    ]
+    block_pool = SimpleNamespace(blocks=blocks, free_block_queue=SimpleNamespace(get_all_free_blocks=lambda: blocks))
+    group = SimpleNamespace(kv_cache_spec=SimpleNamespace(page_size_bytes=BLOCK), layer_names=["layer"])
+
+    def collective_rpc(_: object, kwargs: dict[str, object]) -> list[dict[str, float]]:
+        written.append(sum(pool.usage().values()))
+        for _, name in kwargs["blocks"]:  # type: ignore[attr-defined]
+            pool.write_block(ident("m"), name, b"k" * BLOCK)
+        return [{"kept_bytes": float(BLOCK * len(kwargs["blocks"]))}]  # type: ignore[arg-type]
+
+    scheduler = SimpleNamespace(
+        connector=connector,
+        kv_cache_manager=SimpleNamespace(block_pool=block_pool),
+        kv_cache_config=SimpleNamespace(kv_cache_groups=[group]),
+    )
+    return SimpleNamespace(scheduler=scheduler, collective_rpc=collective_rpc)
+
+
+def test_a_keep_makes_room_before_it_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.vllm_plugin.kv_keep import keep_kv
+
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * BLOCK)
+    for block in range(4):  # full of older blocks
+        _aged(pool, ident("old"), f"o{block}", age_s=100 - block)
+    hashes = [hashlib.sha256(f"new{i}".encode()).digest() for i in range(2)]
+    before_write: list[int] = []
+
+    kept = keep_kv(_core(pool, hashes, before_write))
+
+    assert kept["kept_blocks"] == 2.0
+    assert before_write == [2 * BLOCK], "two old blocks went before the two new ones were written"
+    assert sum(pool.usage().values()) <= 4 * BLOCK
+    assert all(pool.has_block(ident("m"), h.hex()) for h in hashes)
+
+    monkeypatch.setattr(KVPool, "leaves_free", lambda self, incoming: False)  # a nearly full /dev/shm
+    more = [hashlib.sha256(f"more{i}".encode()).digest() for i in range(2)]
+    skipped: list[int] = []
+    assert keep_kv(_core(pool, more, skipped))["kept_blocks"] == 0.0
+    assert skipped == [] and not any(pool.has_block(ident("m"), h.hex()) for h in more), "nothing was written"
