@@ -156,9 +156,10 @@ class KVPool:
     # -- blocks ---------------------------------------------------------------------------------------------
 
     def has_block(self, identity: str, key: str) -> bool:
+        """Whether a block is kept (False for a name that is not one: a lookup never fails the scheduler)."""
         try:
             st = os.lstat(self.model_dir(identity) / _valid(_KEY, key))
-        except FileNotFoundError:
+        except (FileNotFoundError, ValueError):
             return False
         return stat.S_ISREG(st.st_mode)
 
