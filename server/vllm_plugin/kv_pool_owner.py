@@ -29,7 +29,7 @@ from typing import Final
 
 from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, check_private, kept_bytes_by_name
 
-__all__ = ["LOCK_NAME", "POOL_PREFIX", "PoolOwner", "sweep_dead_pools"]
+__all__ = ["LOCK_NAME", "POOL_PREFIX", "USAGE_TTL_S", "PoolOwner", "sweep_dead_pools"]
 
 logger = logging.getLogger("turnout.engine.kv_keep")
 
