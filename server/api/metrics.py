@@ -108,12 +108,12 @@ def _memory_families(snapshot: ManagerSnapshot) -> Iterator[Metric]:
 
 
 class KeptKVCollector(Collector):
-    """``turnout_kv_kept_bytes{model}``: what the kept-KV pool holds per model, read from the pool per scrape;
+    """``turnout_kv_kept_bytes{model}``: what the kept-KV pool holds per model (the pool's cached figures);
     nothing while there is no pool (``switching.kv_keep_bytes`` unset, or no engine has kept anything yet).
 
     Args:
         manager: Names the models.
-        usage: Bytes kept per served model name (default: this server's pool, a directory scan of tmpfs).
+        usage: Bytes kept per served model name (default: this server's pool, read at most every few seconds).
     """
 
     def __init__(
@@ -124,19 +124,27 @@ class KeptKVCollector(Collector):
         self._manager = manager
         self._usage = usage
 
+    def describe(self) -> Iterator[Metric]:
+        # The registry asks at registration: the family's name, without reading the pool.
+        yield self._family()
+
     def collect(self) -> Iterator[Metric]:
         usage = self._usage([slot.name for slot in self._manager.snapshot().slots])
         if not usage:
             return
-        kept = GaugeMetricFamily(
+        kept = self._family()
+        for model, size in usage.items():
+            kept.add_metric([model], float(size))
+        yield kept
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
             "turnout_kv_kept_bytes",
             "Bytes of prefix-cache blocks the kept-KV pool (switching.kv_keep_bytes) holds for each model; the "
             "blocks restored from it are counted by vLLM as vllm:external_prefix_cache_hits (tokens)",
             labels=["model"],
         )
-        for model, size in usage.items():
-            kept.add_metric([model], float(size))
-        yield kept
 
 
 class ManagerMetrics:

@@ -380,7 +380,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # send its error event).
         timeout_graceful_shutdown=int(drain_timeout + _DRAIN_SLACK_S),
     )
-    _draining_server_class()(config, manager.drain, drain_timeout).run(sockets=sockets)
+    from server.vllm_plugin import close_kv_pool
+
+    _draining_server_class()(config, manager.drain, drain_timeout, close_kv_pool).run(sockets=sockets)
 
 
 #: Seconds past the drain timeout that uvicorn waits for the ended requests to leave before it cancels them.
@@ -429,9 +431,25 @@ def _draining_server_class() -> type:
         the rest with an error (a stream's error event and ``[DONE]``). Then the lifespan stops the engines.
         """
 
-        def __init__(self, config: Any, drain: Callable[[float], Coroutine[Any, Any, int]], timeout: float) -> None:
+        def __init__(
+            self,
+            config: Any,
+            drain: Callable[[float], Coroutine[Any, Any, int]],
+            timeout: float,
+            on_exit: Callable[[], None],
+        ) -> None:
             super().__init__(config)
-            self._drain, self._timeout = drain, timeout
+            self._drain, self._timeout, self._on_exit = drain, timeout, on_exit
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # ``on_exit`` (the kept-KV pool's removal) runs after the lifespan stopped the engines and before
+            # uvicorn re-raises a SIGTERM it caught, which ends the process without ``atexit``.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._on_exit()
 
         async def shutdown(self, sockets: Any = None) -> None:
             draining = asyncio.create_task(self._drain(self._timeout))

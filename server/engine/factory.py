@@ -19,6 +19,7 @@ from server.engine.kv_budget import (
     MemoryBudgetExceeded,
     MemoryPlan,
     MemoryReading,
+    host_held_bytes,
     plan_kv_cache,
     resident_together,
     with_kv_budget,
@@ -83,6 +84,8 @@ def prepare_profile(
     memory = memory or read_device_memory(device)
     if memory is None:
         return profile, None
+    # The kept-KV pool is host memory: on CPU it is out of what the engines and the memory budget may take.
+    held = host_held_bytes(profile.switching.kv_keep_bytes, memory)
     strategy = resolve_strategy_name(
         profile.switching.strategy,
         device=device,
@@ -96,11 +99,14 @@ def prepare_profile(
         engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
         budget_bytes=(
             budget_bytes(
-                profile.switching.memory_budget, total_bytes=memory.total_bytes, available_bytes=memory.available_bytes
+                profile.switching.memory_budget,
+                total_bytes=memory.total_bytes,
+                available_bytes=memory.available_bytes - held,
             )
             if strategy == "keep"
             else None
         ),
+        host_held_bytes=held,
     )
     if plan.errors:
         raise MemoryBudgetExceeded(plan)

@@ -40,6 +40,7 @@ __all__ = [
     "MemoryPlan",
     "MemoryReading",
     "ModelShape",
+    "host_held_bytes",
     "kv_bytes_per_token",
     "plan_kv_cache",
     "resident_together",
@@ -205,6 +206,12 @@ def resident_together(strategy: str, *, max_active: int | None, models: int) -> 
     return max(1, min(max_active or models, models))
 
 
+def host_held_bytes(kv_keep_bytes: int | None, memory: MemoryReading) -> int:
+    """What the host holds beside the engines out of the memory they use: the kept-KV pool
+    (``switching.kv_keep_bytes``, tmpfs, so host memory) counts where the engines run in host memory (CPU)."""
+    return (kv_keep_bytes or 0) if memory.device == "cpu" else 0
+
+
 def plan_kv_cache(
     shapes: Sequence[ModelShape],
     memory: MemoryReading,
@@ -214,6 +221,7 @@ def plan_kv_cache(
     engine_overhead_bytes: int,
     reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
     budget_bytes: int | None = None,
+    host_held_bytes: int = 0,
 ) -> MemoryPlan:
     """Size the KV cache of every budgeted model: for itself within ``budget_bytes`` (residency by memory), else
     so that any ``resident`` models fit in ``memory`` together.
@@ -227,11 +235,13 @@ def plan_kv_cache(
         reserve_fraction: Share of ``memory.total_bytes`` kept out of the pool.
         budget_bytes: The memory budget of residency by memory (``keep``); given, each model is sized alone
             within it and ``resident`` is not used.
+        host_held_bytes: Memory held beside the engines out of the same memory (see :func:`host_held_bytes`);
+            reserved with ``reserve_fraction``.
 
     Returns:
         The plan; ``errors`` names every model that cannot hold one sequence of its ``max_model_len``.
     """
-    reserve = int(memory.total_bytes * reserve_fraction)
+    reserve = int(memory.total_bytes * reserve_fraction) + host_held_bytes
     pool = memory.available_bytes - reserve if budget_bytes is None else budget_bytes
     together = max(1, min(resident, len(shapes)))
     group = 1 if budget_bytes is not None else together  # by budget each model is sized alone

@@ -267,7 +267,10 @@ class Switching(Base, frozen=True, kw_only=True):
             leaves (``reconfigure`` and ``stop``), so that a model's next prompt that extends a kept prefix is a
             prefix-cache hit instead of a full prefill. One pool for all models, least recently used blocks
             evicted first; blocks are keyed by the model's weights, tokenizer and dtypes, so they never serve
-            another model, nor the same one after its weights changed. Unset: nothing is kept.
+            another model, nor the same one after its weights changed. Unset: nothing is kept. On CPU it is
+            reserved out of the memory the engines and the default memory budget take; a keep that would leave
+            tmpfs short of free memory is skipped. The pool is a private folder of the server's (mode 0700),
+            removed when the server stops.
     """
 
     mode: SwitchMode = "manual"

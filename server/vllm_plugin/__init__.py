@@ -8,8 +8,9 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 * ``worker``: the ``worker_extension_cls`` mixed into vLLM's worker, with the worker-side unload and load;
 * ``protocol``: utility names and result shapes shared with Turnout's process;
 * ``config_attrs``: the ``VllmConfig`` parts vLLM's executor and worker copy, which a load copies again;
-* ``kv_keep``, ``kv_keep_core``, ``kv_pool``: a model's prefix-cache blocks kept across swaps and stops (a KV
-  connector on vLLM's public API, its keep step, and the bounded host-memory pool).
+* ``kv_keep``, ``kv_keep_core``, ``kv_pool``, ``kv_pool_owner``: a model's prefix-cache blocks kept across swaps
+  and stops (a KV connector on vLLM's public API, its keep step, the bounded host-memory pool, and the server's
+  one owner of the pool's private folder).
 
 A package of its own beside ``server/engine`` because it runs in other processes: it may import only the
 profiles layer and vLLM (``tests/test_layers.py``), so loading it costs vLLM's processes next to nothing. The
@@ -18,7 +19,21 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 """
 
 from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
-from server.vllm_plugin.kv_keep_core import keep_before_stop, kept_bytes_by_model, with_kv_keep
+from server.vllm_plugin.kv_keep_core import (
+    close_kv_pool,
+    keep_before_stop,
+    kept_bytes_by_model,
+    server_kv_pool,
+    with_kv_keep,
+)
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 
-__all__ = ["KEPT_KV_CONNECTOR", "WORKER_EXTENSION", "keep_before_stop", "kept_bytes_by_model", "with_kv_keep"]
+__all__ = [
+    "KEPT_KV_CONNECTOR",
+    "WORKER_EXTENSION",
+    "close_kv_pool",
+    "keep_before_stop",
+    "kept_bytes_by_model",
+    "server_kv_pool",
+    "with_kv_keep",
+]

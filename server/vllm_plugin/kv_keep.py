@@ -20,7 +20,6 @@ Supports one KV-cache group (plain decoder models); a model with several (hybrid
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +61,13 @@ class TurnoutKVKeep(KVConnectorBase_V1):
     def __init__(self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig) -> None:
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         extra = self._kv_transfer_config.kv_connector_extra_config
-        self.pool = KVPool(Path(extra["pool_root"]), int(extra["limit_bytes"]))
+        self.pool: KVPool | None = None
+        try:  # the path came from the server: used only once checked as this user's private folder
+            self.pool = KVPool(Path(extra["pool_root"]), int(extra["limit_bytes"]))
+        except (OSError, ValueError) as exc:
+            logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)
+        #: Files one kept block takes: each tensor-parallel rank keeps its own shard.
+        self.shards = max(1, int(vllm_config.parallel_config.tensor_parallel_size))
         self.block_size = int(vllm_config.cache_config.block_size)
         self.num_blocks = int(kv_cache_config.num_blocks)
         self.single_group = len(kv_cache_config.kv_cache_groups) == 1
@@ -72,16 +77,20 @@ class TurnoutKVKeep(KVConnectorBase_V1):
         self._kv_caches: dict[str, torch.Tensor] = {}
         self._load_errors: set[int] = set()
         self.restored_blocks = 0
-        if role == KVConnectorRole.SCHEDULER:
+        if role == KVConnectorRole.SCHEDULER and self.pool is not None:
             from vllm.v1.core.kv_cache_utils import get_none_hash_seed
 
             self.identity = model_identity(vllm_config, get_none_hash_seed())
-            self.pool.claim(str(extra["served_name"]), self.identity)
+            try:
+                self.pool.claim(str(extra["served_name"]), self.identity)
+            except (OSError, ValueError) as exc:
+                logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)
+                self.pool = None
 
     # -- scheduler side -------------------------------------------------------------------------------------
 
     def get_num_new_matched_tokens(self, request: Request, num_computed_tokens: int) -> tuple[int | None, bool]:
-        if not self.single_group:
+        if not self.single_group or self.pool is None:
             return 0, False
         first = num_computed_tokens // self.block_size
         # The last prompt token is always computed (its logits): never offer the block that holds it in full.
@@ -117,9 +126,9 @@ class TurnoutKVKeep(KVConnectorBase_V1):
 
     def blocks_to_keep(self, block_pool: Any, bytes_per_block: int) -> list[tuple[int, str]]:
         """The prefix cache's blocks, most recently used first, as many as the pool's bound holds."""
-        if not self.single_group or bytes_per_block <= 0:
+        if not self.single_group or bytes_per_block <= 0 or self.pool is None:
             return []
-        budget = self.pool.limit_bytes // bytes_per_block
+        budget = self.pool.limit_bytes // (bytes_per_block * self.shards)
         in_use = [block for block in block_pool.blocks if block.ref_cnt > 0]
         # vLLM frees a request's blocks tail first: the free queue's end holds the most recent prefixes, head first.
         free = list(reversed(block_pool.free_block_queue.get_all_free_blocks()))
@@ -141,7 +150,7 @@ class TurnoutKVKeep(KVConnectorBase_V1):
 
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
-        if not isinstance(meta, KeepMetadata) or not meta.loads:
+        if not isinstance(meta, KeepMetadata) or not meta.loads or self.pool is None:
             return
         views = self._block_views(meta.num_blocks)
         size = sum(view[0].numel() * view[0].element_size() for view in views)
@@ -170,14 +179,18 @@ class TurnoutKVKeep(KVConnectorBase_V1):
     def keep_blocks(self, identity: str, num_blocks: int, blocks: list[tuple[int, str]]) -> dict[str, float]:
         """Copy ``blocks`` (vLLM block id, key) of this worker's KV cache into the pool."""
         started = time.perf_counter()
+        pool = self.pool
+        if pool is None:
+            return {}
+        pool.check()  # still this user's private folder, before anything is written in it
         views = self._block_views(num_blocks)
         written = 0
         for block_id, key in blocks:
-            if self.pool.has_block(identity, _rank_key(key)):
-                os.utime(self.pool.model_dir(identity) / _rank_key(key))
+            if pool.has_block(identity, _rank_key(key)):
+                pool.touch(identity, _rank_key(key))
                 continue
             data = _gather(views, block_id)
-            self.pool.write_block(identity, _rank_key(key), data.numpy().data)
+            pool.write_block(identity, _rank_key(key), data.numpy().data)
             written += data.numel()
         return {
             "kept_blocks": float(len(blocks)),
@@ -231,17 +244,39 @@ def keep_kv(core: Any) -> dict[str, float]:
     connector = getattr(scheduler, "connector", None)
     if not isinstance(connector, TurnoutKVKeep):
         return {}
+    pool = connector.pool
+    if pool is None:
+        return {}
     started = time.perf_counter()
+    pool.check()
     manager = scheduler.kv_cache_manager
     bytes_per_block = _bytes_per_block(scheduler.kv_cache_config)
     blocks = connector.blocks_to_keep(manager.block_pool, bytes_per_block)
+    # The bound holds before anything is written: the blocks kept already are touched (the youngest), then the
+    # least recently used make room for the new ones.
+    new = 0
+    for _, key in blocks:
+        if pool.has_block(connector.identity, key):
+            pool.touch(connector.identity, key)
+        else:
+            new += 1
+    incoming = new * bytes_per_block * connector.shards
+    pool.make_room(incoming)
+    if not pool.leaves_free(incoming):
+        logger.warning(
+            "not keeping %d KV blocks (%.1f MiB): tmpfs %s would be left short of free memory",
+            new,
+            incoming / 2**20,
+            pool.root,
+        )
+        return {"kept_blocks": 0.0, "kept_bytes": 0.0, "keep_ms": (time.perf_counter() - started) * 1000.0}
     answers: list[dict[str, float]] = []
     if blocks:
         answers = core.collective_rpc(
             keep_on_worker,
             kwargs={"identity": connector.identity, "num_blocks": connector.num_blocks, "blocks": blocks},
         )
-    connector.pool.enforce_bound()
+    pool.enforce_bound()  # two engines that kept at once
     kept_bytes = sum(float(a.get("kept_bytes", 0.0)) for a in answers)
     result = {
         "kept_blocks": float(len(blocks)),

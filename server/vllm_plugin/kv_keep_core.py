@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -20,14 +20,17 @@ from server.vllm_plugin.protocol import KeptKV, decode_result
 
 if TYPE_CHECKING:
     from server.profiles import Profile
+    from server.vllm_plugin.kv_pool_owner import PoolOwner
 
 __all__ = [
     "CONNECTOR_MODULE",
     "CONNECTOR_NAME",
+    "close_kv_pool",
     "keep_before_stop",
     "keep_once",
     "kept_bytes_by_model",
     "kv_transfer_config",
+    "server_kv_pool",
     "with_kv_keep",
 ]
 
@@ -38,6 +41,8 @@ CONNECTOR_MODULE: Final = "server.vllm_plugin.kv_keep"
 KEEP_KV_UTILITY: Final = "turnout_keep_kv"
 #: The longest a keep before a stop may hold the stop up (a copy of the kept bytes at memory speed).
 _KEEP_TIMEOUT_S: Final = 60.0
+_server_pool: PoolOwner | None = None
+_server_pool_lock = threading.Lock()
 
 
 def kv_transfer_config(pool_root: Path, limit_bytes: int, served_name: str) -> dict[str, Any]:
@@ -56,20 +61,17 @@ def kv_transfer_config(pool_root: Path, limit_bytes: int, served_name: str) -> d
     }
 
 
-def with_kv_keep(profile: Profile, server_pid: int | None = None) -> Profile:
+def with_kv_keep(profile: Profile, pool_root: Path | None = None) -> Profile:
     """``profile`` with Turnout's connector in every model's engine arguments when ``switching.kv_keep_bytes``
-    is set (unchanged otherwise); the pool folder belongs to the server ``server_pid`` (default: this process).
-    The pool folders of servers that are gone are removed on the way.
+    is set (unchanged otherwise); the pool folder is ``pool_root``, by default this server's own
+    (:func:`server_kv_pool`, made on first use).
     """
     limit = profile.switching.kv_keep_bytes
     if limit is None:
         return profile
     import msgspec
 
-    from server.vllm_plugin.kv_pool import KVPool, pool_folder
-
-    KVPool.sweep()
-    root = pool_folder(server_pid or os.getpid())
+    root = pool_root or server_kv_pool().root
     models = {
         name: msgspec.structs.replace(
             model, engine_args={**model.engine_args, "kv_transfer_config": kv_transfer_config(root, limit, name)}
@@ -77,6 +79,26 @@ def with_kv_keep(profile: Profile, server_pid: int | None = None) -> Profile:
         for name, model in profile.models.items()
     }
     return msgspec.structs.replace(profile, models=models)
+
+
+def server_kv_pool() -> PoolOwner:
+    """This server's pool folder: its one owner, made on first use (sweeping the folders of dead servers)."""
+    global _server_pool
+    with _server_pool_lock:
+        if _server_pool is None or not _server_pool.alive:
+            from server.vllm_plugin.kv_pool_owner import PoolOwner
+
+            _server_pool = PoolOwner()
+        return _server_pool
+
+
+def close_kv_pool() -> None:
+    """Remove this server's pool folder, if it made one (the server's shutdown; ``atexit`` does it otherwise)."""
+    global _server_pool
+    with _server_pool_lock:
+        owner, _server_pool = _server_pool, None
+    if owner is not None:
+        owner.remove()
 
 
 def keep_once(core: Any) -> dict[str, float]:
@@ -111,9 +133,8 @@ async def keep_before_stop(engine: Any) -> KeptKV | None:
     return kept
 
 
-def kept_bytes_by_model(names: Iterable[str], server_pid: int | None = None) -> dict[str, int]:
-    """Bytes the pool of the server ``server_pid`` (default: this process) keeps for each served model of
-    ``names`` (a directory scan of tmpfs: no vLLM import); ``{}`` when nothing was ever kept."""
-    from server.vllm_plugin.kv_pool import kept_bytes_by_name, pool_folder
-
-    return kept_bytes_by_name(pool_folder(server_pid or os.getpid()), names)
+def kept_bytes_by_model(names: Iterable[str]) -> dict[str, int]:
+    """Bytes this server's pool keeps for each served model of ``names``, read at most every few seconds (a
+    directory scan of tmpfs, never per request: ``/status`` and ``/metrics`` are open); ``{}`` without a pool."""
+    owner = _server_pool
+    return owner.kept_bytes(names) if owner is not None else {}

@@ -1,18 +1,23 @@
 """The kept-KV pool: a bounded host-memory store of prefix-cache blocks, keyed by model identity and block hash.
 
-It lives in files under a Turnout-owned folder on tmpfs (``/dev/shm``: host memory, no disk), so that it
-outlives an engine restart (``stop``) and is shared by the engine-core process (which decides what is kept and
-answers prefix lookups) and the worker processes (which copy block contents in and out). One folder per model
-identity (:func:`model_identity`: the weights' and tokenizer's files, dtype, block size, prefix-hash seed), one
-file per block, named by vLLM's block hash (a content hash of the block's tokens and of every block before it,
-with the cache salt). A block of model A can therefore never serve model B, nor A after its weights changed.
+It lives in files under a private folder on tmpfs (``/dev/shm``: host memory, no disk), so that it outlives an
+engine restart (``stop``) and is shared by the engine-core process (which decides what is kept and answers prefix
+lookups) and the worker processes (which copy block contents in and out). One folder per model identity
+(:func:`model_identity`: the weights' and tokenizer's files, dtype, block size, prefix-hash seed), one file per
+block, named by vLLM's block hash (a content hash of the block's tokens and of every block before it, with the
+cache salt). A block of model A can therefore never serve model B, nor A after its weights changed.
 
-Bound and order: the whole pool (every model) stays within ``limit_bytes``; the least recently used blocks go
+Bound and order: the whole pool (every model) stays within ``limit_bytes``, counted in the memory its files take
+(allocated blocks, not their stated size); room is made before a keep writes, the least recently used blocks
 first, across models (a file's mtime is its last use: written when kept, touched when restored). Files are
-written under a temporary name and renamed, so a reader never sees half a block.
+written under a temporary name and renamed, so a reader never sees half a block. A keep that would leave tmpfs
+short of :data:`FREE_MARGIN_MIN_BYTES` (or :data:`FREE_MARGIN_FRACTION` of it) is skipped: vLLM's own shared
+memory lives there too, and a full ``/dev/shm`` ends it with SIGBUS.
 
-Clean-up: the folder belongs to one Turnout server (``turnout-kv-<pid>``); a pool opened later removes the
-folders of servers that are gone.
+Privacy: the folder is created by the server (``kv_pool_owner.PoolOwner``) and every process checks it before use
+(:func:`check_private`: a real folder, not a link, of this user, mode 0700). Inside it only fixed-length hex names
+are read or written (identities of 32 digits, block keys of vLLM's 16- or 32-byte hashes), nothing is opened
+through a link (``O_NOFOLLOW``, ``lstat``), and an entry of another user or kind is ignored, never removed.
 """
 
 from __future__ import annotations
@@ -21,24 +26,55 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DEFAULT_POOL_PARENT", "KVPool", "kept_bytes_by_name", "model_identity", "pool_folder"]
+__all__ = [
+    "DEFAULT_POOL_PARENT",
+    "FREE_MARGIN_FRACTION",
+    "FREE_MARGIN_MIN_BYTES",
+    "KVPool",
+    "PoolNotPrivate",
+    "check_private",
+    "kept_bytes_by_name",
+    "model_identity",
+]
 
 #: tmpfs where there is one: the pool is host memory, never disk.
 DEFAULT_POOL_PARENT: Final = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-_PREFIX: Final = "turnout-kv-"
+#: What a keep leaves free on tmpfs at least: this share of its size, and never less than the bytes below.
+FREE_MARGIN_FRACTION: Final = 0.1
+FREE_MARGIN_MIN_BYTES: Final = 32 * 2**20
 _NAMES: Final = "names"
 _WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
+#: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
+_KEY: Final = re.compile(r"(?:[0-9a-f]{32}|[0-9a-f]{64})(?:\.r[0-9]{1,4})?")
+_NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def pool_folder(server_pid: int, parent: Path = DEFAULT_POOL_PARENT) -> Path:
-    """The pool folder of the Turnout server ``server_pid``."""
-    return parent / f"{_PREFIX}{server_pid}"
+class PoolNotPrivate(OSError):
+    """The pool folder (or a folder in it) is a link, another user's, or open to others: it is not used."""
+
+
+def check_private(folder: Path) -> None:
+    """Raise :class:`PoolNotPrivate` unless ``folder`` is a real folder (not a link) of this user, mode 0700.
+
+    Raises:
+        FileNotFoundError: There is no ``folder``.
+    """
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PoolNotPrivate(f"{folder} is not a folder (a link or a file): not used as the kept-KV pool")
+    if st.st_uid != os.geteuid():
+        raise PoolNotPrivate(f"{folder} belongs to uid {st.st_uid}, not {os.geteuid()}: not used as the kept-KV pool")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        raise PoolNotPrivate(f"{folder} has mode {stat.S_IMODE(st.st_mode):o}, not 700: not used as the kept-KV pool")
 
 
 def model_identity(vllm_config: Any, none_hash_seed: str) -> str:
@@ -82,145 +118,206 @@ class KVPool:
     """The pool folder ``root``: kept blocks per model identity, within ``limit_bytes`` in all.
 
     Args:
-        root: The folder (created, mode 0700).
+        root: The folder, made by the server's :class:`~server.vllm_plugin.kv_pool_owner.PoolOwner`.
         limit_bytes: The bound of the whole pool (``switching.kv_keep_bytes``).
+
+    Raises:
+        PoolNotPrivate: ``root`` is not a private folder of this user (:func:`check_private`).
+        FileNotFoundError: There is no ``root``.
     """
 
     def __init__(self, root: Path, limit_bytes: int) -> None:
         self.root = Path(root)
         self.limit_bytes = int(limit_bytes)
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`PoolNotPrivate` (or ``FileNotFoundError``) unless the folder is still this user's own."""
+        check_private(self.root)
 
     # -- identity -------------------------------------------------------------------------------------------
 
     def model_dir(self, identity: str) -> Path:
-        return self.root / identity
+        """The folder of ``identity``'s blocks; ``ValueError`` for anything but 32 hex digits."""
+        return self.root / _valid(_IDENTITY, identity)
 
     def claim(self, served_name: str, identity: str) -> None:
         """Record that ``served_name`` now has ``identity``; the blocks of its previous identity are dropped
-        (a reload that changed its weights)."""
-        record = _name_record(self.root, served_name)
-        record.parent.mkdir(mode=0o700, exist_ok=True)
-        previous = record.read_text() if record.exists() else None
-        if previous and previous != identity:
-            shutil.rmtree(self.model_dir(previous), ignore_errors=True)
-        _write_atomic(record, identity.encode())
+        (a reload that changed its weights). A record that holds anything but an identity is overwritten."""
+        self.check()
+        folder = self.model_dir(identity)
+        names = self._private_subfolder(_NAMES)
+        record = names / _name_key(served_name)
+        previous = _read_identity(record)
+        if previous is not None and previous != folder.name:
+            _remove_entry(self.root, previous)
+        _write_atomic(record, folder.name.encode())
 
     # -- blocks ---------------------------------------------------------------------------------------------
 
     def has_block(self, identity: str, key: str) -> bool:
-        return (self.model_dir(identity) / key).is_file()
+        """Whether a block is kept (False for a name that is not one: a lookup never fails the scheduler)."""
+        try:
+            st = os.lstat(self.model_dir(identity) / _valid(_KEY, key))
+        except (FileNotFoundError, ValueError):
+            return False
+        return stat.S_ISREG(st.st_mode)
 
     def write_block(self, identity: str, key: str, data: bytes | memoryview) -> None:
-        folder = self.model_dir(identity)
-        folder.mkdir(mode=0o700, exist_ok=True)
-        _write_atomic(folder / key, data)
+        """Write one block (room for it is made first: :meth:`make_room`)."""
+        folder = self._private_subfolder(self.model_dir(identity).name)
+        _write_atomic(folder / _valid(_KEY, key), data)
+
+    def touch(self, identity: str, key: str) -> None:
+        """Mark a kept block as just used (no-op when it is gone)."""
+        with contextlib.suppress(FileNotFoundError), _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd:
+            os.utime(fd)
 
     def read_block(self, identity: str, key: str, size: int) -> bytearray:
         """The block's bytes, touched as just used.
 
         Raises:
-            OSError: It is gone (evicted) or unreadable.
-            ValueError: It does not hold ``size`` bytes.
+            OSError: It is gone (evicted), unreadable, or not a plain file.
+            ValueError: It does not hold ``size`` bytes, or ``identity`` or ``key`` is not a hex name.
         """
-        path = self.model_dir(identity) / key
         data = bytearray(size)
-        with path.open("rb") as f:
+        with _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd, os.fdopen(fd, "rb", closefd=False) as f:
             read = f.readinto(data)
             if read != size or f.read(1):
                 raise ValueError(f"kept block {key} holds another size than {size} bytes")
-        with contextlib.suppress(OSError):
-            os.utime(path)
+            with contextlib.suppress(OSError):
+                os.utime(fd)
         return data
 
     # -- bound ----------------------------------------------------------------------------------------------
 
     def usage(self) -> dict[str, int]:
-        """Bytes kept per model identity."""
+        """Bytes kept per model identity (the memory the files take)."""
         return {identity: sum(size for _, size, _ in files) for identity, files in self._by_model().items()}
 
-    def enforce_bound(self) -> int:
-        """Evict the least recently used blocks (any model) until the pool fits its bound; returns bytes freed."""
+    def make_room(self, incoming_bytes: int) -> int:
+        """Evict the least recently used blocks (any model) until ``incoming_bytes`` more fit in the bound;
+        returns bytes freed."""
         files = [entry for entries in self._by_model().values() for entry in entries]
         total = sum(size for _, size, _ in files)
         freed = 0
         for path, size, _ in sorted(files, key=lambda entry: entry[2]):
-            if total - freed <= self.limit_bytes:
+            if total - freed + incoming_bytes <= self.limit_bytes:
                 break
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 freed += size
         return freed
 
+    def enforce_bound(self) -> int:
+        """Evict the least recently used blocks until the pool fits its bound; returns bytes freed."""
+        return self.make_room(0)
+
+    def leaves_free(self, incoming_bytes: int) -> bool:
+        """Whether writing ``incoming_bytes`` leaves tmpfs its safe margin free (``FREE_MARGIN_*``)."""
+        fs = os.statvfs(self.root)
+        margin = max(FREE_MARGIN_MIN_BYTES, int(fs.f_blocks * fs.f_frsize * FREE_MARGIN_FRACTION))
+        return fs.f_bavail * fs.f_frsize - incoming_bytes >= margin
+
     def _by_model(self) -> dict[str, list[tuple[Path, int, int]]]:
         found: dict[str, list[tuple[Path, int, int]]] = {}
-        for folder in self._model_dirs():
-            entries = found.setdefault(folder.name, [])
-            for path in _files(folder):
-                with contextlib.suppress(FileNotFoundError):
-                    st = path.stat()
-                    entries.append((path, st.st_size, st.st_mtime_ns))
+        for folder in _entries(self.root, _IDENTITY, stat.S_ISDIR):
+            found[folder.name] = [(Path(e.path), size, mtime) for e, size, mtime in _blocks(Path(folder.path))]
         return found
 
-    def _model_dirs(self) -> Iterator[Path]:
-        for path in self.root.iterdir():
-            if path.is_dir() and path.name != _NAMES:
-                yield path
-
-    def clear(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    @staticmethod
-    def sweep(parent: Path = DEFAULT_POOL_PARENT) -> None:
-        """Remove the pool folders of Turnout servers that are gone."""
-        for path in parent.glob(f"{_PREFIX}*"):
-            pid = path.name.removeprefix(_PREFIX)
-            if pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(path, ignore_errors=True)
+    def _private_subfolder(self, name: str) -> Path:
+        folder = self.root / name
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        check_private(folder)
+        return folder
 
 
 def kept_bytes_by_name(root: Path, names: Iterable[str]) -> dict[str, int]:
     """Bytes the pool folder ``root`` keeps for each served model of ``names`` (under the identity it last
-    claimed; 0 when none); ``{}`` when there is no pool folder. Reads only: creates nothing."""
-    if not root.is_dir():
+    claimed; 0 when none); ``{}`` when there is no pool folder of this user's own. Reads only: creates nothing."""
+    try:
+        check_private(root)
+    except OSError:
         return {}
     usage = {}
     for name in names:
-        try:
-            identity = _name_record(root, name).read_text()
-        except FileNotFoundError:
-            usage[name] = 0
-            continue
-        usage[name] = _folder_bytes(root / identity)
+        identity = _read_identity(root / _NAMES / _name_key(name))
+        usage[name] = 0 if identity is None else sum(size for _, size, _ in _blocks(root / identity))
     return usage
 
 
-def _folder_bytes(folder: Path) -> int:
-    total = 0
-    with contextlib.suppress(FileNotFoundError):  # no block kept yet, or the folder dropped meanwhile
-        for path in _files(folder):
-            with contextlib.suppress(FileNotFoundError):  # evicted meanwhile
-                total += path.stat().st_size
-    return total
+def _valid(pattern: re.Pattern[str], name: str) -> str:
+    if not isinstance(name, str) or pattern.fullmatch(name) is None:
+        raise ValueError(f"not a kept-KV pool name: {name!r}")
+    return name
 
 
-def _name_record(root: Path, served_name: str) -> Path:
-    """Where the identity ``served_name`` last claimed is written."""
-    return root / _NAMES / hashlib.sha256(served_name.encode()).hexdigest()[:32]
+def _name_key(served_name: str) -> str:
+    """The file name of the record of the identity ``served_name`` last claimed."""
+    return hashlib.sha256(served_name.encode()).hexdigest()[:32]
 
 
-def _files(folder: Path) -> Iterable[Path]:
-    return (path for path in folder.iterdir() if not path.name.startswith("."))
-
-
-def _alive(pid: int) -> bool:
+def _read_identity(record: Path) -> str | None:
+    """The identity a names record holds; None when there is none, or it holds anything else."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with _open_block(record) as fd:
+            text = os.read(fd, 64).decode("ascii", errors="replace")
+    except OSError:
+        return None
+    return text if _IDENTITY.fullmatch(text) else None
+
+
+def _entries(folder: Path, pattern: re.Pattern[str], kind: Any) -> Iterator[os.DirEntry[str]]:
+    """``folder``'s entries of this user named by ``pattern`` and of ``kind`` (``stat.S_ISDIR``/``S_ISREG``),
+    never through a link."""
+    uid = os.geteuid()
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as listing:
+        for entry in listing:
+            if pattern.fullmatch(entry.name) is None:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = entry.stat(follow_symlinks=False)
+                if kind(st.st_mode) and st.st_uid == uid:
+                    yield entry
+
+
+def _blocks(folder: Path) -> Iterator[tuple[os.DirEntry[str], int, int]]:
+    """The block files of a model folder: (entry, bytes allocated, mtime). A sparse file counts what it takes."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.lstat(folder).st_mode):
+            return
+    for entry in _entries(folder, _KEY, stat.S_ISREG):
+        with contextlib.suppress(FileNotFoundError):
+            st = entry.stat(follow_symlinks=False)
+            yield entry, st.st_blocks * 512, st.st_mtime_ns
+
+
+@contextlib.contextmanager
+def _open_block(path: Path) -> Iterator[int]:
+    """A read-only descriptor of the plain file ``path``, never through a link."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a plain file")
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _remove_entry(root: Path, name: str) -> None:
+    """Remove ``root/name`` without following a link: a link or file is unlinked, a folder removed by
+    ``shutil.rmtree``'s descriptor-based walk (which unlinks the links it meets, never their targets)."""
+    path = root / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode) and shutil.rmtree.avoids_symlink_attacks:
+        shutil.rmtree(path, ignore_errors=True)
+    elif not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _write_atomic(path: Path, data: bytes | memoryview) -> None:
@@ -228,7 +325,7 @@ def _write_atomic(path: Path, data: bytes | memoryview) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # replaces a link named ``path`` itself, never its target
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -13,7 +12,8 @@ from server.api import ApiSettings, create_app
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy
 from server.profiles.schema import ModelProfile
-from server.vllm_plugin.kv_pool import KVPool, pool_folder
+from server.vllm_plugin import close_kv_pool, server_kv_pool
+from server.vllm_plugin.kv_pool import KVPool
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader
 
@@ -60,14 +60,13 @@ async def make_client() -> AsyncIterator[MakeClient]:
 
 @pytest.fixture
 def kept_kv_pool() -> Iterator[KVPool]:
-    """The kept-KV pool of this process as a server's (the folder ``with_kv_keep`` names), removed afterwards."""
-    root = pool_folder(os.getpid())
-    assert not root.exists(), f"{root} is another test's pool"
-    pool = KVPool(root, limit_bytes=1 << 20)
+    """The kept-KV pool of this process as a server's (its one owner's folder, as ``with_kv_keep`` names it),
+    removed afterwards."""
+    pool = KVPool(server_kv_pool().root, limit_bytes=1 << 20)
     try:
         yield pool
     finally:
-        pool.clear()
+        close_kv_pool()
 
 
 def admin(token: str = ADMIN_TOKEN) -> dict[str, str]:

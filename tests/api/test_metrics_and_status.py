@@ -127,22 +127,27 @@ async def test_the_kept_kv_pool_is_read_per_scrape(make_client: MakeClient, tmp_
     registry = CollectorRegistry()
     registry.register(KeptKVCollector(manager, usage=lambda names: kept_bytes_by_name(root, names)))
     assert "turnout_kv_kept_bytes" not in generate_latest(registry).decode(), "no pool: no series"
+    root.mkdir(mode=0o700)
     pool = KVPool(root, limit_bytes=1 << 20)
-    pool.claim("tools", "tools-weights")
-    pool.write_block("tools-weights", "block", b"x" * 4096)
+    pool.claim("tools", "a" * 32)
+    pool.write_block("a" * 32, "b" * 64, b"x" * 4096)
     text = generate_latest(registry).decode()
     assert _value(text, "turnout_kv_kept_bytes", model="tools") == 4096.0
     assert _value(text, "turnout_kv_kept_bytes", model="plain") == 0.0
     assert "vllm:external_prefix_cache_hits" in text, "the help text names where restored hits are counted"
     pool.enforce_bound()
-    pool.claim("tools", "reloaded-weights")
+    pool.claim("tools", "c" * 32)  # reloaded weights
     assert _value(generate_latest(registry).decode(), "turnout_kv_kept_bytes", model="tools") == 0.0
 
 
 async def test_metrics_read_the_servers_own_pool(make_client: MakeClient, kept_kv_pool: KVPool) -> None:
     client, _ = await make_client()
-    kept_kv_pool.claim("plain", "plain-weights")
-    kept_kv_pool.write_block("plain-weights", "block", b"x" * 512)
+    kept_kv_pool.claim("plain", "a" * 32)
+    kept_kv_pool.write_block("a" * 32, "b" * 64, b"x" * 512)
     text = (await client.get("/metrics")).text
-    assert _value(text, "turnout_kv_kept_bytes", model="plain") == 512.0
+    # What the block takes in memory: one page of tmpfs.
+    assert (
+        _value(text, "turnout_kv_kept_bytes", model="plain")
+        == (kept_kv_pool.root / ("a" * 32) / ("b" * 64)).stat().st_blocks * 512
+    )
     assert _value(text, "turnout_kv_kept_bytes", model="tools") == 0.0

@@ -6,12 +6,14 @@ import re
 
 from server.engine.room_plan import room_budget
 from server.engine.strategies import KeepStrategy
+from server.vllm_plugin import close_kv_pool, server_kv_pool
 from server.vllm_plugin.kv_pool import KVPool
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 from tests.fakes.memory_plans import budget_plan
 
 GIB = 2**30
+IDENTITY = "0123456789abcdef" * 2  # a model identity as the pool takes it
 
 
 def _active(html: str) -> str:
@@ -31,16 +33,16 @@ async def test_the_page_shows_the_models_and_the_active_one_and_refreshes(make_c
     assert html.count('data-outcome="ok"') == 1  # start-up
 
 
-async def test_the_page_shows_the_kept_kv_pool_only_when_there_is_one(
-    make_client: MakeClient, kept_kv_pool: KVPool
-) -> None:
+async def test_the_page_shows_the_kept_kv_pool_only_when_there_is_one(make_client: MakeClient) -> None:
     client, _ = await make_client()
-    kept_kv_pool.clear()
     assert "kept KV" not in (await client.get("/status")).text, "no pool: no column"
-    kept_kv_pool.root.mkdir(mode=0o700)
-    kept_kv_pool.claim("plain", "plain-weights")
-    kept_kv_pool.write_block("plain-weights", "block", b"x" * 2**20)
-    html = (await client.get("/status")).text
+    pool = KVPool(server_kv_pool().root, limit_bytes=2**21)
+    try:
+        pool.claim("plain", IDENTITY)
+        pool.write_block(IDENTITY, "ab" * 32, b"x" * 2**20)
+        html = (await client.get("/status")).text
+    finally:
+        close_kv_pool()
     assert "<th>kept KV</th>" in html
     assert re.findall(r'class="kept-kv">([^<]*)<', html) == ["0.0 MiB", "1.0 MiB"]  # tools, plain
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from server.engine.kv_budget import (
     MemoryReading,
     ModelShape,
+    host_held_bytes,
     kv_bytes_per_token,
     plan_kv_cache,
     resident_together,
@@ -53,6 +54,19 @@ def test_a_model_never_gets_more_than_max_model_len_times_max_num_seqs() -> None
     assert decision.capped_at_need and decision.sequences == 128
     assert decision.footprint_bytes == GIB + 100 * MIB + 64 * MIB
     assert plan.errors == []
+
+
+def test_the_kept_kv_pool_is_held_out_of_host_memory_only() -> None:
+    assert host_held_bytes(2 * GIB, memory(16 * GIB)) == 2 * GIB, "on CPU the engines run in host memory"
+    assert host_held_bytes(2 * GIB, memory(16 * GIB, device="cuda")) == 0, "a GPU's memory is not the host's"
+    assert host_held_bytes(None, memory(16 * GIB)) == 0
+    big = [shape("a", max_model_len=8192, seqs=256, per_token=128 * 1024)]
+    alone = plan_kv_cache(big, memory(10 * GIB), resident=1, strategy="stop", engine_overhead_bytes=GIB)
+    held = plan_kv_cache(
+        big, memory(10 * GIB), resident=1, strategy="stop", engine_overhead_bytes=GIB, host_held_bytes=2 * GIB
+    )
+    assert held.reserve_bytes == alone.reserve_bytes + 2 * GIB
+    assert held.decisions[0].kv_cache_bytes <= alone.decisions[0].kv_cache_bytes - 2 * GIB + 16 * 128 * 1024
 
 
 def test_one_at_a_time_lets_each_model_use_the_whole_pool() -> None:

@@ -5,11 +5,17 @@
 a swap rebuilds vLLM's prefix cache, and a stop ends it, so after A->B->A any cached token of A's came from the
 pool. Prompts are token ids below both vocabularies, so that A's and B's block hashes are the same: B's miss
 shows the pool is keyed by model, not by tokens alone.
+
+Beside the pool, another local user (``nobody``) planted in ``/dev/shm`` what the old pool trusted (a folder of
+its prefix open to all, with records naming a folder outside, a linked model folder, a 10 GiB sparse block, and a
+link of its prefix): the keep works, and the planted things and the folder they aim at are left as they were.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import secrets
+import shutil
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,9 @@ from server.frontend.vllm_adapter import build_renderer
 from server.profiles import load_profile
 from server.profiles.schema import Profile
 from server.vllm_plugin import with_kv_keep
-from server.vllm_plugin.kv_pool import KVPool, pool_folder
+from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, KVPool
+from server.vllm_plugin.kv_pool_owner import PoolOwner
+from tests.fakes.local_user import can_plant, plant_beside_pools, planted_tree
 
 pytestmark = pytest.mark.engine
 
@@ -43,20 +51,19 @@ WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
-def _profile(strategy: str, server_pid: int) -> Profile:
+def _profile(strategy: str, pool_root: Path) -> Profile:
     demo = load_profile(DEMO)
     models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
     switching = msgspec.structs.replace(demo.switching, strategy=strategy, drain_timeout=5.0, kv_keep_bytes=KEEP_BYTES)
-    return with_kv_keep(msgspec.structs.replace(demo, models=models, switching=switching), server_pid)
+    return with_kv_keep(msgspec.structs.replace(demo, models=models, switching=switching), pool_root)
 
 
 Served = tuple[httpx.AsyncClient, EngineManager[Any], KVPool]
 
 
 async def _serve(strategy: str, tmp_path: Path) -> AsyncIterator[Served]:
-    # A pool of this test's own (pid-named like a server's): the pid of a process that cannot exist here.
-    pid = 4_000_000 + len(strategy)
-    profile = _profile(strategy, pid)
+    owner = PoolOwner()  # a pool of this test's own, made as a server makes its own
+    profile = _profile(strategy, owner.root)
 
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings(enable_prompt_tokens_details=True))
@@ -67,13 +74,13 @@ async def _serve(strategy: str, tmp_path: Path) -> AsyncIterator[Served]:
     await manager.initialize("plain")
     app = create_app(manager, ApiSettings(admin_token=TOKEN))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)
-    pool = KVPool(pool_folder(pid), KEEP_BYTES)
+    pool = KVPool(owner.root, KEEP_BYTES)
     try:
         yield client, manager, pool
     finally:
         await client.aclose()
         await manager.shutdown()
-        pool.clear()
+        owner.remove()
 
 
 async def _turn(client: httpx.AsyncClient, model: str, prompt: list[int] = TURN) -> tuple[str, int]:
@@ -96,7 +103,28 @@ async def _switch(client: httpx.AsyncClient, model: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-async def reconfigured(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+def planted() -> Iterator[tuple[Path, list[str]] | None]:
+    """What ``nobody`` planted in ``/dev/shm`` before the server made its pool: the folder it aims at, and the
+    planted tree as it was (None where this process cannot act as another user)."""
+    if not can_plant():
+        yield None
+        return
+    tag = secrets.token_hex(4)
+    victim = plant_beside_pools(DEFAULT_POOL_PARENT, tag)
+    try:
+        yield victim, planted_tree(DEFAULT_POOL_PARENT, tag)
+    finally:
+        for path in DEFAULT_POOL_PARENT.glob(f"*-{tag}"):
+            if path.is_symlink():
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+async def reconfigured(
+    tmp_path_factory: pytest.TempPathFactory, planted: tuple[Path, list[str]] | None
+) -> AsyncIterator[Served]:
     async for served in _serve("reconfigure", tmp_path_factory.mktemp("kv-keep")):
         yield served
 
@@ -131,13 +159,29 @@ async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) ->
     await _switch(client, "plain")
     damaged = 0
     for folder in pool.root.iterdir():
-        if folder.name != "names":
+        if folder.is_dir() and folder.name != "names":
             for block in folder.iterdir():
                 block.write_bytes(b"\0" * 7)
                 damaged += 1
     assert damaged > 0
     text, _ = await _turn(client, "plain", [*PREFIX, 21])
     assert text == fresh, "a block that could not be restored was prefilled again"
+
+
+async def test_what_another_user_planted_beside_the_pool_is_left_alone(
+    reconfigured: Served, planted: tuple[Path, list[str]] | None
+) -> None:
+    """After the keeps and restores above (which worked): nothing planted was read as the pool's, and nothing
+    outside the pool was deleted."""
+    if planted is None:
+        pytest.skip("planting as another user needs root and a system python3")
+    _, _, pool = reconfigured
+    victim, before = planted
+    tag = victim.name.removeprefix("victim-")
+    assert (victim / "precious").read_text() == "keep me"
+    assert planted_tree(DEFAULT_POOL_PARENT, tag) == before
+    assert pool.root.parent == DEFAULT_POOL_PARENT and tag not in pool.root.name
+    assert sum(pool.usage().values()) > 0, "the pool kept blocks"
 
 
 async def _states(client: httpx.AsyncClient) -> dict[str, str]:

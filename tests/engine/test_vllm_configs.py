@@ -12,9 +12,10 @@ import pytest
 from safetensors import safe_open
 
 from server.engine.factory import prepare_profile, with_engine_defaults
-from server.engine.kv_budget import ENGINE_OVERHEAD_BYTES
+from server.engine.kv_budget import ENGINE_OVERHEAD_BYTES, MemoryReading
 from server.engine.vllm_configs import EngineConfigInvalid, build_engine_configs, model_shape, read_device_memory
 from server.profiles.schema import ModelProfile, Profile, Switching
+from server.vllm_plugin import close_kv_pool
 
 MIB = 2**20
 
@@ -108,6 +109,22 @@ def test_a_memory_budget_of_the_profile_drives_the_plan(tiny_models: dict[str, P
     tools = next(decision for decision in plan.decisions if decision.model == "tools")
     assert tools.footprint_bytes <= 1060 * MIB and not tools.capped_at_need
     assert 1060 * MIB - tools.footprint_bytes < 128 * 512  # at most one block short (128 tokens on CPU)
+
+
+def test_the_kept_kv_pool_is_reserved_out_of_host_memory(tiny_models: dict[str, Path]) -> None:
+    """The pool (tmpfs) is host memory: on CPU the engines and the default memory budget get that much less."""
+    reading = MemoryReading(device="cpu", where="NUMA node 0", total_bytes=24 * 2**30, available_bytes=20 * 2**30)
+    _, plain = prepare_profile(natural_profile(tiny_models), device="cpu", memory=reading)
+    try:
+        kept, plan = prepare_profile(
+            natural_profile(tiny_models, kv_keep_bytes=2 * 2**30), device="cpu", memory=reading
+        )
+        assert kept.models["tools"].engine_args["kv_transfer_config"]["kv_connector"] == "TurnoutKVKeep"
+    finally:
+        close_kv_pool()
+    assert plain is not None and plan is not None
+    assert plan.reserve_bytes == plain.reserve_bytes + 2 * 2**30
+    assert plain.budget_bytes is not None and plan.budget_bytes == plain.budget_bytes - 2 * 2**30
 
 
 def test_a_profile_that_sets_its_cache_is_left_alone(tiny_models: dict[str, Path]) -> None:
