@@ -2,7 +2,7 @@
 
 Locally (the default) it starts a Ray cluster on this machine with one ``turnout_accel`` resource per replica, so
 each replica owns one accelerator set; ``--address`` joins a running cluster instead. A real cluster (KubeRay)
-deploys the same application from a Ray Serve config file (README: "Beyond one machine").
+deploys the same application from a Ray Serve config file (docs/deploy.md: "Ray Serve").
 """
 
 from __future__ import annotations
