@@ -100,7 +100,9 @@ def _check_hub(hub_id: str, env: Mapping[str, str], download_dir: str | None) ->
             return []
     cache = caches[0]
     state = "is only partly in" if (cache / entry).is_dir() else "is not in"
-    missing = f"{hub_id!r} is a Hugging Face hub id and {state} the local cache (no {cache / entry}/snapshots/*/config.json)"
+    missing = (
+        f"{hub_id!r} is a Hugging Face hub id and {state} the local cache (no {cache / entry}/snapshots/*/config.json)"
+    )
     if env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return [
             (
