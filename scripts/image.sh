@@ -6,7 +6,8 @@
 # Environment:
 #   TURNOUT_BASE_IMAGE    the Debian bookworm base; default debian:bookworm-slim when the daemon has it or can pull
 #                         it, else one made here with debootstrap and `docker import` (no registry needed)
-#   TURNOUT_TORCH_INDEX   PyTorch's CPU wheel index (default https://download.pytorch.org/whl/cpu)
+#   TURNOUT_TORCH_INDEX   PyTorch's CPU wheel index (default https://download.pytorch.org/whl/cpu; set it empty
+#                         when TURNOUT_IMAGE_WHEELS holds a CPU torch and the index is out of reach)
 #   TURNOUT_IMAGE_CA_DIR  extra CA certificates for the build (default /usr/local/share/ca-certificates)
 #   TURNOUT_IMAGE_WHEELS  a local wheel folder pip searches first (for example a CPU torch)
 #   TURNOUT_IMAGE_PORT    the smoke test's port on the host (default 18000)
@@ -52,7 +53,7 @@ BASE="$(base_image)"
 echo "image.sh: building $TAG on $BASE"
 docker build --network host -f "$WORK/context/deploy/Dockerfile.cpu" -t "$TAG" \
     --build-arg "BASE_IMAGE=$BASE" \
-    --build-arg "TORCH_INDEX=${TURNOUT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \
+    --build-arg "TORCH_INDEX=${TURNOUT_TORCH_INDEX-https://download.pytorch.org/whl/cpu}" \
     "$WORK/context"
 
 echo "image.sh: smoke test on 127.0.0.1:$PORT"
