@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import jsonschema
 import msgspec
 import pytest
+from ruamel.yaml import YAML
 
 from server.profiles import ApiKeyScope, ModelProfile, Profile, ServerSection, Switching, profile_json_schema
 
@@ -81,6 +83,17 @@ def test_the_reference_names_every_key_of_every_profile_struct(site: Path) -> No
 def test_the_site_publishes_the_schema_turnout_schema_prints(site: Path) -> None:
     published = json.loads((site / "reference" / "profile.schema.json").read_text())
     assert published == profile_json_schema()
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/profiles.md"])
+def test_the_profiles_the_docs_show_pass_the_schema(page: str) -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / page).read_text(), flags=re.DOTALL)
+    profiles = [document for block in blocks if isinstance(document := YAML(typ="safe").load(block), dict)]
+    profiles = [document for document in profiles if "models" in document]
+    assert profiles
+    validator = jsonschema.Draft202012Validator(profile_json_schema())
+    for profile in profiles:
+        assert [error.message for error in validator.iter_errors(profile)] == []
 
 
 def test_the_readme_is_a_landing_page_with_the_two_commands() -> None:

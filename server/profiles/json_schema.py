@@ -42,7 +42,6 @@ NOT_FILE_KEYS: dict[type[msgspec.Struct], frozenset[str]] = {
     Profile: frozenset({"path"}),
     ModelProfile: frozenset({"engine_args"}),
 }
-_SCHEMA_ID = "https://turnout.dev/schema/profile.json"
 _DOCSTRING_FIELD = re.compile(r"^ {4}(\w+): (.*)$")
 
 
@@ -95,7 +94,7 @@ def profile_json_schema() -> dict[str, Any]:
         for name, prop in section["properties"].items():
             if name in texts:
                 prop["description"] = texts[name]
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _SCHEMA_ID, **schema}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Turnout profile", **schema}
 
 
 def field_reference() -> list[StructDoc]:
