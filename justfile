@@ -28,3 +28,7 @@ lint:
 # start, auto mode, the long load-and-fault suite); writes docs/benchmarks.md. `just bench quick` for a short try.
 bench mode="full":
     .venv/bin/python -m benchmarks.run_all --mode {{mode}}
+
+# Build the CPU image (deploy/Dockerfile.cpu) and smoke-test it: the container serves the demo (needs Docker).
+image tag="turnout:cpu":
+    bash scripts/image.sh {{tag}}

@@ -40,6 +40,13 @@ def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = 
         body = {"error": {"message": response.text[:200]}}
     if response.status_code >= 400:
         message = body.get("error", {}).get("message", response.reason_phrase)
+        if response.status_code in (401, 403) and not token:
+            # The server's words are about the header; the cause is this shell's environment.
+            message = (
+                f"${token_env} is not set here, so no admin token was sent; export it (turnout serve and turnout "
+                f"demo print the export line at start) or name another variable with --token-env "
+                f"(the server said: {message})"
+            )
         # Plain echo, not rich: each file:line:col issue of a refused reload stays one greppable line.
         click.echo(f"error: {response.status_code}: {message}", err=True)
         raise SystemExit(1)

@@ -8,6 +8,7 @@ from server import __version__
 from server.cli.client import load, reload, status, switch, unload
 from server.cli.demo import demo
 from server.cli.ray_serve import ray_serve
+from server.cli.schema import schema
 from server.cli.serve import serve
 from server.cli.validate import validate
 
@@ -20,5 +21,5 @@ def main() -> None:
     """Turnout: one accelerator, many models. An OpenAI-compatible multi-model server."""
 
 
-for _command in (serve, validate, switch, load, unload, status, reload, demo, ray_serve):
+for _command in (serve, validate, switch, load, unload, status, reload, demo, ray_serve, schema):
     main.add_command(_command)

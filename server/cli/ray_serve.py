@@ -3,7 +3,7 @@
 Locally (the default) it starts a Ray cluster on this machine with one ``turnout_accel`` resource per replica, so
 each replica owns one accelerator set, with Ray's token authentication on (``ray_auth.py``); ``--address`` joins a
 running cluster instead. A real cluster (KubeRay) deploys the same application from a Ray Serve config file
-(README: "Beyond one machine").
+(docs/deploy.md: "Ray Serve").
 """
 
 from __future__ import annotations

@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 OutputFormat = Literal["text", "json"]
+#: The profile a usage error points to: the one every checkout has.
+_EXAMPLE = "profiles/demo.yaml"
 
 
 class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -273,13 +275,18 @@ def validate(
 ) -> None:
     """Check profiles (YAML or JSON) and report every error as path:line:col.
 
-    With no FILE, checks the profile named by $VLLM_HPU_MULTI_MODEL_CONFIG. Output goes to stdout. Exit
-    status: 0 when no profile has an error, 1 when one has, 2 for a usage error.
+    Output goes to stdout. Exit status: 0 when no profile has an error, 1 when one has, 2 for a usage error.
+    With no FILE, checks the profile that vLLM-Gaudi's $VLLM_HPU_MULTI_MODEL_CONFIG names, when it is set.
+
+    \b
+    Examples:
+      turnout validate profiles/demo.yaml
+      turnout validate --plan profiles/*.yaml
     """
     if not files:
         configured = os.environ.get(CONFIG_ENV)
         if not configured:
-            raise click.UsageError(f"give a profile FILE, or set {CONFIG_ENV}")
+            raise click.UsageError(f"no profile given: name one, for example `turnout validate {_EXAMPLE}`")
         files = (configured,)
     with contextlib.suppress(AttributeError, ValueError):
         # A file name or value that the terminal cannot encode must not crash the report.

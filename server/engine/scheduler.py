@@ -14,7 +14,7 @@ off; the target's waiters are refused with ``SWITCH_FAILED``.
 
 Auto mode:
 
-Policy (the README's "Auto mode" section says the same for users):
+Policy (docs/switching.md's "Auto mode" section says the same for users):
     1. Each model has a bounded FIFO queue of waiting requests. A request for the active model is admitted at
        once while no switch is under way; any other request queues. A full queue refuses at once.
     2. Only the scheduler starts switches; a waiter never does.

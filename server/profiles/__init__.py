@@ -11,6 +11,7 @@ from server.profiles.budget_checks import guess_platform
 from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
 from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
+from server.profiles.json_schema import FieldDoc, StructDoc, field_reference, profile_json_schema
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
 from server.profiles.memory_budget import (
     ResidencyOutlook,
@@ -44,6 +45,7 @@ __all__ = [
     "ApiKeyScope",
     "ChatTemplateContentFormat",
     "DisabledThinkingEffort",
+    "FieldDoc",
     "Footprint",
     "FootprintUnknown",
     "ModelChange",
@@ -56,17 +58,20 @@ __all__ = [
     "ResidencyOutlook",
     "ServerSection",
     "Severity",
+    "StructDoc",
     "Switching",
     "ToolStrictLevel",
     "ValidationResult",
     "budget_bytes",
     "describe_size",
     "diff_profiles",
+    "field_reference",
     "file_digests",
     "guess_platform",
     "load_profile",
     "model_footprint",
     "most_resident",
+    "profile_json_schema",
     "residency_outlook",
     "source_parser_registry",
     "validate_profile",

@@ -30,12 +30,30 @@ def guess_platform() -> str:
 
 
 def too_big(item: Footprint, budget: int) -> str:
-    """The error for a model whose footprint alone exceeds ``budget``, with every figure."""
-    return (
+    """The error for a model whose footprint alone exceeds ``budget``, with every figure and the fix that can work.
+
+    Only the KV cache shrinks with ``max_model_len``; when the weights and the engine's own memory alone exceed the
+    budget, no KV setting fits the model, and the message says which of the two takes more.
+    """
+    needs = (
         f"model {item.model!r} needs {describe_size(item.total_bytes)} (weights {describe_size(item.weight_bytes)}, "
         f"KV cache {describe_size(item.kv_cache_bytes)}, engine {describe_size(item.overhead_bytes)}), more than "
-        f"switching.memory_budget {describe_size(budget)}; lower its max_model_len or max_num_seqs, set its "
-        "kv_cache_memory_bytes, or raise the budget"
+        f"switching.memory_budget {describe_size(budget)}"
+    )
+    fixed = item.weight_bytes + item.overhead_bytes
+    if fixed < budget:
+        return (
+            f"{needs}; its KV cache must shrink to at most {describe_size(budget - fixed)}: lower its "
+            "max_model_len or max_num_seqs, set its kv_cache_memory_bytes, or raise the budget"
+        )
+    larger = (
+        "the engine's own memory (measured per engine on this platform)"
+        if item.overhead_bytes >= item.weight_bytes
+        else "its weights (a smaller or quantized model takes less)"
+    )
+    return (
+        f"{needs}; even with no KV cache its weights and its engine take {describe_size(fixed)}, mostly {larger}, "
+        f"so lowering max_model_len cannot fit it: raise the budget to at least {describe_size(item.total_bytes)}"
     )
 
 

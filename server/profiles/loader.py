@@ -74,8 +74,8 @@ def validate_profile(
     env = os.environ if env is None else env
     if path is None:
         if not env.get(CONFIG_ENV):
-            message = f"no profile given, and {CONFIG_ENV} is not set"
-            issue = ProfileIssue(file=f"${CONFIG_ENV}", line=1, col=1, message=message)
+            message = "no profile given: name a profile file, for example profiles/demo.yaml"
+            issue = ProfileIssue(file="(no profile)", line=1, col=1, message=message)
             return ValidationResult(profile=None, errors=[issue], warnings=[])
         path = env[CONFIG_ENV]
     shown = os.fspath(path)

@@ -12,6 +12,10 @@ from server.profiles.check_context import Finding
 
 __all__ = ["hf_cache_dir", "resolve_model"]
 
+#: The folder the demo's tiny models are built in (``server/tinymodels``, which this layer does not import): a
+#: missing model under it is named as the demo's, with the command that builds it.
+_DEMO_MODELS_FOLDER: Final = "tiny-models"
+
 # A hub id is "name" or "owner/name"; anything else (more slashes, "..", a leading dot) is a filesystem path.
 _HUB_ID: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)?")
 
@@ -24,7 +28,7 @@ def resolve_model(
     A relative path resolves against the profile's folder when it exists there; vLLM-Gaudi passed ``model``
     unchanged, so a path that exists only under the working directory still works, with a warning. A value
     that looks like a path must exist and hold ``config.json``. Anything else is a hub id: fine when the
-    Hugging Face cache has it, else a warning, since this server runs offline.
+    Hugging Face cache has it, else a warning: vLLM would download it at the model's first load.
 
     Args:
         raw: The value as written.
@@ -53,7 +57,10 @@ def resolve_model(
                 )
             return str(resolved), findings
     if looks_local:
-        return raw, [("error", f"model path {raw!r} does not exist: there is no folder at {candidates[0]}")]
+        message = f"model path {raw!r} does not exist: there is no folder at {candidates[0]}"
+        if _DEMO_MODELS_FOLDER in candidates[0].parts:
+            message += "; these are the demo's tiny models, which `turnout demo` builds on its first run"
+        return raw, [("error", message)]
     findings = _check_hub(raw, env, download_dir)
     if findings and candidates[0].parent.is_dir():
         # "models/x" is a valid hub id too; when "models/" exists here, the user most likely meant a folder.
@@ -93,12 +100,23 @@ def _check_hub(hub_id: str, env: Mapping[str, str], download_dir: str | None) ->
             return []
     cache = caches[0]
     state = "is only partly in" if (cache / entry).is_dir() else "is not in"
+    missing = (
+        f"{hub_id!r} is a Hugging Face hub id and {state} the local cache (no {cache / entry}/snapshots/*/config.json)"
+    )
+    if env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return [
+            (
+                "warning",
+                f"{missing}, and HF_HUB_OFFLINE is set, so vLLM cannot download it and its load will fail; download "
+                f"it where there is network (hf download {hub_id}) and copy it into {cache}, or set model: to a "
+                "local folder that holds config.json",
+            )
+        ]
     return [
         (
             "warning",
-            f"{hub_id!r} is a Hugging Face hub id and {state} the local cache (no "
-            f"{cache / entry}/snapshots/*/config.json); this server runs offline, so download it where there "
-            f"is network (huggingface-cli download {hub_id}) and copy it into {cache}, or set model: to a "
-            "local folder that holds config.json",
+            f"{missing}: vLLM downloads it when the model first loads, which needs network then and makes that "
+            f"load as slow as the download, and until then its size is unknown to the memory plan; download it "
+            f"now with `hf download {hub_id}`, or set model: to a local folder that holds config.json",
         )
     ]

@@ -1,7 +1,8 @@
 """The profile schema: a family of small frozen msgspec Structs.
 
-The docstrings of the fields double as the profile reference (README links here). Loading and position-aware
-error reporting live in ``loader.py``; these Structs only say what a valid, resolved profile is.
+The docstrings of the fields double as the profile reference (the docs site's reference page and ``turnout schema``
+are generated from them: ``json_schema.py``). Loading and position-aware error reporting live in ``loader.py``;
+these Structs only say what a valid, resolved profile is.
 
 A profile is a YAML or JSON file. Unquoted ``yes``/``no``/``on``/``off`` are booleans, as in the YAML 1.1
 that vLLM-Gaudi's PyYAML reads, so its configs load unchanged. Top-level keys that start with ``x-`` are

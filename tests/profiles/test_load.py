@@ -248,7 +248,7 @@ def test_path_none_without_the_env_var_is_an_error(env: dict[str, str]) -> None:
     result = validate_profile(env=env)
 
     assert [str(issue) for issue in result.errors] == [
-        f"${CONFIG_ENV}:1:1: no profile given, and {CONFIG_ENV} is not set"
+        "(no profile):1:1: no profile given: name a profile file, for example profiles/demo.yaml"
     ]
 
 

@@ -175,20 +175,29 @@ def test_model_path_found_only_under_the_working_directory_warns(
     ]
 
 
-def test_hub_id_only_warns_since_the_server_runs_offline(check: Check, env: dict[str, str]) -> None:
+def test_hub_id_only_warns_that_vllm_downloads_it_at_first_load(check: Check, env: dict[str, str]) -> None:
     result = check("models:\n  a:\n    model: meta-llama/Llama-3.1-8B-Instruct\n")
 
     cache = env["HF_HUB_CACHE"]
     assert result.errors == []
     assert where(result, "warning") == [
         "3:12: model 'a': 'meta-llama/Llama-3.1-8B-Instruct' is a Hugging Face hub id and is not in the "
-        f"local cache (no {cache}/models--meta-llama--Llama-3.1-8B-Instruct/snapshots/*/config.json); "
-        "this server runs offline, so download it where there is network (huggingface-cli download "
-        f"meta-llama/Llama-3.1-8B-Instruct) and copy it into {cache}, or set model: to a local folder that "
-        "holds config.json"
+        f"local cache (no {cache}/models--meta-llama--Llama-3.1-8B-Instruct/snapshots/*/config.json): vLLM "
+        "downloads it when the model first loads, which needs network then and makes that load as slow as the "
+        "download, and until then its size is unknown to the memory plan; download it now with "
+        "`hf download meta-llama/Llama-3.1-8B-Instruct`, or set model: to a local folder that holds config.json"
     ]
     assert result.profile is not None
     assert result.profile.models["a"].model == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_hub_id_with_hf_hub_offline_says_vllm_cannot_download_it(check: Check, env: dict[str, str]) -> None:
+    env["HF_HUB_OFFLINE"] = "1"
+    result = check("models:\n  a:\n    model: Qwen/Qwen3-8B\n")
+
+    [warning] = where(result, "warning")
+    assert "and HF_HUB_OFFLINE is set, so vLLM cannot download it and its load will fail" in warning
+    assert "(hf download Qwen/Qwen3-8B)" in warning and "huggingface-cli" not in warning
 
 
 def test_hub_id_in_the_cache_does_not_warn(check: Check, env: dict[str, str]) -> None:
