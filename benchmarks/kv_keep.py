@@ -35,7 +35,7 @@ from benchmarks.servers import start_turnout
 from benchmarks.switch_times import post_switch
 from benchmarks.switch_weights import MODELS
 from benchmarks.weight_models import build_weight_models, default_cache_dir
-from server.vllm_plugin.kv_pool import KVPool, pool_folder
+from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, KVPool
 
 __all__ = ["KvKeep", "KvKeepOptions", "main"]
 
@@ -109,10 +109,22 @@ def _memcpy_ms(size: int, repeats: int = 3) -> float:
     return best
 
 
+#: The server's pool folder: a private ``mkdtemp`` name (``kv_pool_owner``), found as the one its start added.
+_POOL_GLOB = "turnout-kv-*"
+
+
+def _new_pool(before: set[Path]) -> Path:
+    added = sorted(set(DEFAULT_POOL_PARENT.glob(_POOL_GLOB)) - before)
+    if len(added) != 1:
+        raise RuntimeError(f"expected the server to make one kept-KV pool folder, found {added}")
+    return added[0]
+
+
 def measure(options: KvKeepOptions, folder: Path) -> KvKeep:
     """Run the benchmark (builds the models on first use) and return its result."""
     paths = build_weight_models(MODELS[:2], default_cache_dir(), tokenizer_from=_tiny_plain())
     keep_bytes = 2 * 2**30
+    pools_before = set(DEFAULT_POOL_PARENT.glob(_POOL_GLOB))
     server = start_turnout(
         _profile({m.name: paths[m.name] for m in MODELS[:2]}, folder, options.prefix_tokens, keep_bytes),
         folder,
@@ -122,7 +134,7 @@ def measure(options: KvKeepOptions, folder: Path) -> KvKeep:
     samples: list[dict[str, Any]] = []
     try:
         print(f"  server ready in {server.wait_ready(timeout=1200):.1f} s", flush=True)
-        pool = KVPool(pool_folder(server.pid), keep_bytes)
+        pool = KVPool(_new_pool(pools_before), keep_bytes)
         prefix = [20 + (i * 37) % 400 for i in range(options.prefix_tokens)]
         with httpx.Client(base_url=server.url, timeout=1200) as client:
             turn = 0

@@ -50,7 +50,10 @@ def test_ray_serve_starts_its_local_cluster_with_token_auth(
         raise _Started
 
     monkeypatch.setattr(ray, "init", init)
-    monkeypatch.delenv(AUTH_MODE_ENV, raising=False)
+    # The command sets RAY_AUTH_MODE in this process: setenv first, so that the test puts back its absence (a
+    # leaked `token` made a later real ray.init in this worker start a GCS its driver could not authenticate to).
+    monkeypatch.setenv(AUTH_MODE_ENV, "unset-by-the-test")
+    monkeypatch.delenv(AUTH_MODE_ENV)
     home = tmp_path / "home"
     home.mkdir()
     profile = write_profile(workspace, "models:\n  tiny:\n    model: models/tiny\n")
