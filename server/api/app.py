@@ -38,7 +38,7 @@ from server.api.controllers import (
 from server.api.edge import EdgeChecks, EdgePolicy
 from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_ring import KeyRing
-from server.api.metrics import metrics_registry
+from server.api.metrics import HTTP_METRICS, metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
 from server.api.request_admission import ServingBundle
@@ -130,7 +130,8 @@ def create_app(
             components=security_components(),
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
-        middleware=[EdgeChecks(EdgePolicy.of(settings))],
+        # Outermost: a request the edge checks refuse is counted too.
+        middleware=[HTTP_METRICS.middleware, EdgeChecks(EdgePolicy.of(settings))],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )

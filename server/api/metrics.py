@@ -5,7 +5,9 @@ scrape time, so nothing has to be kept in sync. Events (switch attempts, queue w
 the manager as an observer and feed histograms and counters. vLLM registers its engine metrics (``vllm:*``) in
 prometheus_client's process-wide registry; the app's registry forwards that one, so one scrape gets both. The
 single-series aggregates the Kubernetes inference gateway reads (``turnout:*``) are in :mod:`gateway_metrics`.
-The kept-KV pool's bytes per model are read from the pool (files on tmpfs) at scrape time.
+The kept-KV pool's bytes per model are read from the pool (files on tmpfs) at scrape time. HTTP requests are
+counted and timed by Litestar's Prometheus middleware (:data:`HTTP_METRICS`), by route template and status, in the
+process-wide registry, so they are forwarded too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from litestar import Request
+from litestar.enums import ScopeType
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusMiddleware
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -29,12 +34,45 @@ from server.engine import (
     kept_bytes_by_model,
 )
 
-__all__ = ["KeptKVCollector", "ManagerCollector", "ManagerMetrics", "ProcessRegistryCollector", "metrics_registry"]
+__all__ = [
+    "HTTP_METRICS",
+    "KeptKVCollector",
+    "ManagerCollector",
+    "ManagerMetrics",
+    "ProcessRegistryCollector",
+    "metrics_registry",
+]
 
 #: Switches take milliseconds (keep) to minutes (stop on a large model).
 SWITCH_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 #: Queue waits are bounded by switching.max_wait_s (120 s by default).
 WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
+
+
+#: ``turnout_http_requests_total`` and ``turnout_http_request_duration_seconds`` (and ``_requests_in_progress``,
+#: ``_requests_error_total``) by method, route template (``/admin/models/{name}/load``, never the raw path:
+#: the label's values stay bounded) and status code; requests to no route are not counted, for the same reason.
+class _HttpMetrics(PrometheusMiddleware):
+    """Litestar's middleware, labelling from the scope: its own builds ``request.url``, which raises on a Host
+    header such as ``[::1]:8000`` (a 500 before the edge checks could answer)."""
+
+    def _get_default_labels(self, request: Request[Any, Any, Any]) -> dict[str, str | int | float]:
+        scope = request.scope
+        return {
+            "method": request.method if scope["type"] == ScopeType.HTTP else scope["type"],
+            "path": scope.get("path_template") or scope["path"],
+            "status_code": 200,
+            "app_name": self._config.app_name,
+        }
+
+
+HTTP_METRICS = PrometheusConfig(
+    app_name="turnout",
+    prefix="turnout_http",
+    group_path=True,
+    exclude_unhandled_paths=True,
+    middleware_class=_HttpMetrics,
+)
 
 
 class ManagerCollector(Collector):

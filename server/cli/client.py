@@ -18,6 +18,7 @@ __all__ = ["load", "reload", "status", "switch", "unload"]
 _URL = click.option(
     "--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL."
 )
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the raw JSON answer.")
 _TOKEN = click.option(
     "--token-env",
     default=DEFAULT_ADMIN_TOKEN_ENV,
@@ -58,25 +59,43 @@ def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = 
 @click.option("--drain-timeout", type=float, default=None, help="Seconds to drain in-flight requests.")
 @_URL
 @_TOKEN
-def switch(model: str, drain_timeout: float | None, url: str, token_env: str) -> None:
-    """Switch the server at --url to MODEL and print the switch report."""
+@_JSON
+def switch(model: str, drain_timeout: float | None, url: str, token_env: str, as_json: bool) -> None:
+    """Switch the server at --url to MODEL and print one line on what happened (--json: the whole report)."""
     payload: dict[str, Any] = {"model": model}
     if drain_timeout is not None:
         payload["drain_timeout"] = drain_timeout
     report = _call("POST", f"{url.rstrip('/')}/v1/models/switch", token_env, timeout=3600.0, json=payload)
-    table = Table("field", "value", title=f"switch to {model}")
-    for key, value in report.items():
-        table.add_row(key, "" if value is None else str(value))
-    out_console.print(table)
+    if as_json:
+        out_console.print_json(data=report)
+        return
+    out_console.print(_switch_line(report), markup=False)
+
+
+def _switch_line(report: dict[str, Any]) -> str:
+    """``switched a -> b in 812 ms (drain 0 ms, freed 120 MiB)``: the report's facts that are set."""
+    current, previous = report.get("current_model"), report.get("previous_model")
+    if not report.get("switched"):
+        return f"{current} is already active (nothing to do)"
+    what = f"loaded {current}" if previous is None else f"switched {previous} -> {current}"
+    details = [f"drain {report.get('drain_ms', 0):.0f} ms"]
+    if report.get("aborted_requests"):
+        details.append(f"{report['aborted_requests']} aborted")
+    if report.get("method"):
+        details.append(f"method {report['method']}")
+    if report.get("freed_memory_mb") is not None:
+        details.append(f"freed {report['freed_memory_mb']:.0f} MB")
+    return f"{what} in {report.get('duration_ms', 0):.0f} ms ({', '.join(details)})"
 
 
 @click.command()
 @click.argument("model")
 @_URL
 @_TOKEN
-def load(model: str, url: str, token_env: str) -> None:
+@_JSON
+def load(model: str, url: str, token_env: str, as_json: bool) -> None:
     """Load MODEL on the server at --url without activating it (it stays resident, ready to switch to)."""
-    _print_residency(_call("POST", f"{url.rstrip('/')}/admin/models/{model}/load", token_env, timeout=3600.0))
+    _print_residency(_call("POST", f"{url.rstrip('/')}/admin/models/{model}/load", token_env, timeout=3600.0), as_json)
 
 
 @click.command()
@@ -85,16 +104,20 @@ def load(model: str, url: str, token_env: str) -> None:
 @click.option("--drain-timeout", type=float, default=None, help="Seconds to drain the active model's requests.")
 @_URL
 @_TOKEN
-def unload(model: str, force: bool, drain_timeout: float | None, url: str, token_env: str) -> None:
+@_JSON
+def unload(model: str, force: bool, drain_timeout: float | None, url: str, token_env: str, as_json: bool) -> None:
     """Free MODEL's engine on the server at --url."""
     payload: dict[str, Any] = {"force": force}
     if drain_timeout is not None:
         payload["drain_timeout"] = drain_timeout
     path = f"{url.rstrip('/')}/admin/models/{model}/unload"
-    _print_residency(_call("POST", path, token_env, timeout=3600.0, json=payload))
+    _print_residency(_call("POST", path, token_env, timeout=3600.0, json=payload), as_json)
 
 
-def _print_residency(report: dict[str, Any]) -> None:
+def _print_residency(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        out_console.print_json(data=report)
+        return
     done = "" if report["changed"] else " (nothing to do)"
     out_console.print(
         f"{report['action']} {report['model']}{done}: {report['state']} in {report['duration_ms']:.0f} ms; "
@@ -106,7 +129,7 @@ def _print_residency(report: dict[str, Any]) -> None:
 @click.command()
 @_URL
 @_TOKEN
-@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON snapshot.")
+@_JSON
 def status(url: str, token_env: str, as_json: bool) -> None:
     """Show the models of the server at --url, their states and the last switch."""
     snapshot = _call("GET", f"{url.rstrip('/')}/admin/status", token_env, timeout=30.0)
@@ -156,7 +179,7 @@ def status(url: str, token_env: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate and show what would change, without applying it.")
 @_URL
 @_TOKEN
-@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON answer.")
+@_JSON
 def reload(profile: str | None, dry_run: bool, url: str, token_env: str, as_json: bool) -> None:
     """Apply PROFILE (default: the file the server runs) to the server at --url.
 

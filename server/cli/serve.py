@@ -18,6 +18,7 @@ import click
 
 from server.cli._output import err_console, out_console, print_issues
 from server.cli.access_log import exclude_from_access_log
+from server.cli.early_checks import early_profile, refuse_taken_port, refuse_unknown_flags
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.key_options import cli_api_key
 from server.cli.listener import bind_listener
@@ -519,13 +520,19 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     --tool-parser-plugin, and per-model defaults (--response-role, --chat-template-content-format, ...). A flag
     that cannot apply to a multi-model server is refused with the reason.
     """
-    if len(args) <= 1 and not any(arg.startswith("-") for arg in args):
-        # No vLLM flag to parse and no plugin to load: the profile is checked before vLLM is imported (seconds).
-        refuse_invalid_profile(_profile_path(args), kwargs["tool_call_parser"], kwargs["enable_auto_tool_choice"])
+    own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
+    # Flags, profile, key variables and port before vLLM is imported (seconds): each fails at once, in one line.
+    refuse_unknown_flags(args, own)
+    positionals = early_profile(args)
+    if positionals is not None:  # none to tell before vLLM's parser runs, or a parser plugin to load first
+        refuse_invalid_profile(
+            _profile_path(positionals), kwargs["tool_call_parser"], kwargs["enable_auto_tool_choice"]
+        )
+    api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), os.environ)
+    refuse_taken_port(args, kwargs["host"], kwargs["port"])
     from server.engine import EngineFlagsInvalid, parse_engine_flags
     from server.frontend import load_parser_plugins, parse_frontend_flags
 
-    own = [option for param in ctx.command.params for option in param.opts if option.startswith("-")]
     try:
         given, rest = parse_frontend_flags(args)
         frontend = split_frontend_flags(given)
@@ -541,7 +548,6 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
-    api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), os.environ)
     options = ServeOptions(
         **kwargs,
         api_key=api_key,

@@ -79,9 +79,8 @@ class SwitchRun(Generic[B]):
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
         report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
         logger.info(
-            "switched %s -> %s in %.0f ms (drain %.0f ms, %d aborted, strategy %s)",
-            report.previous_model,
-            report.current_model,
+            "%s in %.0f ms (drain %.0f ms, %d aborted, strategy %s)",
+            _switched(report.previous_model, report.current_model),
             report.duration_ms,
             drain_ms,
             aborted,
@@ -171,3 +170,8 @@ class SwitchRun(Generic[B]):
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+def _switched(previous: str | None, current: str) -> str:
+    """``switched a -> b``, or ``loaded b`` when no model was active (at start-up, after a forced unload)."""
+    return f"loaded {current}" if previous is None else f"switched {previous} -> {current}"

@@ -9,6 +9,7 @@ read with ``ast`` in ``vllm_source.py``), so ``turnout validate`` starts fast.
 
 from server.profiles.budget_checks import guess_platform
 from server.profiles.changes import ModelChange, ProfileChanges, diff_profiles, file_digests
+from server.profiles.engine_args import did_you_mean
 from server.profiles.footprint import Footprint, FootprintUnknown, model_footprint
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.json_schema import FieldDoc, StructDoc, field_reference, profile_json_schema
@@ -34,7 +35,7 @@ from server.profiles.schema import (
     Switching,
     ToolStrictLevel,
 )
-from server.profiles.vllm_source import source_parser_registry
+from server.profiles.vllm_source import source_flag_names, source_parser_registry
 
 __all__ = [
     "CONFIG_ENV",
@@ -64,6 +65,7 @@ __all__ = [
     "ValidationResult",
     "budget_bytes",
     "describe_size",
+    "did_you_mean",
     "diff_profiles",
     "field_reference",
     "file_digests",
@@ -73,6 +75,7 @@ __all__ = [
     "most_resident",
     "profile_json_schema",
     "residency_outlook",
+    "source_flag_names",
     "source_parser_registry",
     "validate_profile",
 ]

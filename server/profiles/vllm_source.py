@@ -26,7 +26,13 @@ import msgspec
 
 from server.profiles.registry import NameRegistry
 
-__all__ = ["EngineArgField", "engine_arg_fields", "source_parser_registry", "vllm_package_dir"]
+__all__ = [
+    "EngineArgField",
+    "engine_arg_fields",
+    "source_flag_names",
+    "source_parser_registry",
+    "vllm_package_dir",
+]
 
 _ROOT_CLASS: Final = "AsyncEngineArgs"
 _ARG_UTILS: Final = "engine/arg_utils.py"
@@ -36,6 +42,7 @@ _MAX_DEPTH: Final = 8
 Choice = str | int | float | bool
 _TOOL_TABLE: Final = ("tool_parsers/__init__.py", "_TOOL_PARSERS_TO_REGISTER")
 _REASONING_TABLE: Final = ("reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER")
+_FRONTEND_ARGS: Final = ("entrypoints/launchers/cli_args.py", ("BaseFrontendArgs", "FrontendArgs"))
 
 
 def vllm_package_dir() -> Path | None:
@@ -149,6 +156,36 @@ def source_parser_registry() -> NameRegistry | None:
     tools = _table_keys(*_TOOL_TABLE)
     reasoning = _table_keys(*_REASONING_TABLE)
     return NameRegistry(tools, reasoning) if tools and reasoning else None
+
+
+@functools.cache
+def source_flag_names() -> frozenset[str] | None:
+    """Every long flag of ``vllm serve``'s engine and frontend parsers (``--max-model-len``), importing nothing.
+
+    A field of ``AsyncEngineArgs`` or ``FrontendArgs`` is the flag ``--field-name``; the ``--`` strings written in
+    those files (``add_argument`` aliases) are flags too. ``tests/profiles/test_vllm_flag_names.py`` holds the set
+    to vLLM's live parsers. ``turnout serve`` refuses an unknown flag with it before vLLM is imported (seconds).
+
+    Returns:
+        The flags, or ``None`` when vLLM is not installed or its source no longer has that shape.
+    """
+    engine = engine_arg_fields()
+    frontend_path, frontend_classes = _FRONTEND_ARGS
+    trees = [_parse(_source_file(_ARG_UTILS)), _parse(_source_file(frontend_path))]
+    if engine is None or trees[1] is None:
+        return None
+    classes = {node.name: node for node in trees[1].body if isinstance(node, ast.ClassDef)}
+    frontend: dict[str, ast.AnnAssign] = {}
+    for name in frontend_classes:
+        _collect(name, classes, frontend, set())
+    if not frontend:
+        return None
+    names = {"--" + name.replace("_", "-") for name in [*engine, *frontend]}
+    for tree in trees:
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--"):
+                names.add(node.value)
+    return frozenset(names)
 
 
 def _source_file(relative: str) -> Path | None:

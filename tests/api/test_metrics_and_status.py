@@ -151,3 +151,29 @@ async def test_metrics_read_the_servers_own_pool(make_client: MakeClient, kept_k
         == (kept_kv_pool.root / ("a" * 32) / ("b" * 64)).stat().st_blocks * 512
     )
     assert _value(text, "turnout_kv_kept_bytes", model="tools") == 0.0
+
+
+async def test_http_requests_are_counted_and_timed_by_route_template_and_status(make_client: MakeClient) -> None:
+    # Before: no HTTP request metrics at all. The counters are process-wide, so the test reads differences.
+    client, _ = await make_client()
+    route = {"method": "POST", "path": "/admin/models/{name}/load", "app_name": "turnout"}
+
+    def counted(metrics: str, status: str) -> float:
+        return _value(metrics, "turnout_http_requests_total", **route, status_code=status) or 0.0
+
+    before = (await client.get("/metrics")).text
+    assert (await client.post("/admin/models/plain/load", headers=admin())).status_code == 200
+    assert (await client.post("/admin/models/plain/load")).status_code == 401
+    assert (await client.get("/no/such/route/x1")).status_code == 404
+    after = (await client.get("/metrics")).text
+    assert counted(after, "200") - counted(before, "200") == 1.0
+    assert counted(after, "401") - counted(before, "401") == 1.0
+    duration = "turnout_http_request_duration_seconds_count"
+    assert (_value(after, duration, **route, status_code="200") or 0) >= 1.0
+    assert "/admin/models/plain/load" not in after and "/no/such/route/x1" not in after  # templates only
+
+
+async def test_an_ipv6_host_header_is_counted_not_a_500(make_client: MakeClient) -> None:
+    # Litestar's own middleware builds request.url, which raises on this Host: every such request was a 500.
+    client, _ = await make_client()
+    assert (await client.get("/v1/models", headers={"host": "[::1]:8000"})).status_code == 200

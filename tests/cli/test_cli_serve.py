@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from server.profiles import CONFIG_ENV
@@ -127,3 +128,58 @@ def test_a_taken_port_stops_serve_in_one_line_before_any_engine(tiny_models: dic
     expected = f"error: cannot listen on 127.0.0.1:{port}: Address already in use; not starting."
     assert expected in result.stderr.splitlines(), result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "loading" not in (result.stderr + result.stdout).lower()
+
+
+#: The bound on an early refusal: about 1 s here on a loaded 2-core machine, so generous for a loaded CI one; the
+#: checks ran after vLLM's import before (10-20 s here), which fails it (and so does the sys.modules check below).
+_EARLY_S = 5.0
+
+
+def _timed_serve(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    return result, time.monotonic() - start
+
+
+def test_a_taken_port_and_an_unknown_flag_stop_serve_before_vllm_is_imported(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    profile = tmp_path / "early.yaml"
+    profile.write_text(f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy, busy_s = _timed_serve(str(profile), "--dtype", "float32", "--port", str(port))
+    assert busy.returncode == 1, busy.stderr[-2000:]
+    expected = f"error: cannot listen on 127.0.0.1:{port}: Address already in use; not starting."
+    assert busy.stderr.splitlines() == [expected]
+    assert busy_s < _EARLY_S, busy_s
+    typo, typo_s = _timed_serve(str(profile), "--max_model_lenn=5", "--enforce-eager", "--no-enable-prefix-caching")
+    assert typo.returncode == 2, typo.stderr[-2000:]
+    assert "unknown option --max-model-lenn; did you mean '--max-model-len'" in typo.stderr
+    assert "Traceback" not in typo.stderr and "enforce" not in typo.stderr and "prefix" not in typo.stderr
+    assert typo_s < _EARLY_S, typo_s
+
+
+def test_the_early_refusals_import_neither_vllm_nor_torch(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    # The same refusals in one process: what a fast machine's import time could hide, sys.modules shows.
+    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
+    bad.write_text("models:\n  a:\n    model: ./missing\n")
+    good.write_text(f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n")
+    code = (
+        "import socket, sys; from click.testing import CliRunner; from server.cli.main import main; "
+        "t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen(); port = str(t.getsockname()[1]); "
+        f"u = CliRunner().invoke(main, ['serve', {str(good)!r}, '--max-model-lenn', '5']); "
+        f"p = CliRunner().invoke(main, ['serve', {str(bad)!r}, '--dtype', 'float32', '--port', '1']); "
+        f"b = CliRunner().invoke(main, ['serve', {str(good)!r}, '--dtype', 'float32', '--port', port]); "
+        "print(u.exit_code, p.exit_code, b.exit_code, 'vllm' in sys.modules, 'torch' in sys.modules); "
+        "print(u.output + p.output + b.output, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["2", "1", "1", "False", "False"], done.stderr
+    assert "unknown option --max-model-lenn" in done.stderr
+    assert f"{bad}:3:12: error: model 'a': model path './missing' does not exist" in done.stderr
+    assert "cannot listen on 127.0.0.1:" in done.stderr

@@ -29,6 +29,7 @@ def _serve_options(monkeypatch: pytest.MonkeyPatch, *args: str, env: dict[str, s
 
     seen: list[Any] = []
     monkeypatch.setattr(serve_module, "refuse_invalid_profile", lambda *_: None)
+    monkeypatch.setattr(serve_module, "refuse_taken_port", lambda *_: None)
     monkeypatch.setattr(serve_module, "load_serving_profile", lambda *_: None)
     monkeypatch.setattr(serve_module, "run_server", lambda _profile, options: seen.append(options))
     result = turnout("serve", "p.yaml", *args, env=env)
