@@ -16,13 +16,13 @@ def test_every_long_flag_of_vllms_engine_and_frontend_parsers_is_read_from_sourc
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from server.frontend.vllm_adapter._flags import _parser
+    from server.frontend.vllm_adapter import frontend_flag_names
 
     engine = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())  # type: ignore[no-untyped-call]
     live = {
         option
-        for action in [*engine._actions, *_parser()._actions]
-        for option in action.option_strings
+        for options in [*(action.option_strings for action in engine._actions), *frontend_flag_names().values()]
+        for option in options
         if option.startswith("--") and option != "--help"
     }
     known = source_flag_names()
