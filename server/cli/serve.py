@@ -223,7 +223,7 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
         from server.cli.plan_report import build_plan_report, render_plan
 
         report = build_plan_report(prepared, platform=plan.memory.device, memory=plan.memory, env=os.environ)
-        for line in [*plan.summary(), *render_plan(report)]:
+        for line in render_plan(report, plan):  # one block: the KV-cache plan's figures are in it
             click.echo(line)
     return prepared, plan
 
