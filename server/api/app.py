@@ -134,9 +134,6 @@ def create_app(
         middleware=[HTTP_METRICS.middleware, EdgeChecks(EdgePolicy.of(settings)), request_id_in_logs],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
-        # Litestar's default set-up would replace the root logger's handler with its own format: the server's
-        # logging is the CLI's (--log-format), one format for every line; Litestar's records reach it by the root.
-        logging_config=None,
     )
     document_request_bodies(app, request_schemas)
     return app

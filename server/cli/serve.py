@@ -6,6 +6,7 @@ import asyncio
 import copy
 import dataclasses
 import logging
+import logging.config
 import os
 import secrets
 import sys
@@ -368,6 +369,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         request_schemas=request_body_schemas(),
         key_ring=key_ring,
     )
+    if setup is not None:  # Litestar's app set up its own logging (root handler, format): back to the one format
+        logging.config.dictConfig(setup.uvicorn_config())
     scheme = "https" if "ssl_certfile" in uvicorn_options else "http"
     try:
         served = wrap_middleware(app, list(options.frontend.server.get("middleware", [])))
