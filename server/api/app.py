@@ -42,7 +42,7 @@ from server.api.metrics import HTTP_METRICS, metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
 from server.api.reloader import Reloader
 from server.api.request_admission import ServingBundle
-from server.api.request_id import add_request_id_header
+from server.api.request_id import add_request_id_header, request_id_in_logs
 from server.api.settings import ApiSettings
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
@@ -131,7 +131,7 @@ def create_app(
         ),
         cors_config=CORSConfig(**settings.cors) if settings.cors is not None else None,
         # Outermost: a request the edge checks refuse is counted too.
-        middleware=[HTTP_METRICS.middleware, EdgeChecks(EdgePolicy.of(settings))],
+        middleware=[HTTP_METRICS.middleware, EdgeChecks(EdgePolicy.of(settings)), request_id_in_logs],
         before_send=[add_request_id_header] if settings.enable_request_id_headers else [],
         debug=False,
     )

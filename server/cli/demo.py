@@ -15,7 +15,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from server.cli._output import out_console
+from server.cli.logging_setup import LOG_FORMAT_OPTION, set_up_logging
 from server.cli.serve import ServeOptions, load_serving_profile, run_server
+from server.profiles import LogFormat
 
 __all__ = ["DEMO_PROFILE", "demo", "demo_profile"]
 
@@ -27,12 +29,15 @@ _PATH_KEYS = ("chat_template", "quant_config")
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
-def demo(host: str, port: int) -> None:
+@LOG_FORMAT_OPTION
+def demo(host: str, port: int, log_format: LogFormat) -> None:
     """Build the tiny demo models on first use, then serve the demo profile with a fresh admin token.
 
     The models go to $TURNOUT_TINY_MODELS when it is set (default: .cache/tiny-models in the checkout).
     """
     from server.tinymodels import build_tiny_models
+
+    setup = set_up_logging(log_format, "info")  # before the models' build imports vLLM
 
     with out_console.status("Building the tiny demo models (first run only)…"):
         paths = build_tiny_models()
@@ -41,7 +46,13 @@ def demo(host: str, port: int) -> None:
     profile = demo_profile(paths)
     if profile != DEMO_PROFILE:
         out_console.print(f"Serving a copy of {DEMO_PROFILE.name} with these models: {profile}", markup=False)
-    options: dict[str, Any] = {"host": host, "port": port, "generate_admin_token": True}
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "generate_admin_token": True,
+        "log_format": log_format,
+        "logging_setup": setup,
+    }
     run_server(load_serving_profile(str(profile)), ServeOptions(**options))
 
 

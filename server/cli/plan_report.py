@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from server.engine import MemoryReading, hlml_memory, nvml_memory, resolve_strategy_name
+from server.engine import MemoryPlan, MemoryReading, hlml_memory, nvml_memory, resolve_strategy_name
 from server.profiles import (
     Footprint,
     FootprintUnknown,
@@ -124,9 +124,11 @@ def build_plan_report(
     )
 
 
-def render_plan(report: PlanReport) -> list[str]:
-    """The plan as lines for people."""
+def render_plan(report: PlanReport, kv_plan: MemoryPlan | None = None) -> list[str]:
+    """The plan as lines for people: ``turnout validate --plan``, and ``turnout serve`` at start-up, which passes
+    its KV-cache plan (``kv_plan``) so that the one block also says the reserve and how each KV cache was sized."""
     size = describe_size
+    decisions = {item.model: item for item in kv_plan.decisions} if kv_plan is not None else {}
     memory = report.memory
     read = (
         f"{size(memory.available_bytes)} available of {size(memory.total_bytes)} on {memory.where}"
@@ -134,9 +136,15 @@ def render_plan(report: PlanReport) -> list[str]:
         else "memory unreadable here"
     )
     budget = size(report.budget_bytes) if report.budget_bytes is not None else "unknown"
-    lines = [f"plan: {report.platform}, strategy {report.strategy}; {read}; memory budget {budget}"]
+    reserve = f"; reserve {size(kv_plan.reserve_bytes)}" if kv_plan is not None else ""
+    lines = [f"plan: {report.platform}, strategy {report.strategy}; {read}{reserve}; memory budget {budget}"]
     for item in report.footprints:
         kv = "its kv_cache_memory_bytes" if item.kv_source == "profile" else "max_model_len x max_num_seqs"
+        decision = decisions.get(item.model)
+        if decision is not None:  # the prepared profile holds the size the plan chose: say how it was chosen
+            how = "set by the profile" if decision.source == "profile" else "budgeted"
+            cap = ", capped at max_model_len x max_num_seqs" if decision.capped_at_need else ""
+            kv = f"{how}{cap}; {decision.sequences:.1f} full-length sequences"
         lines.append(
             f"  {item.model}: {size(item.total_bytes)} = weights {size(item.weight_bytes)} + KV cache "
             f"{size(item.kv_cache_bytes)} ({kv}) + engine {size(item.overhead_bytes)}"

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import dataclasses
 import logging
+import logging.config
 import os
 import secrets
 import sys
@@ -22,6 +23,7 @@ from server.cli.early_checks import early_profile, refuse_taken_port, refuse_unk
 from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_frontend_flags, wrap_middleware
 from server.cli.key_options import cli_api_key
 from server.cli.listener import bind_listener
+from server.cli.logging_setup import LOG_FORMAT_OPTION, LoggingSetup, set_up_logging
 from server.cli.tls_refresh import certificate_refresher
 from server.profiles import (
     CONFIG_ENV,
@@ -77,6 +79,8 @@ class ServeOptions:
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
     api_key_env: str | None = None
+    log_format: str = "text"
+    logging_setup: LoggingSetup | None = None  # None: as set up by the caller (tests), text
 
 
 class _Validation(Protocol):
@@ -198,7 +202,9 @@ def engine_defaults(
     return defaults
 
 
-def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Profile, MemoryPlan | None]:
+def _prepare(
+    profile: Profile, engine_defaults: Mapping[str, Any], as_log: bool = False
+) -> tuple[Profile, MemoryPlan | None]:
     """Build every model's vLLM engine config and the KV-cache budget; exit 1 naming what is wrong."""
     from server.engine import EngineConfigInvalid, MemoryBudgetExceeded, StrategyUnavailable, prepare_profile
 
@@ -223,8 +229,11 @@ def _prepare(profile: Profile, engine_defaults: Mapping[str, Any]) -> tuple[Prof
         from server.cli.plan_report import build_plan_report, render_plan
 
         report = build_plan_report(prepared, platform=plan.memory.device, memory=plan.memory, env=os.environ)
-        for line in [*plan.summary(), *render_plan(report)]:
-            click.echo(line)
+        lines = render_plan(report, plan)  # one block: the KV-cache plan's figures are in it
+        if as_log:  # --log-format json: one record (one JSON line) holds the block
+            logger.info("%s", "\n".join(lines))
+        else:
+            click.echo("\n".join(lines))
     return prepared, plan
 
 
@@ -268,7 +277,9 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
 
     if options.no_preload:
         profile = _without_preloads(profile)
-    profile, memory_plan = _prepare(profile, options.engine_defaults)
+    setup = options.logging_setup
+    as_log = setup is not None and setup.json
+    profile, memory_plan = _prepare(profile, options.engine_defaults, as_log)
     server_flags = options.frontend.server
     # Before any bundle is built: each serving object reads the mode once, when it is created.
     set_fingerprint_mode(server_flags.get("fingerprint_mode", "full"), server_flags.get("fingerprint_value"))
@@ -298,6 +309,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     # Read: now out of os.environ, before any engine process is spawned with a copy of it (withheld_env.py).
     withhold_secrets(profile, [options.api_key_env])
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
+    if setup is not None:  # uvicorn's lines in the same format
+        uvicorn_options.setdefault("log_config", setup.uvicorn_config())
     sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
     try:
         manager = build_manager(
@@ -316,7 +329,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         out_console.print(f"Admin token (for this run only): [bold]{settings.admin_token}[/]")
         out_console.print(f"  export {admin_token_env}={settings.admin_token}", markup=False)
     if settings.admin_token is None and not settings.dev_mode:
-        err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
+        if as_log:
+            logger.warning("Admin routes are disabled: set %s or pass --dev.", admin_token_env)
+        else:
+            err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
@@ -347,12 +363,14 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         manager,
         settings,
         default_model=profile.default_model,
-        loading_status=_loading_status,
+        loading_status=setup.loading_status(_loading_status) if setup is not None else _loading_status,
         reloader=reloader,
         background=background,
         request_schemas=request_body_schemas(),
         key_ring=key_ring,
     )
+    if setup is not None:  # Litestar's app set up its own logging (root handler, format): back to the one format
+        logging.config.dictConfig(setup.uvicorn_config())
     scheme = "https" if "ssl_certfile" in uvicorn_options else "http"
     try:
         served = wrap_middleware(app, list(options.frontend.server.get("middleware", [])))
@@ -361,10 +379,14 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         raise SystemExit(2) from None
     exclude_from_access_log(options.frontend.access_log_exclusions())
     where = f"unix:{uvicorn_options['uds']}" if "uds" in uvicorn_options else f"{options.host}:{options.port}"
-    out_console.print(
+    serving = (
         f"Turnout serving {', '.join(profile.models)} on {scheme}://{where} "
         f"(default {profile.default_model}, strategy {manager.strategy_name}, mode {profile.switching.mode})"
     )
+    if as_log:
+        logger.info("%s", serving)
+    else:
+        out_console.print(serving)
     drain_timeout = profile.switching.drain_timeout
     limits = _connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
@@ -383,7 +405,12 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     )
     from server.vllm_plugin import close_kv_pool
 
-    _draining_server_class()(config, manager.drain, drain_timeout, close_kv_pool).run(sockets=sockets)
+    def on_exit() -> None:
+        close_kv_pool()
+        if setup is not None:
+            setup.remove()  # a SIGTERM ends the process without atexit
+
+    _draining_server_class()(config, manager.drain, drain_timeout, on_exit).run(sockets=sockets)
 
 
 #: Seconds past the drain timeout that uvicorn waits for the ended requests to leave before it cancels them.
@@ -510,6 +537,7 @@ def _draining_server_class() -> type:
     help="Seconds an idle keep-alive connection stays open (default: the profile's server.keep_alive_timeout_s, "
     "65; keep it above your clients' and proxies' idle timeouts).",
 )
+@LOG_FORMAT_OPTION
 @click.pass_context
 def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     """Serve PROFILE (default: $VLLM_HPU_MULTI_MODEL_CONFIG) as an OpenAI-compatible server.
@@ -530,6 +558,8 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         )
     api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), os.environ)
     refuse_taken_port(args, kwargs["host"], kwargs["port"])
+    # Before vLLM is imported: it sets up its logging (from the file this names) when it is imported.
+    setup = set_up_logging(kwargs["log_format"], kwargs["log_level"])
     from server.engine import EngineFlagsInvalid, parse_engine_flags
     from server.frontend import load_parser_plugins, parse_frontend_flags
 
@@ -545,7 +575,6 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     profile = _profile_path(flags.positionals)
-    logging.basicConfig(level=kwargs["log_level"].upper(), format="%(levelname)s %(name)s: %(message)s")
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
     options = ServeOptions(
@@ -553,6 +582,7 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         api_key=api_key,
         engine_defaults=engine_defaults(flags.defaults, kwargs["reasoning_parser"], frontend),
         frontend=frontend,
+        logging_setup=setup,
     )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(

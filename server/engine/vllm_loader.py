@@ -27,6 +27,7 @@ from server.engine.stash_config import set_multi_model_config
 from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
 from server.engine.strategies.stash import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
+from server.profiles import LOG_MODEL_ENV
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
@@ -152,7 +153,8 @@ class VllmEngineLoader:
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
-            with spawn_env({QUANT_CONFIG_ENV: model.quant_config, **in_place_env}):
+            # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
+            with spawn_env({QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env}):
                 before = _spawned_pids()
                 start = asyncio.ensure_future(
                     asyncio.to_thread(AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER)
@@ -284,7 +286,8 @@ def stash_host_factory(make_host: Callable[[Mapping[str, ModelProfile]], Any] | 
         set_multi_model_config(first, models)  # or vLLM-Gaudi's engine core lacks its reconfigure utility
         host = build_host(models)
         async with _env_lock:  # no other load spawns while the host's core is spawned with this environment
-            with quant_config_env(models[first].quant_config):
+            # One engine core serves every model of the host: its log lines name them all.
+            with spawn_env({QUANT_CONFIG_ENV: models[first].quant_config, LOG_MODEL_ENV: ",".join(models)}):
                 stash_host: StashHost = await start_serializing(host, first)
         return stash_host
 

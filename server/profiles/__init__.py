@@ -14,6 +14,15 @@ from server.profiles.footprint import Footprint, FootprintUnknown, model_footpri
 from server.profiles.issues import ProfileInvalid, ProfileIssue, Severity, ValidationResult
 from server.profiles.json_schema import FieldDoc, StructDoc, field_reference, profile_json_schema
 from server.profiles.loader import CONFIG_ENV, MODEL_ENV, load_profile, validate_profile
+from server.profiles.log_format import (
+    LOG_FORMATS,
+    LOG_MODEL_ENV,
+    REQUEST_ID,
+    JsonFormatter,
+    LogFormat,
+    logging_config,
+    write_vllm_logging_config,
+)
 from server.profiles.memory_budget import (
     ResidencyOutlook,
     budget_bytes,
@@ -42,13 +51,18 @@ __all__ = [
     "DEFAULT_ADMIN_TOKEN_ENV",
     "FRONTEND_KEYS",
     "FRONTEND_SETTING_KEYS",
+    "LOG_FORMATS",
+    "LOG_MODEL_ENV",
     "MODEL_ENV",
+    "REQUEST_ID",
     "ApiKeyScope",
     "ChatTemplateContentFormat",
     "DisabledThinkingEffort",
     "FieldDoc",
     "Footprint",
     "FootprintUnknown",
+    "JsonFormatter",
+    "LogFormat",
     "ModelChange",
     "ModelProfile",
     "ParserRegistry",
@@ -71,6 +85,7 @@ __all__ = [
     "file_digests",
     "guess_platform",
     "load_profile",
+    "logging_config",
     "model_footprint",
     "most_resident",
     "profile_json_schema",
@@ -78,4 +93,5 @@ __all__ = [
     "source_flag_names",
     "source_parser_registry",
     "validate_profile",
+    "write_vllm_logging_config",
 ]

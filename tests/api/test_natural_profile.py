@@ -74,9 +74,12 @@ def test_both_models_serve_with_budgeted_kv_caches(server: LiveServer) -> None:
     assert decisions["tools"]["kv_cache_bytes"] == 1024 * 128 * 512
     assert decisions["plain"]["kv_cache_bytes"] == 512 * 128 * 512
     assert all(item["source"] == "budget" and item["capped_at_need"] for item in decisions.values())
-    # Both engines stayed resident, and the decision was printed at start-up.
+    # Both engines stayed resident, and the decision was printed at start-up, once.
     assert {slot["name"]: slot["state"] for slot in status.json()["slots"]} == {"tools": "resident", "plain": "active"}
     log = server.log()
-    assert "resident by memory budget" in log and "(strategy keep)" in log
-    assert "plan: cpu, strategy keep; " in log and "  resident together (largest sets that fit):" in log
-    assert "  tools: KV cache 64 MiB (budgeted, capped at max_model_len x max_num_seqs" in log
+    # Once, in one block: the budget, each model's footprint and KV cache (how it was sized), what fits together.
+    assert log.count("plan: cpu, strategy keep; ") == 1 and "; reserve " in log and "; memory budget " in log
+    assert "  resident together (largest sets that fit):" in log
+    assert " + KV cache 64.0 MiB (budgeted, capped at max_model_len x max_num_seqs; " in log
+    # MemoryPlan.summary()'s block in MiB, which said the same again, is gone.
+    assert not any(line.startswith("memory: ") for line in log.splitlines()) and "resident by memory budget" not in log

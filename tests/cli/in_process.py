@@ -28,6 +28,8 @@ class Ran:
 
 def turnout(*args: str, env: dict[str, str] | None = None) -> Ran:
     """Run ``turnout ARGS`` with ``env`` added to the environment and ``$VLLM_HPU_MULTI_MODEL_CONFIG`` unset."""
-    runner = CliRunner(env={CONFIG_ENV: None, **(env or {})})
+    # VLLM_CONFIGURE_LOGGING=0: a serve that gets past its early checks sets up its logging, and must not point the
+    # test process's later engines at its own vLLM logging file (set_up_logging keeps a set-up the user chose).
+    runner = CliRunner(env={CONFIG_ENV: None, "VLLM_CONFIGURE_LOGGING": "0", **(env or {})})
     result = runner.invoke(main, list(args), catch_exceptions=False)
     return Ran(result.exit_code, result.stdout, result.stderr)
