@@ -21,7 +21,14 @@ from typing import Any
 
 import click
 
-from server.profiles import LOG_FORMATS, LogFormat, logging_config, write_vllm_logging_config
+from server.profiles import (
+    LOG_FORMATS,
+    VLLM_CONFIGURE_LOGGING_ENV,
+    VLLM_LOGGING_CONFIG_PATH_ENV,
+    LogFormat,
+    logging_config,
+    write_vllm_logging_config,
+)
 
 __all__ = ["LOG_FORMAT_OPTION", "LoggingSetup", "set_up_logging"]
 
@@ -78,7 +85,7 @@ def set_up_logging(log_format: LogFormat, level: str, env: MutableMapping[str, s
     A vLLM logging set-up the user chose (``VLLM_LOGGING_CONFIG_PATH`` set, or ``VLLM_CONFIGURE_LOGGING=0``) is kept.
     """
     logging.config.dictConfig(logging_config(log_format, level))
-    if env.get("VLLM_LOGGING_CONFIG_PATH") or env.get("VLLM_CONFIGURE_LOGGING") == "0":
+    if env.get(VLLM_LOGGING_CONFIG_PATH_ENV) or env.get(VLLM_CONFIGURE_LOGGING_ENV) == "0":
         return LoggingSetup(log_format, level, None)
     folder = Path(tempfile.mkdtemp(prefix="turnout-logging-"))  # 0700: this process's own
     setup = LoggingSetup(log_format, level, folder)

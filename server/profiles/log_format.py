@@ -26,9 +26,11 @@ __all__ = [
     "LOG_MODEL_ENV",
     "REQUEST_ID",
     "TEXT_FORMAT",
-    "VLLM_LOGGING_ENV",
+    "VLLM_CONFIGURE_LOGGING_ENV",
+    "VLLM_LOGGING_CONFIG_PATH_ENV",
     "JsonFormatter",
     "LogFormat",
+    "TextFormatter",
     "logging_config",
     "write_vllm_logging_config",
 ]
@@ -42,8 +44,24 @@ REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("turnout
 #: The one text format: time, level, pid, logger, message.
 TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 _DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-#: What vLLM reads its logging set-up from, in each of its processes (``vllm/logger.py``).
-VLLM_LOGGING_ENV = {"VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_CONFIG_PATH": ""}
+#: vLLM's switch for its own logging set-up (``0``: vLLM leaves logging alone) and the file it reads the set-up
+#: from, in each of its processes (``vllm/logger.py``).
+VLLM_CONFIGURE_LOGGING_ENV = "VLLM_CONFIGURE_LOGGING"
+VLLM_LOGGING_CONFIG_PATH_ENV = "VLLM_LOGGING_CONFIG_PATH"
+
+
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`, with every line of a record under the record's own header (a traceback's lines too, as
+    vLLM's own formatter does): a line found by a search says whose it is."""
+
+    def __init__(self, *args: Any, use_colors: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # use_colors: what uvicorn sets on its formatters; no colours here
+
+    def format(self, record: logging.LogRecord) -> str:
+        """``record`` in the text format, its header repeated on each line."""
+        text = super().format(record)
+        head = text.partition(record.message)[0] if record.message else ""
+        return text.replace("\n", "\n" + head) if head else text
 
 
 class JsonFormatter(logging.Formatter):
@@ -82,7 +100,7 @@ def logging_config(log_format: LogFormat, level: str = "INFO") -> dict[str, Any]
     formatter: dict[str, Any] = (
         {"()": f"{__name__}.JsonFormatter"}
         if log_format == "json"
-        else {"format": TEXT_FORMAT, "datefmt": _DATE_FORMAT}
+        else {"()": f"{__name__}.TextFormatter", "format": TEXT_FORMAT, "datefmt": _DATE_FORMAT}
     )
     own = {"handlers": ["turnout"], "level": level.upper(), "propagate": False}
     return {
@@ -103,4 +121,4 @@ def write_vllm_logging_config(log_format: LogFormat, level: str, folder: Path) -
     """Write vLLM's logging set-up for ``log_format`` into ``folder``; the variables that make vLLM read it."""
     path = folder / f"vllm-logging-{log_format}.json"
     path.write_text(json.dumps(logging_config(log_format, level), indent=1), encoding="utf-8")
-    return {**VLLM_LOGGING_ENV, "VLLM_LOGGING_CONFIG_PATH": str(path)}
+    return {VLLM_CONFIGURE_LOGGING_ENV: "1", VLLM_LOGGING_CONFIG_PATH_ENV: str(path)}
