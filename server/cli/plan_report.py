@@ -12,7 +12,14 @@ from collections.abc import Mapping
 
 import msgspec
 
-from server.engine import MemoryPlan, MemoryReading, hlml_memory, nvml_memory, resolve_strategy_name
+from server.engine import (
+    MemoryPlan,
+    MemoryReading,
+    capabilities_of,
+    hlml_memory,
+    nvml_memory,
+    resolve_strategy_name,
+)
 from server.profiles import (
     Footprint,
     FootprintUnknown,
@@ -101,7 +108,7 @@ def build_plan_report(
         available_bytes=memory.available_bytes if memory else None,
     )
     outlook = None
-    if budget is not None and strategy == "keep":
+    if budget is not None and capabilities_of(strategy).budgets_bytes:
         outlook = residency_outlook(footprints, budget, max_active=profile.switching.max_active)
     return PlanReport(
         platform=platform,
@@ -152,7 +159,7 @@ def render_plan(report: PlanReport, kv_plan: MemoryPlan | None = None) -> list[s
     lines.extend(f"  {name}: footprint unknown ({why})" for name, why in report.unknown.items())
     outlook = report.outlook
     if outlook is None:
-        one = report.strategy != "keep"
+        one = not capabilities_of(report.strategy).serves_several
         lines.append("  resident together: " + ("one model at a time" if one else "unknown (no memory budget)"))
         return lines
     cap = f", at most {outlook.max_active} (max_active)" if outlook.max_active else ""

@@ -69,7 +69,7 @@ class ReplicaModels:
         if not self._started:
             await manager.initialize(name)  # the first model starts the manager (and its residency timers)
             self._started = True
-        elif self.capacity == 1 or manager.active_model is None or manager.strategy_name != "keep":
+        elif self.capacity == 1 or manager.active_model is None or not manager.capabilities.serves_several:
             await manager.switch(name)  # sleep parks the model it leaves asleep: it stays held, as Ray counts it
         else:
             await self._load_beside(name)

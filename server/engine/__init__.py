@@ -49,7 +49,7 @@ from server.engine.report import (
     SwitchReport,
 )
 from server.engine.states import PARKED, Slot, SlotState
-from server.engine.strategies import StrategyUnavailable, resolve_strategy_name
+from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
 from server.engine.vllm_configs import EngineConfigInvalid
 from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
 from server.vllm_plugin import kept_bytes_by_model
@@ -60,6 +60,7 @@ __all__ = [
     "VLLM_PREFIX",
     "AdmissionTimeout",
     "BundleBuilder",
+    "Capabilities",
     "EngineConfigInvalid",
     "EngineDied",
     "EngineError",
@@ -94,6 +95,7 @@ __all__ = [
     "SwitchFailed",
     "SwitchReport",
     "build_manager",
+    "capabilities_of",
     "hlml_memory",
     "kept_bytes_by_model",
     "nvml_memory",

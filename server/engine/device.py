@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from server.engine.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
 from server.engine.errors import (
@@ -393,7 +393,7 @@ class Device(Generic[B]):
             return False
         strategy = self._strategy
         refusal = None
-        if not isinstance(strategy, ResidentLoader):
+        if not strategy.capabilities.loads_without_activating:
             refusal = ResidencyRefused(
                 f"The '{strategy.name}' strategy holds one engine at a time, so '{name}' cannot be loaded next "
                 f"to the active model; switch to it instead (POST /v1/models/switch)."
@@ -404,8 +404,7 @@ class Device(Generic[B]):
         try:
             if refusal is not None:
                 raise refusal
-            assert isinstance(strategy, ResidentLoader)
-            engine = await strategy.load_resident(name, slot.profile, self._room(name))
+            engine = await cast(ResidentLoader, strategy).load_resident(name, slot.profile, self._room(name))
             if engine is not slot.engine:
                 slot._attach(engine)
             await self.publish(name)

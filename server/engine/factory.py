@@ -30,6 +30,7 @@ from server.engine.room_plan import room_budget
 from server.engine.strategies import (
     EngineLoader,
     StrategyUnavailable,
+    capabilities_of,
     choose_strategy,
     resolve_strategy_name,
     select_strategy,
@@ -94,7 +95,11 @@ def prepare_profile(
     plan = plan_kv_cache(
         [model_shape(name, model, configs[name]) for name, model in profile.models.items()],
         memory,
-        resident=resident_together(strategy, max_active=profile.switching.max_active, models=len(profile.models)),
+        resident=resident_together(
+            capabilities_of(strategy).serves_several,
+            max_active=profile.switching.max_active,
+            models=len(profile.models),
+        ),
         strategy=strategy,
         engine_overhead_bytes=ENGINE_OVERHEAD_BYTES.get(device, 0),
         budget_bytes=(
@@ -103,7 +108,7 @@ def prepare_profile(
                 total_bytes=memory.total_bytes,
                 available_bytes=memory.available_bytes - held,
             )
-            if strategy == "keep"
+            if capabilities_of(strategy).budgets_bytes
             else None
         ),
         host_held_bytes=held,

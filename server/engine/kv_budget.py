@@ -199,9 +199,10 @@ class MemoryBudgetExceeded(ValueError):
         self.problems = list(plan.errors)
 
 
-def resident_together(strategy: str, *, max_active: int | None, models: int) -> int:
-    """How many models may be held at once: ``keep`` holds up to ``max_active``; every other strategy one."""
-    if strategy != "keep":
+def resident_together(serves_several: bool, *, max_active: int | None, models: int) -> int:
+    """How many models may be held at once: a strategy that serves several (``Capabilities.serves_several``:
+    ``keep``) holds up to ``max_active``; every other strategy one."""
+    if not serves_several:
         return 1
     return max(1, min(max_active or models, models))
 

@@ -37,6 +37,7 @@ from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyRepor
 from server.engine.residency import Residency
 from server.engine.scheduling_types import SchedulerPolicy
 from server.engine.strategies.base import SwitchStrategy
+from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.select import models_held_at_once
 from server.engine.switch_history import SwitchHistory
 from server.engine.switch_tasks import SwitchTasks
@@ -147,6 +148,11 @@ class EngineManager(Generic[B]):
     def strategy_name(self) -> str:
         """The strategy in use."""
         return self._strategy.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the strategy in use can do."""
+        return self._strategy.capabilities
 
     @property
     def switching(self) -> Switching:

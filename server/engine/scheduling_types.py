@@ -25,7 +25,8 @@ class SchedulerPolicy:
     request there only ever waits for a switch the admin started; every queue, in both modes, holds at most
     ``max_queue`` waiters (then 503 with ``Retry-After``), since each waiter holds its body and a connection."""
 
-    mode: SwitchMode
+    #: Whether the scheduler decides the switches (``Switching.auto``, the one reading of the profile's mode).
+    auto: bool
     min_residency_s: float
     max_residency_s: float
     max_wait_s: float
@@ -36,9 +37,9 @@ class SchedulerPolicy:
     @classmethod
     def from_switching(cls, switching: Switching) -> SchedulerPolicy:
         """The policy of a profile's ``switching`` section."""
-        manual = switching.mode == "manual"
+        manual = not switching.auto
         return cls(
-            mode=switching.mode,
+            auto=switching.auto,
             min_residency_s=switching.min_residency_s,
             max_residency_s=switching.max_residency_s,
             max_wait_s=math.inf if manual else switching.max_wait_s,
@@ -48,9 +49,9 @@ class SchedulerPolicy:
         )
 
     @property
-    def auto(self) -> bool:
-        """Whether the scheduler decides the switches."""
-        return self.mode == "auto"
+    def mode(self) -> SwitchMode:
+        """The mode, as the profile names it (for the status)."""
+        return "auto" if self.auto else "manual"
 
     def backoff_s(self, failures: int) -> float:
         """The wait after ``failures`` failures in a row: ``failure_backoff_s x 2^(failures-1)``, capped."""

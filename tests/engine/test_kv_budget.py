@@ -17,6 +17,7 @@ from server.engine.kv_budget import (
     resident_together,
     with_kv_budget,
 )
+from server.engine.strategies import capabilities_of
 from server.profiles.schema import ModelProfile, Profile
 
 MIB = 2**20
@@ -124,12 +125,12 @@ def test_a_model_that_cannot_hold_one_sequence_is_an_error_naming_it() -> None:
 
 
 def test_residency_follows_the_strategy() -> None:
-    assert resident_together("stop", max_active=None, models=3) == 1
-    assert resident_together("reconfigure", max_active=3, models=3) == 1
-    assert resident_together("sleep", max_active=None, models=3) == 1
-    assert resident_together("keep", max_active=None, models=3) == 3
-    assert resident_together("keep", max_active=2, models=3) == 2
-    assert resident_together("keep", max_active=5, models=3) == 3
+    assert resident_together(capabilities_of("stop").serves_several, max_active=None, models=3) == 1
+    assert resident_together(capabilities_of("reconfigure").serves_several, max_active=3, models=3) == 1
+    assert resident_together(capabilities_of("sleep").serves_several, max_active=None, models=3) == 1
+    assert resident_together(capabilities_of("keep").serves_several, max_active=None, models=3) == 3
+    assert resident_together(capabilities_of("keep").serves_several, max_active=2, models=3) == 2
+    assert resident_together(capabilities_of("keep").serves_several, max_active=5, models=3) == 3
 
 
 def test_the_summary_names_every_model_and_the_memory_read() -> None:

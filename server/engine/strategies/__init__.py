@@ -1,10 +1,13 @@
 """Switch strategies: what happens to the model being left, and how the target comes up."""
 
 from server.engine.strategies.base import Engine, EngineLoader, SleepableEngine, SwitchStrategy
+from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.keep import KeepStrategy
 from server.engine.strategies.select import (
+    STRATEGIES,
     StrategyChoice,
     StrategyUnavailable,
+    capabilities_of,
     choose_strategy,
     resolve_strategy_name,
     select_strategy,
@@ -14,6 +17,8 @@ from server.engine.strategies.stash import StashHost, StashHostFactory, StashStr
 from server.engine.strategies.stop import StopStrategy
 
 __all__ = [
+    "STRATEGIES",
+    "Capabilities",
     "Engine",
     "EngineLoader",
     "KeepStrategy",
@@ -26,6 +31,7 @@ __all__ = [
     "StrategyChoice",
     "StrategyUnavailable",
     "SwitchStrategy",
+    "capabilities_of",
     "choose_strategy",
     "resolve_strategy_name",
     "select_strategy",

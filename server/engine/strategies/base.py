@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from server.engine.report import ActivationMetrics, KeepFigures
 from server.engine.states import Slot, SlotState
+from server.engine.strategies.capabilities import Capabilities
 from server.profiles.schema import ModelProfile
 
 __all__ = [
@@ -118,6 +119,7 @@ class SwitchStrategy(Protocol):
     """
 
     name: str
+    capabilities: ClassVar[Capabilities]
 
     async def park(self, name: str, engine: Any) -> Parked:
         """Park the drained model ``name``, whose slot holds ``engine``."""
@@ -149,6 +151,7 @@ class LoaderStrategy:
     """The common part of the strategies whose engines each belong to one slot (``stop``, ``keep``, ``sleep``)."""
 
     name = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, loader: EngineLoader) -> None:
         self._loader = loader

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from server.engine.errors import ResidencyRefused
 from server.engine.report import ActivationMetrics
 from server.engine.room_plan import RoomBudget
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
+from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.reconfigure import InPlaceSwapper, in_place_metrics
 from server.profiles.schema import ModelProfile
 
@@ -30,6 +31,9 @@ class KeepStrategy(LoaderStrategy):
     """Engines stay loaded; activation of a resident model is a pointer swap."""
 
     name = "keep"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        holds_left_model=True, serves_several=True, budgets_bytes=True, loads_without_activating=True
+    )
 
     def __init__(
         self,

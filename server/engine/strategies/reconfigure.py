@@ -21,12 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from server.engine.in_place.swap import LoadOutcome
 from server.engine.report import ActivationMetrics, with_kept
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
+from server.engine.strategies.capabilities import Capabilities
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import UnloadResult
 
@@ -70,6 +71,7 @@ class ReconfigureStrategy:
     """Holds one engine host and reloads its model in place on every switch."""
 
     name = "reconfigure"
+    capabilities: ClassVar[Capabilities] = Capabilities(swaps_in_place=True)
 
     def __init__(self, loader: EngineLoader, swap: InPlaceSwapper) -> None:
         """Create the strategy.

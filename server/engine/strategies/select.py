@@ -8,13 +8,14 @@ place; without the in-place swap it unloads that engine before a new one loads).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from server.engine.kv_budget import MemoryPlan
 from server.engine.room_plan import RoomBudget
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
+from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.keep import KeepStrategy
 from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStrategy
 from server.engine.strategies.sleep import SleepStrategy
@@ -25,16 +26,27 @@ from server.profiles import most_resident
 from server.profiles.schema import Switching
 
 __all__ = [
+    "STRATEGIES",
     "StrategyChoice",
     "StrategyUnavailable",
+    "capabilities_of",
     "choose_strategy",
     "models_held_at_once",
     "resolve_strategy_name",
     "select_strategy",
 ]
 
-#: Strategies that keep a model they leave loaded (resident, asleep or stashed), so it comes back without a start.
-_HOLDING_STRATEGIES = frozenset({"keep", "sleep", "stash"})
+#: The registry: every strategy by its name (a new strategy is its module and one entry here, and its branch in
+#: :func:`select_strategy`).
+STRATEGIES: Mapping[str, type[SwitchStrategy]] = {
+    strategy.name: strategy
+    for strategy in (StopStrategy, KeepStrategy, SleepStrategy, ReconfigureStrategy, StashStrategy)
+}
+
+
+def capabilities_of(strategy: str) -> Capabilities:
+    """What the (resolved) ``strategy`` can do."""
+    return STRATEGIES[strategy].capabilities
 
 
 def models_held_at_once(strategy: str, max_active: int | None, configured: int, plan: MemoryPlan | None = None) -> int:
@@ -46,11 +58,12 @@ def models_held_at_once(strategy: str, max_active: int | None, configured: int, 
     The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica`` are this number
     (:meth:`EngineManager.models_held_at_once`).
     """
-    if strategy not in _HOLDING_STRATEGIES:
+    capabilities = capabilities_of(strategy)
+    if not capabilities.holds_left_model:
         return 1
-    if strategy == "keep" and plan is not None and plan.budget_bytes is not None:
+    if capabilities.budgets_bytes and plan is not None and plan.budget_bytes is not None:
         return max(1, len(most_resident(plan.footprints(), plan.budget_bytes, max_active=max_active)))
-    if strategy == "keep" and max_active is not None:
+    if capabilities.serves_several and max_active is not None:
         return max(1, min(max_active, configured))
     return max(1, configured)
 
@@ -82,7 +95,7 @@ def choose_strategy(requested: str, *, device: str, stash_available: bool) -> St
             return StrategyChoice("stash")
         return StrategyChoice("keep", memory_bounded=True, in_place="preferred" if device in ("cpu", "cuda") else "no")
     name = resolve_explicit(requested, device=device, stash_available=stash_available)
-    return StrategyChoice(name, in_place="required" if name == "reconfigure" else "no")
+    return StrategyChoice(name, in_place="required" if capabilities_of(name).swaps_in_place else "no")
 
 
 def resolve_strategy_name(requested: str, *, device: str, stash_available: bool) -> str:

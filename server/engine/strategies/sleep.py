@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room, SleepableEngine
+from server.engine.strategies.capabilities import Capabilities
 from server.engine.supervision import EngineWatches
 from server.profiles.schema import ModelProfile
 
@@ -29,6 +30,7 @@ class SleepStrategy(LoaderStrategy):
     """
 
     name = "sleep"
+    capabilities: ClassVar[Capabilities] = Capabilities(holds_left_model=True)
 
     def __init__(
         self,

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from server.engine.report import ActivationMetrics
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, Parked, Room
+from server.engine.strategies.capabilities import Capabilities
 from server.profiles.schema import ModelProfile
 
 __all__ = ["StashHost", "StashHostFactory", "StashStrategy"]
@@ -73,6 +74,7 @@ class StashStrategy:
     """Delegates parking and activation to vLLM-Gaudi's reconfigure path."""
 
     name = "stash"
+    capabilities: ClassVar[Capabilities] = Capabilities(holds_left_model=True)
 
     def __init__(self, host_factory: StashHostFactory) -> None:
         self._host_factory = host_factory

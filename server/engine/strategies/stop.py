@@ -6,11 +6,12 @@ the switch that stopped it says what was kept.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from server.engine.report import ActivationMetrics, KeepFigures, with_kept
 from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, LoaderStrategy, Parked, Room
+from server.engine.strategies.capabilities import Capabilities
 from server.profiles.schema import ModelProfile
 
 __all__ = ["StopStrategy"]
@@ -20,6 +21,7 @@ class StopStrategy(LoaderStrategy):
     """Holds at most one engine: the cheapest in memory, the slowest to switch."""
 
     name = "stop"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, loader: EngineLoader) -> None:
         super().__init__(loader)
