@@ -16,8 +16,8 @@ swapping each round (this machine is noisy and bimodal, so the two sides are com
   ``*phase*`` are the phases (``benchmarks/cold_start_results.py``).
 
 Issue 40's goals: the switch to its first token at most 0.25x vLLM's cold start to its first token, and Turnout's
-start to ``/ready`` no slower than vLLM's to ``/health``. ``--label before`` writes ``cold_start_before.json``
-(unlabelled: ``cold_start.json``), so that runs before and after a change sit side by side on the docs page.
+start to ``/ready`` no slower than vLLM's to ``/health``. Every run writes ``cold_start.json``; ``--label before``
+also writes ``cold_start_before.json``, so that runs before and after a change sit side by side on the docs page.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def measure_turnout(profile: Path, start_model: str, target: str, round_no: int,
 
 
 def main(options: ColdStartOptions | None = None) -> ColdStart:
-    """Measure both sides, print the table and write ``cold_start[_<label>].json``."""
+    """Measure both sides, print the table and write ``cold_start.json`` (and ``cold_start_<label>.json``)."""
     options = options or ColdStartOptions()
     build_tiny_models()
     model = served_model(DEMO_PROFILE, options.model)
@@ -140,7 +140,9 @@ def main(options: ColdStartOptions | None = None) -> ColdStart:
         config=config, rounds=vllm_rows, medians=vllm, turnout=turnout_rows, turnout_medians=turnout, goals=goals
     )
     print("\n".join(["", *table_lines(result)]), flush=True)
-    print(f"wrote {write_result(result_name(options.label), result)}")
+    # The latest run is always cold_start.json (the switch-latency section reads it); a label keeps a copy.
+    for name in dict.fromkeys(("cold_start", result_name(options.label))):
+        print(f"wrote {write_result(name, result)}")
     return result
 
 
@@ -149,6 +151,8 @@ if __name__ == "__main__":
     defaults = ColdStartOptions()
     parser.add_argument("--rounds", type=int, default=defaults.rounds)
     parser.add_argument("--model", default=defaults.model, help="the demo model vLLM starts and Turnout switches to")
-    parser.add_argument("--label", default=defaults.label, help="names the run (before, after): cold_start_LABEL.json")
+    parser.add_argument(
+        "--label", default=defaults.label, help="names the run (before, after): also written as cold_start_LABEL.json"
+    )
     given = parser.parse_args()
     main(ColdStartOptions(rounds=given.rounds, model=given.model, label=given.label))

@@ -52,7 +52,7 @@ class ColdStartOptions(Base, frozen=True, kw_only=True):
     Attributes:
         rounds: Rounds; each measures both sides, the order swapping each round.
         model: The model vLLM starts cold and Turnout switches to (a demo model); Turnout starts on the other one.
-        label: Names the run (``before``, ``after``): written as ``cold_start_<label>.json``.
+        label: Names the run (``before``, ``after``): also written as ``cold_start_<label>.json``.
     """
 
     rounds: int = 3
