@@ -210,19 +210,16 @@ def _flatten(prefix: str, value: Any) -> dict[str, float]:
 
 
 def report_phases(report: dict[str, Any] | None) -> dict[str, float]:
-    """A switch report's timings: its numeric ``*_ms`` fields, and every numeric leaf of a field named ``*phase*``.
+    """A switch report's timings: every numeric leaf named ``*_ms``, and every one under a field named ``*phase*``.
 
-    Read by name, not by type, so that it works on reports with and without a phases field.
+    Read by name, not by type, so that it works on reports with and without a phases field, flat or nested.
     """
-    if not report:
-        return {}
-    out: dict[str, float] = {}
-    for key, value in report.items():
-        if "phase" in key:
-            out |= _flatten(key, value)
-        elif key.endswith("_ms") and isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = float(value)
-    return out
+    leaves = _flatten("", report or {})
+    return {
+        key.removeprefix("."): value
+        for key, value in leaves.items()
+        if "phase" in key or key.rsplit(".", 1)[-1].endswith("_ms")
+    }
 
 
 def phase_medians(rows: Sequence[TurnoutColdRound], *, start: bool = False) -> dict[str, float]:

@@ -57,7 +57,7 @@ def test_the_goal_ratios_divide_the_medians_and_keep_each_rounds_pair() -> None:
     assert start.per_round == [pytest.approx(1.1), pytest.approx(90 / 80), pytest.approx(30 / 36, abs=1e-4)]
 
 
-def test_phases_are_read_from_ms_fields_and_any_field_named_phase() -> None:
+def test_phases_are_read_from_any_ms_field_and_any_field_named_phase() -> None:
     report = {
         "duration_ms": 9000.0,
         "drain_ms": 0.0,
@@ -67,6 +67,7 @@ def test_phases_are_read_from_ms_fields_and_any_field_named_phase() -> None:
         "switched": True,
         "start_phases": {"launch_ms": 120.0, "weights_ms": 3.0},
         "phases": [{"name": "kv_cache", "ms": 40.0}, {"name": "warmup", "ms": 7, "calls": 2, "note": "x"}],
+        "engine_start": {"fork_ms": 900.0, "pid": 4242},
     }
 
     assert report_phases(report) == {
@@ -77,6 +78,7 @@ def test_phases_are_read_from_ms_fields_and_any_field_named_phase() -> None:
         "phases.kv_cache": 40.0,
         "phases.warmup.ms": 7.0,
         "phases.warmup.calls": 2.0,
+        "engine_start.fork_ms": 900.0,
     }
     assert report_phases(None) == {}
 
