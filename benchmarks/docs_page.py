@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cluster_sim import page_section as _cluster
+from benchmarks.cold_start_results import ColdStart
+from benchmarks.cold_start_results import page_section as _cold
 from benchmarks.ratios import paired_ratios, within_noise
 from benchmarks.result_types import (
     AutoMode,
     Captured,
     ClusterSimulation,
-    ColdStart,
     EngineLimit,
     Paired,
     ReliabilityLong,
@@ -420,6 +421,7 @@ def render() -> str:
         *_steady(steady, read_result("steady_state_before", SteadyState)),
         *_limit(read_result("engine_limit", EngineLimit)),
         *_switch(read_result("switch_latency", SwitchLatency), read_result("cold_start", ColdStart)),
+        *_cold(read_result("cold_start_before", ColdStart), read_result("cold_start_after", ColdStart)),
         *_weights(read_result("switch_weights", SwitchWeights), read_result("switch_weights_before", SwitchWeights)),
         *_auto(read_result("auto_mode", AutoMode), read_result("scheduler_simulation", Captured)),
         *_cluster(read_result("cluster_simulation", ClusterSimulation)),

@@ -9,7 +9,8 @@ Figures that can be NaN or infinite (a median of no values, the upper end of an 
 ``float | None``: JSON has no NaN, so msgspec writes ``null`` and reads it back as None.
 
 The machine facts (``Machine``) and the encoding live in ``benchmarks/results.py``; the switch-at-realistic-size
-result (``SwitchWeights``) lives beside its benchmark, ``benchmarks/switch_weights.py``.
+result (``SwitchWeights``) lives beside its benchmark, ``benchmarks/switch_weights.py``, and the cold-start result
+(``ColdStart``) beside its arithmetic, ``benchmarks/cold_start_results.py``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ __all__ = [
     "ClusterCell",
     "ClusterSimOptions",
     "ClusterSimulation",
-    "ColdStart",
-    "ColdStartConfig",
-    "ColdStartOptions",
-    "ColdStartRound",
     "EngineLimit",
     "EngineLimitOptions",
     "Interval",
@@ -258,39 +255,6 @@ class EngineLimit(Result, frozen=True, kw_only=True):
     config: EngineLimitOptions
     rounds: list[LimitRound]
     medians: dict[str, LimitFigures]
-
-
-# --- cold_start ------------------------------------------------------------------------------------------------
-
-
-class ColdStartOptions(Base, frozen=True, kw_only=True):
-    """``benchmarks.cold_start``'s options (its command-line defaults)."""
-
-    rounds: int = 3
-    model: str = "plain"
-
-
-class ColdStartConfig(ColdStartOptions, frozen=True, kw_only=True):
-    """The options and the vLLM command line that was started."""
-
-    command: str
-
-
-class ColdStartRound(Base, frozen=True, kw_only=True):
-    """One cold start of vLLM's own server (or the medians of them), in seconds."""
-
-    ready_s: float
-    first_token_s: float
-    total_s: float
-    shutdown_s: float
-
-
-class ColdStart(Result, frozen=True, kw_only=True):
-    """``cold_start.json``."""
-
-    config: ColdStartConfig
-    rounds: list[ColdStartRound]
-    medians: ColdStartRound
 
 
 # --- switch_times and switch_latency ---------------------------------------------------------------------------

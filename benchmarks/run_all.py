@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import msgspec
 
 from benchmarks import reliability_long
+from benchmarks.cold_start_results import ColdStartOptions
 from benchmarks.kv_keep import KvKeepOptions
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
     ClusterSimOptions,
-    ColdStartOptions,
     EngineLimitOptions,
     Replaced,
     RunAll,

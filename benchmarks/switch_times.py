@@ -74,8 +74,8 @@ def _reported(key: str) -> Callable[[Switch], Any]:
     return lambda switch: switch.report.get(key)
 
 
-def demo_profile(strategy: str, folder: Path) -> Path:
-    """The demo profile with ``strategy``, as a JSON profile with absolute paths."""
+def demo_profile(strategy: str, folder: Path, *, default_model: str | None = None) -> Path:
+    """The demo profile with ``strategy`` (and ``default_model``, if given), as a JSON profile with absolute paths."""
     from server.profiles import load_profile
 
     demo = load_profile(DEMO_PROFILE)
@@ -90,7 +90,9 @@ def demo_profile(strategy: str, folder: Path) -> Path:
     if strategy == "keep":
         switching["max_active"] = 2
     path = folder / f"demo-{strategy}.json"
-    path.write_text(json.dumps({"default_model": demo.default_model, "models": models, "switching": switching}))
+    path.write_text(
+        json.dumps({"default_model": default_model or demo.default_model, "models": models, "switching": switching})
+    )
     return path
 
 

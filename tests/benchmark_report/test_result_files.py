@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from benchmarks import docs_page, results
+from benchmarks.cold_start_results import ColdStart
 from benchmarks.kv_keep import KvKeep
 from benchmarks.result_types import (
     AutoMode,
@@ -16,7 +17,6 @@ from benchmarks.result_types import (
     AutoRow,
     Captured,
     ClusterSimulation,
-    ColdStart,
     EngineLimit,
     ReliabilityLong,
     Result,
@@ -33,7 +33,6 @@ COMMITTED = REPO_ROOT / "benchmarks" / "results"
 _EXACT: dict[str, type[Result]] = {
     "auto_mode": AutoMode,
     "cluster_simulation": ClusterSimulation,
-    "cold_start": ColdStart,
     "engine_limit": EngineLimit,
     "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
@@ -41,7 +40,11 @@ _EXACT: dict[str, type[Result]] = {
     "scheduler_simulation": Captured,
     "switch_latency": SwitchLatency,
 }
-_PREFIXES: dict[str, type[Result]] = {"steady_state": SteadyState, "switch_weights": SwitchWeights}
+_PREFIXES: dict[str, type[Result]] = {
+    "cold_start": ColdStart,
+    "steady_state": SteadyState,
+    "switch_weights": SwitchWeights,
+}
 
 
 def _kind(name: str) -> type[Result]:
