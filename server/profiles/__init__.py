@@ -20,6 +20,7 @@ from server.profiles.log_format import (
     REQUEST_ID,
     JsonFormatter,
     LogFormat,
+    describe_start,
     logging_config,
     write_vllm_logging_config,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "ValidationResult",
     "budget_bytes",
     "describe_size",
+    "describe_start",
     "did_you_mean",
     "diff_profiles",
     "field_reference",

@@ -29,6 +29,7 @@ __all__ = [
     "VLLM_LOGGING_ENV",
     "JsonFormatter",
     "LogFormat",
+    "describe_start",
     "logging_config",
     "write_vllm_logging_config",
 ]
@@ -44,6 +45,13 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 _DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 #: What vLLM reads its logging set-up from, in each of its processes (``vllm/logger.py``).
 VLLM_LOGGING_ENV = {"VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_CONFIG_PATH": ""}
+
+
+def describe_start(total_ms: int, phases_ms: dict[str, int]) -> str:
+    """An engine start in words: ``3.4 s: config 10 ms, launch 200 ms, ...`` (the server's log line and
+    ``turnout status`` both say it so)."""
+    phases = ", ".join(f"{name.replace('_', ' ')} {ms} ms" for name, ms in phases_ms.items())
+    return f"{total_ms / 1000.0:.1f} s: {phases}" if phases else f"{total_ms / 1000.0:.1f} s"
 
 
 class JsonFormatter(logging.Formatter):
