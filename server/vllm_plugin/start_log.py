@@ -139,7 +139,9 @@ def record_start_events() -> None:
     global _handler
     if _handler is None:
         _handler = StartEventHandler()
-        logging.getLogger(_VLLM_LOGGER).addHandler(_handler)
+    vllm_logger = logging.getLogger(_VLLM_LOGGER)
+    if _handler not in vllm_logger.handlers:  # also after a logging set-up that replaced vLLM's handlers
+        vllm_logger.addHandler(_handler)
     created = _process_created()
     append_event(StartEvent.REGISTERED, time.time(), [] if created is None else [created])
 
