@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
 from typing import NamedTuple
+
+from server.vllm_plugin.start_heap import WORKER_PROCESS_PREFIX
 
 __all__ = [
     "START_LOG_ENV",
@@ -127,7 +130,10 @@ def append_event(event: str, at: float, args: list[float]) -> bool:
 
 
 def _role() -> str:
-    # As plugin.register tells them apart: only the engine-core process has imported vLLM's EngineCore.
+    # vLLM names its worker processes so; a worker forked from its engine core has the
+    # core's modules too. Otherwise as plugin.register tells them apart: only the engine core imported EngineCore.
+    if multiprocessing.current_process().name.startswith(WORKER_PROCESS_PREFIX):
+        return "worker"
     return "core" if "vllm.v1.engine.core" in sys.modules else "worker"
 
 

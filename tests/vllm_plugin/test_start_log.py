@@ -7,8 +7,11 @@ import ast
 import importlib.util
 import json
 import logging
+import multiprocessing
 import os
+import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,15 @@ def _string_constants(module: str) -> set[str]:
 def test_each_recognised_line_is_in_the_installed_vllm(message: object) -> None:
     module, text, _ = message  # type: ignore[misc]
     assert text in _string_constants(module), f"vLLM's {module} no longer logs {text!r}: a start phase is lost"
+
+
+def test_a_worker_is_told_from_its_engine_core_also_when_forked_from_it(
+    events_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "vllm.v1.engine.core", types.ModuleType("vllm.v1.engine.core"))
+    process = multiprocessing.current_process()
+    monkeypatch.setattr(process, "name", "EngineCore")
+    append_event(StartEvent.REGISTERED, 1.0, [])
+    monkeypatch.setattr(process, "name", "VllmWorker-0")  # a fork of the core: its modules, vLLM's worker name
+    append_event(StartEvent.REGISTERED, 2.0, [])
+    assert [e["role"] for e in _events(events_file)] == ["core", "worker"]
