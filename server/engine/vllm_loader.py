@@ -8,6 +8,8 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
 Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
 in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
+Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
+the engine.
 """
 
 from __future__ import annotations
