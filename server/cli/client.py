@@ -11,7 +11,7 @@ import httpx
 from rich.table import Table
 
 from server.cli._output import err_console, out_console
-from server.profiles import DEFAULT_ADMIN_TOKEN_ENV, describe_size
+from server.profiles import DEFAULT_ADMIN_TOKEN_ENV, describe_size, describe_start
 
 __all__ = ["load", "reload", "status", "switch", "unload"]
 
@@ -172,6 +172,11 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         if attempt["error"]:
             line += f": {attempt['error']}"
         out_console.print(line, markup=False)
+    for slot in snapshot["slots"]:
+        start = slot.get("last_start")
+        if start:  # one line a model: where its last engine start's time went
+            line = f"last start of {slot['name']}: {describe_start(start['total_ms'], start['phases_ms'])}"
+            out_console.print(line, markup=False, soft_wrap=True)
 
 
 @click.command()

@@ -40,6 +40,7 @@ from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.report import (
+    EngineStart,
     ManagerSnapshot,
     ModelsReplaced,
     ResidencyReport,
@@ -67,6 +68,7 @@ __all__ = [
     "EngineFlagsInvalid",
     "EngineManager",
     "EngineMetrics",
+    "EngineStart",
     "Lease",
     "ManagerClosed",
     "ManagerSnapshot",

@@ -28,6 +28,8 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
+import msgspec
+
 from server.engine.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
 from server.engine.errors import (
     EngineDied,
@@ -40,8 +42,9 @@ from server.engine.errors import (
 )
 from server.engine.kv_budget import MemoryPlan
 from server.engine.lease import Lease, Published
-from server.engine.report import ActivationMetrics, SwitchReport
+from server.engine.report import ActivationMetrics, EngineStart, SwitchReport
 from server.engine.scheduling_types import SwitchView
+from server.engine.start_phases import ENGINE_STARTS
 from server.engine.states import PARKED, IllegalTransition, Slot, SlotState
 from server.engine.strategies.base import EngineLost, ResidentLoader, SwitchStrategy
 from server.profiles.schema import ModelProfile
@@ -312,7 +315,10 @@ class Device(Generic[B]):
         brought = await self._strategy.bring_up(name, slot.profile, slot.engine, self._room(name))
         if brought.engine is not slot.engine:
             slot._attach(brought.engine)  # a bundle built for another engine is dropped
-        return brought.metrics
+        start = self._took_start(slot, brought.engine)
+        if start is None:
+            return brought.metrics
+        return msgspec.structs.replace(brought.metrics or ActivationMetrics(), engine_start=start)
 
     async def publish(self, name: str) -> Published[B]:
         """``name``'s snapshot for the engine it holds, building its bundle only when it has none yet."""
@@ -407,6 +413,7 @@ class Device(Generic[B]):
             engine = await cast(ResidentLoader, strategy).load_resident(name, slot.profile, self._room(name))
             if engine is not slot.engine:
                 slot._attach(engine)
+            self._took_start(slot, engine)
             await self.publish(name)
         except ResidencyRefused as exc:
             if preload:  # the profile asks for what cannot be: shown like a failed load
@@ -568,6 +575,14 @@ class Device(Generic[B]):
 
     def _room(self, target: str) -> _Room[B]:
         return _Room(self, target)
+
+    @staticmethod
+    def _took_start(slot: Slot, engine: Any) -> EngineStart | None:
+        """``engine``'s start phases, kept on ``slot`` as its last start, when ``engine`` was just started."""
+        start = ENGINE_STARTS.take(engine)
+        if start is not None:
+            slot._started(start)
+        return start
 
     def _start_loading(self, name: str) -> None:
         self._move(name, frozenset({SlotState.STOPPED, SlotState.FAILED, *PARKED}), SlotState.LOADING)

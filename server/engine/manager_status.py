@@ -58,6 +58,7 @@ def manager_snapshot(
                     retry_in_s=admission.retry_in(slot.name) if auto else None,
                 ),
                 pids=engine_pids(slot.engine) if slot.engine is not None else [],
+                last_start=slot.last_start,
             )
             for slot in device
         ],

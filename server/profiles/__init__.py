@@ -22,6 +22,7 @@ from server.profiles.log_format import (
     VLLM_LOGGING_CONFIG_PATH_ENV,
     JsonFormatter,
     LogFormat,
+    describe_start,
     logging_config,
     write_vllm_logging_config,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "ValidationResult",
     "budget_bytes",
     "describe_size",
+    "describe_start",
     "did_you_mean",
     "diff_profiles",
     "field_reference",

@@ -31,6 +31,7 @@ __all__ = [
     "JsonFormatter",
     "LogFormat",
     "TextFormatter",
+    "describe_start",
     "logging_config",
     "write_vllm_logging_config",
 ]
@@ -62,6 +63,13 @@ class TextFormatter(logging.Formatter):
         text = super().format(record)
         head = text.partition(record.message)[0] if record.message else ""
         return text.replace("\n", "\n" + head) if head else text
+
+
+def describe_start(total_ms: int, phases_ms: dict[str, int]) -> str:
+    """An engine start in words: ``3.4 s: config 10 ms, launch 200 ms, ...`` (the server's log line and
+    ``turnout status`` both say it so)."""
+    phases = ", ".join(f"{name.replace('_', ' ')} {ms} ms" for name, ms in phases_ms.items())
+    return f"{total_ms / 1000.0:.1f} s: {phases}" if phases else f"{total_ms / 1000.0:.1f} s"
 
 
 class JsonFormatter(logging.Formatter):

@@ -5,7 +5,8 @@ the same environment loads it too (the benchmark baseline). So it only adds thre
 ``EngineCore`` in the engine-core process, where vLLM has imported that class already; has every process vLLM
 spawned end with its parent (``parent_watch.py``: no engine outlives the server that started it) and exit in a
 fraction of a second once vLLM's shutdown ran (``quick_exit.py``); and freezes the start-up heap of the workers of
-engines that swap in place (``start_heap.py``).
+engines that swap in place (``start_heap.py``); and records the timing lines of an engine start that Turnout is
+timing (``start_log.py``).
 On a vLLM version the utilities were not written for it installs nothing and logs why; Turnout's reconfigure
 strategy then refuses to start with the version error (see ``server/profiles/vllm_version.py``).
 """
@@ -26,7 +27,9 @@ def register() -> None:
     from server.vllm_plugin.parent_watch import watch_parent
     from server.vllm_plugin.quick_exit import exit_quickly
     from server.vllm_plugin.start_heap import freeze_if_in_place_worker
+    from server.vllm_plugin.start_log import record_start_events
 
+    record_start_events()  # first: its stamp ends this process's imports
     watch_parent()
     exit_quickly()  # an engine's shutdown: 5 s of interpreter exit become a fraction of one
     core_module = sys.modules.get("vllm.v1.engine.core")

@@ -20,10 +20,10 @@ import os
 
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_MARKER
 
-__all__ = ["freeze_if_in_place_worker", "frozen_at_start"]
+__all__ = ["WORKER_PROCESS_PREFIX", "freeze_if_in_place_worker", "frozen_at_start"]
 
 #: vLLM's multiprocessing executor names each worker process so (``multiproc_executor.py``).
-_WORKER_PROCESS_PREFIX = "VllmWorker-"
+WORKER_PROCESS_PREFIX = "VllmWorker-"
 _frozen = False
 
 
@@ -31,7 +31,7 @@ def freeze_if_in_place_worker() -> bool:
     """Freeze the heap when this is the worker process of an engine that swaps in place; True if it did."""
     global _frozen
     in_place = os.environ.get(IN_PLACE_ENGINE_MARKER) == "1"
-    if not in_place or not multiprocessing.current_process().name.startswith(_WORKER_PROCESS_PREFIX):
+    if not in_place or not multiprocessing.current_process().name.startswith(WORKER_PROCESS_PREFIX):
         return False
     # No collection first: what start-up left in cycles is small, and a full pass would delay the start.
     gc.freeze()

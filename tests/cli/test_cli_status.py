@@ -81,3 +81,14 @@ async def test_status_shows_the_budget_the_room_left_and_why_a_model_was_evicted
     assert "memory budget: 5.0 GiB  held: 4.0 GiB  room left: 1.0 GiB" in output
     cells = re.sub(r"[\s│┃]", "", output)  # the reason column wraps at the console's width
     assert "evictedtofitc(needs2.0GiB,free0B)" in cells
+
+
+def test_status_shows_each_models_last_start_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = {**SNAPSHOT, "slots": [dict(slot) for slot in SNAPSHOT["slots"]]}
+    phases = {"config": 12, "launch": 210, "weights": 9, "kv_cache": 61, "ready": 900}
+    snapshot["slots"][0]["last_start"] = {"started_at": 1.0, "total_ms": 3400, "phases_ms": phases}
+    output = _status_output(monkeypatch, snapshot)
+    assert "last start of tools: 3.4 s: config 12 ms, launch 210 ms, weights 9 ms, kv cache 61 ms, ready 900 ms" in (
+        output
+    )
+    assert "last start of plain" not in output  # never started (or unmeasured): no line

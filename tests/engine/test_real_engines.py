@@ -36,6 +36,20 @@ ENGINE_ARGS = {
     "enforce_eager": True,
     "disable_log_stats": True,
 }
+#: The phases every spawned CPU start reports (``warmup`` and ``compile`` only when vLLM warms up or compiles).
+ENGINE_START_PHASES = (
+    "config",
+    "launch",
+    "core_imports",
+    "core_setup",
+    "worker_imports",
+    "worker_setup",
+    "model_init",
+    "weights",
+    "post_weights",
+    "kv_cache",
+    "ready",
+)
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
@@ -148,13 +162,23 @@ async def test_keep_switches_a_b_a_with_a_pointer_swap_back(
     manager, loader = keep_manager
     first, _ = await _generate(manager, tools_prompt)
     assert '"name": "get_weather"' in first
-    await manager.switch("plain")
+    to_plain = await manager.switch("plain")
     assert state_of(manager, "tools") is SlotState.RESIDENT
     assert "get_weather" not in (await _generate(manager, tools_prompt))[0]
     back = await manager.switch("tools")
     assert (await _generate(manager, tools_prompt))[0] == first
     assert loader.loads == ["tools", "plain"]
     assert back.reconfigure_ms is not None and back.reconfigure_ms < 1000, "a resident model is a pointer swap"
+    # Every second of plain's start accounted for, by Turnout's stamps and the engine processes' own events.
+    start = to_plain.engine_start
+    assert start is not None and back.engine_start is None  # the way back started nothing
+    phases = start.phases_ms
+    assert set(ENGINE_START_PHASES) <= set(phases), phases
+    assert all(ms >= 0 for ms in phases.values()) and all(phases[p] > 0 for p in ("weights", "kv_cache", "ready"))
+    assert phases["core_imports"] > 0 and phases["worker_imports"] > 0, phases  # the plugin ran in both
+    assert 0 < sum(phases.values()) <= start.total_ms <= to_plain.duration_ms
+    slots = {slot.name: slot for slot in manager.snapshot().slots}
+    assert slots["plain"].last_start == start and slots["tools"].last_start is not None
 
 
 async def test_a_corrupt_model_folder_rolls_back(

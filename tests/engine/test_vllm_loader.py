@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from server.engine.vllm_loader import QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
+from server.engine.vllm_loader import AOT_COMPILE_ENV, QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, WORKER_EXTENSION
 
@@ -72,6 +72,26 @@ async def test_only_engines_for_in_place_swaps_are_spawned_with_the_heap_setting
     await VllmEngineLoader().load("b", ModelProfile(model="/m/b"))
     assert seen == [dict(IN_PLACE_ENGINE_ENV), dict.fromkeys(IN_PLACE_ENGINE_ENV)]
     assert not set(IN_PLACE_ENGINE_ENV) & set(os.environ), "the server's own process keeps glibc's defaults"
+
+
+async def test_cpu_engines_start_without_vllms_aot_compile_cache_unless_the_environment_sets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    seen: list[str | None] = []
+
+    def fake_from_engine_args(args: Any, **kwargs: Any) -> str:
+        seen.append(os.environ.get(AOT_COMPILE_ENV))
+        return f"engine:{args.model}"
+
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(fake_from_engine_args))
+    monkeypatch.delenv(AOT_COMPILE_ENV, raising=False)
+    await VllmEngineLoader().load("a", ModelProfile(model="/m/a"))
+    assert AOT_COMPILE_ENV not in os.environ  # only around the start
+    monkeypatch.setenv(AOT_COMPILE_ENV, "1")  # the operator's choice wins
+    await VllmEngineLoader().load("b", ModelProfile(model="/m/b"))
+    assert seen == ["0", "1"]
 
 
 async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkeypatch: pytest.MonkeyPatch) -> None:
