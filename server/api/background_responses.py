@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import Any
 
-from server.api.request_admission import AdmittedRequest, ServingBundle
+from server.api.request_admission import AdmittedRequest, Holder, ServingBundle
 from server.engine import EngineError
 from server.frontend import BundleResult, JsonResult
 
@@ -41,7 +41,7 @@ def hold_background_response(admitted: AdmittedRequest, result: BundleResult) ->
     A streamed background response (``stream: true`` too) keeps it past its stream: the stream's end leaves it.
 
     Returns:
-        Whether the lease was taken over (``admitted.release()`` then leaves it to the response's end).
+        Whether the response's watcher holds the lease too (the lease then ends with the response, at the latest).
     """
     background = isinstance(admitted.body, dict) and admitted.body.get("background") is True
     if not background or (isinstance(result, JsonResult) and result.status_code != 200):
@@ -62,11 +62,10 @@ def hold_background_response(admitted: AdmittedRequest, result: BundleResult) ->
         try:
             await bundle.background_finished(response_id)
         finally:
-            admitted.held_by = None
-            admitted.release()
+            admitted.let_go(Holder.BACKGROUND)
 
+    admitted.hold_for(Holder.BACKGROUND)
     watcher = asyncio.create_task(watch(), name=f"background-{response_id}")
-    admitted.held_by = watcher
     _watchers.add(watcher)
     watcher.add_done_callback(_watchers.discard)
     return True

@@ -116,6 +116,15 @@ class ApiShape:
     done: str | None
     translate_error: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
 
+    def error_ending(self, error: EngineError) -> list[str]:
+        """The events that end a stream with ``error``: the one builder of such an ending."""
+        return [self.error_event(error), *([self.done] if self.done is not None else [])]
+
+    def refusal_ending(self, status: int, payload: dict[str, Any]) -> list[str]:
+        """The events that end a stream with vLLM's error body ``payload`` (an OpenAI error, in this API's shape)."""
+        body = self.translate_error(status, payload) if self.translate_error is not None else payload
+        return [f"data: {msgspec.json.encode(body).decode()}\n\n", *([self.done] if self.done is not None else [])]
+
 
 #: nginx's status for a request whose client closed the connection first (logged, never read).
 CLIENT_CLOSED_REQUEST: Final = 499

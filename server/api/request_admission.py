@@ -10,10 +10,10 @@ Litestar runs a yield dependency's cleanup before it sends a streamed body.
 
 from __future__ import annotations
 
-import asyncio
+import enum
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -35,6 +35,7 @@ __all__ = [
     "AbortsRequests",
     "AdmissionTarget",
     "AdmittedRequest",
+    "Holder",
     "ServingBundle",
     "admission_target",
     "check_serves_form",
@@ -79,15 +80,28 @@ class ServingBundle(AbortsRequests, Protocol):
     async def fail_background(self, response_id: str, error: Mapping[str, Any]) -> bool: ...
 
 
+class Holder(enum.Enum):
+    """Who holds an admitted request's lease: the lease ends when the last of them lets go."""
+
+    #: The route that admitted it (its dependency's clean-up, or the waiting stream's body before it streams).
+    ROUTE = "route"
+    #: Its SSE stream, until the last event was sent (or its client stalled).
+    STREAM = "stream"
+    #: A background Response's watcher, until the response ends (past the request's own answer).
+    BACKGROUND = "background"
+
+
 @dataclass(eq=False)
 class AdmittedRequest:
-    """A request admitted to one model, with its parsed body.
+    """A request admitted to one model, with its parsed body: the one owner of its lease, from admission to the last
+    byte. The route holds the lease first; it hands it to a stream (:meth:`hand_to_stream`) or shares it with a
+    background response (:meth:`hold_for`); each holder lets go with :meth:`let_go`, and the last one ends the lease
+    (the one place that does).
 
     Attributes:
         manager: The manager that admitted it.
         lease: The lease that pins the model and its bundle.
         body: The request's JSON object.
-        handed_over: Set when a stream took over releasing the lease.
         asked_as: The alias (``served_model_name``) the client named the model by, when not its own name: the
             answer carries it back.
         keep_alive_s: Seconds of silence after which its stream sends an SSE keep-alive comment (vLLM's
@@ -97,29 +111,45 @@ class AdmittedRequest:
             (``server.stream_stall_timeout_s``; 0: never).
         receive: The request's ASGI ``receive``, through which a non-streaming request hears that its client left
             (None: it is not listened for).
-        held_by: The task that holds the lease past the request's own answer (a background Response's watcher);
-            :meth:`release` leaves the lease to it meanwhile.
     """
 
     manager: EngineManager[ServingBundle]
     lease: Lease[ServingBundle]
     body: dict[str, Any]
-    handed_over: bool = False
     asked_as: str | None = None
     keep_alive_s: float = 0.0
     scope: frozenset[str] | None = None
     stall_timeout_s: float = 0.0
     receive: Receive | None = None
-    held_by: asyncio.Task[None] | None = None
+    _holders: set[Holder] = field(default_factory=lambda: {Holder.ROUTE})
 
     @property
     def bundle(self) -> ServingBundle:
         """The bundle of the model this request was admitted to."""
         return self.lease.bundle
 
-    def release(self) -> None:
-        """End the lease (idempotent); while :attr:`held_by` runs, that task ends it instead."""
-        if self.held_by is None or self.held_by.done():
+    @property
+    def streamed(self) -> bool:
+        """Whether a stream took the lease over from the route."""
+        return Holder.STREAM in self._holders
+
+    def hand_to_stream(self) -> None:
+        """The route's answer is a stream: the stream holds the lease from now on, until its last event."""
+        if Holder.ROUTE in self._holders:
+            self._holders.discard(Holder.ROUTE)
+            self._holders.add(Holder.STREAM)
+
+    def hold_for(self, holder: Holder) -> None:
+        """``holder`` holds the lease too (a background response's watcher, past the request's own answer)."""
+        if self._holders:  # never revive an ended lease
+            self._holders.add(holder)
+
+    def let_go(self, holder: Holder) -> None:
+        """``holder`` is done with the lease (idempotent); the last holder to let go ends it."""
+        if holder not in self._holders:
+            return
+        self._holders.discard(holder)
+        if not self._holders:
             self.manager.release(self.lease)
 
     def shown(self, error: EngineError) -> EngineError:
@@ -278,9 +308,8 @@ async def leased_stream(
                 if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
                     # vLLM's own error event for a dead engine ("EngineCore encountered an issue", a 500) says
                     # neither why nor that a retry helps: the manager's error (engine_died, 503) replaces it.
-                    yield api.error_event(admitted.shown(failure))
-                    if api.done is not None:
-                        yield api.done
+                    for event in api.error_ending(admitted.shown(failure)):
+                        yield event
                     return
                 stall.arm()
                 yield admitted.as_asked(chunk)
@@ -288,19 +317,19 @@ async def leased_stream(
         except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
             logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
             failure = admitted.manager.failure_of(lease)
-            yield api.error_event(admitted.shown(failure or EngineError("The stream failed; see the server log.")))
-            if api.done is not None:
-                yield api.done
+            for event in api.error_ending(
+                admitted.shown(failure or EngineError("The stream failed; see the server log."))
+            ):
+                yield event
             return
         if lease.aborted_by is not None:
-            yield api.error_event(admitted.shown(lease.aborted_by))
-            if api.done is not None:
-                yield api.done
+            for event in api.error_ending(admitted.shown(lease.aborted_by)):
+                yield event
     finally:
         stall.disarm()
         # Closing aborts the engine request when the client went away before the end.
         await close()
-        admitted.release()
+        admitted.let_go(Holder.STREAM)
 
 
 async def _end_stalled(admitted: AdmittedRequest) -> None:
@@ -313,4 +342,4 @@ async def _end_stalled(admitted: AdmittedRequest) -> None:
         admitted.stall_timeout_s,
     )
     await admitted.bundle.abort(lease.request_id)
-    admitted.release()
+    admitted.let_go(Holder.STREAM)

@@ -42,7 +42,7 @@ def respond(
 ) -> Response[Any] | Stream:
     """A JSON response, or an SSE stream that owns the lease until its last event; errors in ``api``'s shape."""
     if isinstance(result, StreamResult):
-        admitted.handed_over = True
+        admitted.hand_to_stream()
         stream = leased_stream(admitted, result.chunks, result.aclose, api)
         return Stream(
             with_keep_alive(stream, admitted.keep_alive_s), media_type="text/event-stream", headers=SSE_HEADERS

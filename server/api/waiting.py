@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
 from litestar import Request
 from litestar.di import NamedDependency
 
@@ -28,6 +28,7 @@ from server.api.errors import ApiShape
 from server.api.request_admission import (
     AdmissionTarget,
     AdmittedRequest,
+    Holder,
     ServingBundle,
     admission_target,
     leased_stream,
@@ -60,6 +61,17 @@ SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
 
 
+class Wait(enum.Enum):
+    """Where a waiting request's admission stands."""
+
+    #: Queued; its SSE body has not started (Litestar may never start it: a client that left after the headers).
+    QUEUED = "queued"
+    #: Its SSE body started: the body owns the admission from then on.
+    CLAIMED = "claimed"
+    #: Given up (its client left, or the body never started): a lease it got went back.
+    ABANDONED = "abandoned"
+
+
 @dataclass(eq=False)
 class WaitingRequest:
     """A streaming request whose admission is still under way.
@@ -79,9 +91,7 @@ class WaitingRequest:
     interval_s: float
     keep_alive_s: float = 0.0
     stall_timeout_s: float = 0.0
-    #: Whether the SSE body has started (it owns the admission from then on) or the admission was given up.
-    claimed: bool = False
-    abandoned: bool = False
+    state: Wait = Wait.QUEUED
 
     def __post_init__(self) -> None:
         # A client that leaves after the headers but before Litestar starts the body leaves a body nobody reads,
@@ -89,11 +99,11 @@ class WaitingRequest:
         self.acquiring.add_done_callback(self._unclaimed_check)
 
     def _unclaimed_check(self, _: asyncio.Future[Any]) -> None:
-        if not self.claimed:
+        if self.state is Wait.QUEUED:
             asyncio.get_running_loop().call_later(UNCLAIMED_LEASE_S, self._release_if_unclaimed)
 
     def _release_if_unclaimed(self) -> None:
-        if not self.claimed:
+        if self.state is Wait.QUEUED:
             self.abandon()
 
     def events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
@@ -101,9 +111,9 @@ class WaitingRequest:
         return self._events(call, api)
 
     async def _events(self, call: BundleCall, api: ApiShape) -> AsyncIterator[str]:
-        if self.abandoned:
+        if self.state is Wait.ABANDONED:
             return  # given up before the body started: its lease went back
-        self.claimed = True
+        self.state = Wait.CLAIMED
         comment = f": waiting for {self.shown_name!r} to load\n\n"
         admitted: AdmittedRequest | None = None
         try:
@@ -113,37 +123,39 @@ class WaitingRequest:
             try:
                 lease = self.acquiring.result()
             except EngineError as exc:
-                for event in _error_events(api, self.target.shown(exc)):
+                for event in api.error_ending(self.target.shown(exc)):
                     yield event
                 return
             admitted = self.target.admitted(lease, keep_alive_s=self.keep_alive_s, stall_timeout_s=self.stall_timeout_s)
             try:
                 result = await call(admitted)
             except EngineError as exc:
-                for event in _error_events(api, self.target.shown(exc)):
+                for event in api.error_ending(self.target.shown(exc)):
                     yield event
                 return
             if not isinstance(result, StreamResult):  # vLLM refused the request: its error body as an event
-                for event in _json_error_events(api, result.status_code, result.payload):
+                for event in api.refusal_ending(result.status_code, result.payload):
                     yield event
                 return
-            admitted.handed_over = True
+            admitted.hand_to_stream()
             stream = leased_stream(admitted, result.chunks, result.aclose, api)
             async for chunk in with_keep_alive(stream, self.keep_alive_s):
                 yield chunk
         finally:
             if admitted is None:
                 self.abandon()
-            elif not admitted.handed_over:
-                admitted.release()
+            else:
+                admitted.let_go(Holder.ROUTE)
 
     def abandon(self) -> None:
         """Leave the queue (the client went away while it waited), or end the lease nobody took."""
-        self.abandoned = True
+        self.state = Wait.ABANDONED
         if not self.acquiring.done():
             self.acquiring.cancel()
         elif not self.acquiring.cancelled() and self.acquiring.exception() is None:
-            self.target.manager.release(self.acquiring.result())
+            # The lease nobody took ends as every other does: its only holder, the route, lets go.
+            nobodys = AdmittedRequest(manager=self.target.manager, lease=self.acquiring.result(), body=self.target.body)
+            nobodys.let_go(Holder.ROUTE)
 
 
 #: What the admission dependency gives a route: an admitted request, or a streaming one still waiting. Routes
@@ -193,18 +205,7 @@ async def provide_admission(
     try:
         yield admitted
     finally:
-        if not admitted.handed_over:
-            admitted.release()
-
-
-def _error_events(api: ApiShape, error: EngineError) -> list[str]:
-    return [api.error_event(error), *([api.done] if api.done is not None else [])]
-
-
-def _json_error_events(api: ApiShape, status: int, payload: dict[str, Any]) -> list[str]:
-    body = api.translate_error(status, payload) if api.translate_error is not None else payload
-    event = f"data: {msgspec.json.encode(body).decode()}\n\n"
-    return [event, *([api.done] if api.done is not None else [])]
+        admitted.let_go(Holder.ROUTE)
 
 
 async def with_keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:

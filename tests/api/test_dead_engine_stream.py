@@ -35,6 +35,7 @@ async def _streamed(make_client: MakeClient, *, dead: bool) -> list[str]:
         closed.append(True)
 
     admitted = AdmittedRequest(manager=manager, lease=lease, body={})
+    admitted.hand_to_stream()  # as `respond` does before it builds the stream
     events = [event async for event in leased_stream(admitted, _chunks(), close)]
     assert closed == [True] and manager.snapshot().in_flight == 0  # released either way
     return events

@@ -13,7 +13,7 @@ from server.api.auth import is_admin
 from server.api.controllers.bundle_routes import bundle_route
 from server.api.key_scopes import allowed_model, visible
 from server.api.model_cards import model_card, served_names
-from server.api.request_admission import AdmittedRequest, ServingBundle
+from server.api.request_admission import AdmittedRequest, Holder, ServingBundle
 from server.api.responses import respond
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
@@ -133,4 +133,4 @@ async def tokenizer_info(
         assert isinstance(response, Response)  # a JSON answer, never a stream
         return response
     finally:
-        admitted.release()
+        admitted.let_go(Holder.ROUTE)

@@ -21,7 +21,7 @@ from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.key_scopes import allowed_model, request_scope, visible
 from server.api.openapi import request_body
-from server.api.request_admission import AdmittedRequest, ServingBundle, install_abort_hook
+from server.api.request_admission import AdmittedRequest, Holder, ServingBundle, install_abort_hook
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
@@ -124,8 +124,7 @@ async def _on_owner(
         result = await lease.bundle.call(operation, args, lease.request_id)
         return respond(admitted, result, RESPONSES_API)
     finally:
-        if not admitted.handed_over:
-            admitted.release()
+        admitted.let_go(Holder.ROUTE)
 
 
 class MessagesController(Controller):
