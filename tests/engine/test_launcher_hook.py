@@ -1,0 +1,49 @@
+"""The launcher's one hook into vLLM: the name it replaces exists in the installed vLLM and is what vLLM's engine-core
+manager calls, and vLLM's own is back after a start, whether the start worked or failed (no engine started)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from server.engine.runtime import EngineLauncher, LaunchedProcess
+from server.engine.runtime.context import PATCHED, launched_starts
+
+
+def test_the_patched_name_is_what_vllm_calls_for_its_engine_cores() -> None:
+    module = importlib.import_module(PATCHED[0])
+    assert callable(getattr(module, PATCHED[1]))
+    source = inspect.getsource(module.CoreEngineProcManager.__init__)
+    assert f"context = {PATCHED[1]}()" in source and "context.Process(" in source
+
+
+def test_vllm_s_own_context_is_back_after_a_start_and_after_a_failing_one() -> None:
+    module = importlib.import_module(PATCHED[0])
+    original = getattr(module, PATCHED[1])
+    launcher = EngineLauncher(preload=())
+    with launched_starts(launcher) as context:
+        assert getattr(module, PATCHED[1])() is context
+        process = module.get_mp_context().Process(target=print, name="EngineCore", kwargs={})
+        assert not isinstance(process, LaunchedProcess)  # the launcher is not running: vLLM's own spawn
+        assert context.processes == []
+    assert getattr(module, PATCHED[1]) is original
+    with pytest.raises(RuntimeError), launched_starts(launcher):
+        raise RuntimeError("the start failed")
+    assert getattr(module, PATCHED[1]) is original
+
+
+def test_with_a_ready_launcher_vllm_s_engine_cores_are_launched_processes() -> None:
+    module = importlib.import_module(PATCHED[0])
+    launcher = EngineLauncher(preload=())
+    launcher.start()
+    try:
+        assert launcher.wait_ready(60)
+        with launched_starts(launcher) as context:
+            process = module.get_mp_context().Process(target=print, name="EngineCore", kwargs={})
+            assert isinstance(process, LaunchedProcess) and context.processes == [process]
+            queue_process = module.get_mp_context().Process(target=print, kwargs={"tensor_queue": object()})
+            assert not isinstance(queue_process, LaunchedProcess)  # a queue's pipes travel only through a spawn
+    finally:
+        launcher.stop()
