@@ -184,24 +184,35 @@ class VllmEngineLoader:
             self.watches.watch(name, engine)
         return engine
 
-    async def _launcher_for(self, args: Any) -> EngineLauncher | None:
-        """The ready launcher this start's engine core is forked from; None: it is spawned (logged once, why)."""
+    def warm_up_launcher(self) -> None:
+        """Start the engine launcher now (it warms up in the background) when this loader's engines would use it."""
+        if self._forks(None):
+            engine_launcher()
+
+    def _forks(self, args: Any) -> bool:
+        """Whether this start's engine core may come from the launcher (else it is spawned; logged once, why)."""
         if not launcher_enabled():
-            return None
+            return False
         if self.worker_extension is not None:
             # The reconfigure strategy's engines get glibc's MALLOC_* settings, which glibc reads only at exec.
-            return None
+            return False
         device = detect_device()
         if device != "cpu":
             _spawn_because(f"engines on {device} start by spawn: the engine launcher is measured on CPU only")
-            return None
+            return False
         if getattr(args, "numa_bind", False):
             _spawn_because("engines with numa_bind start by spawn: vLLM binds them through the executable it spawns")
-            return None
+            return False
         from vllm.ray.lazy_utils import is_in_ray_actor
 
         if is_in_ray_actor():  # type: ignore[no-untyped-call]
             _spawn_because("engines in a Ray replica start by spawn (vLLM forces it in a Ray actor)")
+            return False
+        return True
+
+    async def _launcher_for(self, args: Any) -> EngineLauncher | None:
+        """The ready launcher this start's engine core is forked from; None: it is spawned."""
+        if not self._forks(args):
             return None
         launcher = engine_launcher()
         # Waiting for a first warm-up (10-25 s, begun at the server's start) is quicker than a spawn (30-60 s).

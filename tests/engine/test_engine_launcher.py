@@ -33,6 +33,13 @@ def write_env(path: str) -> None:
     Path(path).write_text(json.dumps(dict(os.environ)))
 
 
+def write_title(path: str) -> None:
+    import setproctitle
+
+    setproctitle.setproctitle("VLLM::Probe")  # what vLLM's engine core does first (its process title)
+    Path(path).write_bytes(Path("/proc/self/cmdline").read_bytes())
+
+
 @pytest.fixture
 def launcher() -> Iterator[EngineLauncher]:
     launcher = EngineLauncher(preload=())
@@ -178,3 +185,10 @@ def test_a_launcher_with_a_thread_running_is_unfit(tmp_path: Path, monkeypatch: 
         assert launcher.state == "unfit"
     finally:
         launcher.stop()
+
+
+def test_a_launched_child_can_set_its_process_title(launcher: EngineLauncher, tmp_path: Path) -> None:
+    process = _launched(launcher, write_title, str(tmp_path / "title"))
+    process.join(10)
+    assert process.exitcode == 0
+    assert (tmp_path / "title").read_bytes().startswith(b"VLLM::Probe")

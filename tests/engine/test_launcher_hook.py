@@ -19,6 +19,14 @@ def test_the_patched_name_is_what_vllm_calls_for_its_engine_cores() -> None:
     assert f"context = {PATCHED[1]}()" in source and "context.Process(" in source
 
 
+def test_vllm_sets_up_its_logging_again_in_the_engine_core() -> None:
+    """A forked core inherits the launcher's logging set-up; vLLM's core applies its own again as it starts, so the
+    formatter is built in the core's environment (its served model, ``TURNOUT_LOG_MODEL``, as a spawned core's)."""
+    from vllm.v1.engine.core import EngineCoreProc
+
+    assert "configure_logging(logging_config)" in inspect.getsource(EngineCoreProc.run_engine_core)
+
+
 def test_vllm_s_own_context_is_back_after_a_start_and_after_a_failing_one() -> None:
     module = importlib.import_module(PATCHED[0])
     original = getattr(module, PATCHED[1])

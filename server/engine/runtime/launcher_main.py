@@ -38,7 +38,7 @@ from typing import NoReturn
 
 from server.engine.runtime.framing import read_frame, write_frame
 
-__all__ = ["main"]
+__all__ = ["TITLE", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -52,12 +52,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(0)
     for module in modules:
         importlib.import_module(module)
+    _set_title()
     unfit = _unfit()
     if unfit is not None:
         write_frame(sock, ("unfit", unfit))
         sys.exit(1)
     write_frame(sock, ("ready",))
     _serve(sock, turnout)
+    # Nothing to clean up, and an interpreter's exit with torch and vLLM loaded takes seconds (collections, hooks).
+    sys.stderr.flush()
+    os._exit(0)
+
+
+#: The launcher's process title (``ps``), where ``setproctitle`` (a vLLM dependency) is installed.
+TITLE = "turnout::engine-launcher"
+
+
+def _set_title() -> None:
+    """Name this process; also sets ``setproctitle`` up here, once, before any fork: set up first in a child whose
+    environment was replaced, it cannot find the memory it rewrites, and vLLM's ``VLLM::EngineCore`` title is lost."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(TITLE)
 
 
 def _unfit() -> str | None:
