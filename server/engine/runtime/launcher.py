@@ -78,7 +78,7 @@ class EngineLauncher:
         self._preload = tuple(preload)
         self._lock = threading.Lock()  # one launch at a time: replies come in order
         self._changed = threading.Condition()
-        self._state: State = "stopped"
+        self._phase: State = "stopped"
         self._was_ready = False
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -89,7 +89,7 @@ class EngineLauncher:
 
     @property
     def state(self) -> State:
-        return self._state
+        return self._phase
 
     @property
     def pid(self) -> int | None:
@@ -98,7 +98,7 @@ class EngineLauncher:
 
     @property
     def alive(self) -> bool:
-        return self._state in ("warming", "ready")
+        return self._phase in ("warming", "ready")
 
     @property
     def env(self) -> dict[str, str]:
@@ -108,7 +108,7 @@ class EngineLauncher:
     def start(self) -> None:
         """Start the launcher process unless one runs; returns at once (it warms up in the background)."""
         with self._changed:
-            if self.alive or self._state == "unfit":
+            if self.alive or self._phase == "unfit":
                 return
             self._stopping = False
             parent, child = socket.socketpair()
@@ -137,19 +137,19 @@ class EngineLauncher:
         """
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self._state == "warming" and not self._was_ready:
+            while self._phase == "warming" and not self._was_ready:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._changed.wait(left)
-            return self._state == "ready"
+            return self._phase == "ready"
 
     def launch(self, payload: bytes, process: LaunchedProcess) -> int:
         """Fork ``process`` (its pickled target, arguments, environment and name); its pid."""
         with self._lock:
             sock = self._sock
-            if self._state != "ready" or sock is None:
-                raise LauncherUnavailable(f"the engine launcher is {self._state}")
+            if self._phase != "ready" or sock is None:
+                raise LauncherUnavailable(f"the engine launcher is {self._phase}")
             write_frame(sock, ("launch", payload))
             try:
                 reply = self._replies.get(timeout=LAUNCH_TIMEOUT_S)
@@ -215,9 +215,9 @@ class EngineLauncher:
     def _ended(self, process: subprocess.Popen[bytes]) -> None:
         code = process.wait()
         with self._changed:
-            if self._stopping or self._process is not process or self._state == "unfit":
+            if self._stopping or self._process is not process or self._phase == "unfit":
                 return
-            never_ready = self._state == "warming" and not self._was_ready
+            never_ready = self._phase == "warming" and not self._was_ready
             self._set("unfit" if never_ready else "dead")
         if never_ready:
             logger.error("engine launcher %d ended (code %d) before it was ready; engines spawn", process.pid, code)
@@ -231,7 +231,7 @@ class EngineLauncher:
         self.start()
 
     def _set(self, state: State) -> None:
-        self._state = state
+        self._phase = state
         self._changed.notify_all()
 
 
