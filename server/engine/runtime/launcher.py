@@ -84,6 +84,9 @@ class EngineLauncher:
         self._sock: socket.socket | None = None
         self._replies: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._children: dict[int, LaunchedProcess] = {}
+        # A child that ended before its launch was answered here (a core that fails at once): its code waits here.
+        self._early_exits: dict[int, int] = {}
+        self._started_at = 0.0
         self._env: dict[str, str] = {}
         self._stopping = False
 
@@ -126,6 +129,7 @@ class EngineLauncher:
             )
             child.close()
             self._sock, self._env, self._replies = parent, env, queue.Queue()
+            self._started_at = time.monotonic()
             self._set("warming")
         threading.Thread(target=self._read, args=(parent, self._process), name="engine-launcher", daemon=True).start()
         logger.info("engine launcher %d: warming up (imports vLLM and torch once)", self._process.pid)
@@ -158,7 +162,12 @@ class EngineLauncher:
             if reply[0] != "started":
                 raise LauncherUnavailable(f"the engine launcher failed: {reply}")
             pid = int(reply[1])
-            self._children[pid] = process
+            with self._changed:
+                early = self._early_exits.pop(pid, None)
+                if early is None:
+                    self._children[pid] = process
+            if early is not None:
+                process.exited(early)
             return pid
 
     def stop(self) -> None:
@@ -167,6 +176,8 @@ class EngineLauncher:
             self._stopping = True
             process, sock = self._process, self._sock
             self._sock = None
+            self._children.clear()  # their codes go with this launcher (LaunchedProcess: LOST_EXIT_CODE)
+            self._early_exits.clear()
             self._set("stopped")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -190,14 +201,19 @@ class EngineLauncher:
                 message = read_frame(sock)
                 kind = message[0]
                 if kind == "exit":
-                    child = self._children.pop(int(message[1]), None)
+                    pid, code = int(message[1]), int(message[2])
+                    with self._changed:
+                        child = self._children.pop(pid, None)
+                        if child is None:
+                            self._early_exits[pid] = code
                     if child is not None:
-                        child.exited(int(message[2]))
+                        child.exited(code)
                 elif kind == "ready":
                     with self._changed:
                         self._was_ready = True
                         self._set("ready")
-                    logger.info("engine launcher %d: ready; engines start by fork", process.pid)
+                    took = time.monotonic() - self._started_at
+                    logger.info("engine launcher %d: ready in %.1f s; engines start by fork", process.pid, took)
                 elif kind == "unfit":
                     logger.warning("engine launcher %d: unfit (%s); engines start by spawn", process.pid, message[1])
                     with self._changed:
@@ -218,6 +234,9 @@ class EngineLauncher:
             if self._stopping or self._process is not process or self._phase == "unfit":
                 return
             never_ready = self._phase == "warming" and not self._was_ready
+            # Their codes are lost with it (LaunchedProcess reads LOST_EXIT_CODE once one of them ends).
+            self._children.clear()
+            self._early_exits.clear()
             self._set("unfit" if never_ready else "dead")
         if never_ready:
             logger.error("engine launcher %d ended (code %d) before it was ready; engines spawn", process.pid, code)
