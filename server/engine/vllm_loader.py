@@ -214,16 +214,16 @@ class VllmEngineLoader:
         """The ready launcher this start's engine core is forked from; None: it is spawned."""
         if not self._forks(args):
             return None
+        if running_launcher_pid() is None:
+            # vLLM's CPU platform sets variables for its children as it builds a config (LD_PRELOAD, read at exec
+            # only): built once first, the launcher starts with them, as `turnout serve`'s does after its plan.
+            from vllm.usage.usage_lib import UsageContext
+
+            await asyncio.to_thread(args.create_engine_config, UsageContext.OPENAI_API_SERVER)
         launcher = engine_launcher()
         # Waiting for a first warm-up (10-25 s, begun at the server's start) is quicker than a spawn (30-60 s).
         if not await asyncio.to_thread(launcher.wait_ready, LAUNCHER_WAIT_S):
             logger.info("the engine launcher is %s: this engine core is spawned", launcher.state)
-            return None
-        preload = os.environ.get("LD_PRELOAD")
-        if launcher.env.get("LD_PRELOAD") != preload:
-            # vLLM's CPU platform sets LD_PRELOAD (tcmalloc) for its children; only an exec applies it.
-            logger.warning("the engine launcher lacks LD_PRELOAD=%s: this core is spawned; restarting it", preload)
-            await asyncio.to_thread(launcher.restart)
             return None
         return launcher
 

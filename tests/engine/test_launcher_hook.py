@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import time
 
 import pytest
 
@@ -53,5 +54,31 @@ def test_with_a_ready_launcher_vllm_s_engine_cores_are_launched_processes() -> N
             assert isinstance(process, LaunchedProcess) and context.processes == [process]
             queue_process = module.get_mp_context().Process(target=print, kwargs={"tensor_queue": object()})
             assert not isinstance(queue_process, LaunchedProcess)  # a queue's pipes travel only through a spawn
+    finally:
+        launcher.stop()
+
+
+def test_a_core_is_spawned_and_the_launcher_restarted_when_ld_preload_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's CPU platform sets LD_PRELOAD as a start builds its config; a launcher started before runs without it
+    (only an exec applies it): that core is spawned, and the launcher comes back with it for the next."""
+    module = importlib.import_module(PATCHED[0])
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    launcher = EngineLauncher(preload=())
+    launcher.start()
+    try:
+        assert launcher.wait_ready(60)
+        first = launcher.pid
+        monkeypatch.setenv("LD_PRELOAD", "")  # differs from the launcher's (unset), loads nothing
+        with launched_starts(launcher):
+            spawned = module.get_mp_context().Process(target=print, name="EngineCore", kwargs={})
+        assert not isinstance(spawned, LaunchedProcess)
+        deadline = time.monotonic() + 60
+        while launcher.pid == first or launcher.state != "ready":
+            assert time.monotonic() < deadline, launcher.state
+            time.sleep(0.05)
+        assert launcher.env.get("LD_PRELOAD") == ""
+        with launched_starts(launcher):
+            forked = module.get_mp_context().Process(target=print, name="EngineCore", kwargs={})
+        assert isinstance(forked, LaunchedProcess)
     finally:
         launcher.stop()

@@ -14,18 +14,26 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
+import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from server.engine.runtime.launcher import EngineLauncher
 from server.engine.runtime.process import LaunchedProcess
 
-__all__ = ["CHILD_ENV", "PATCHED", "LauncherContext", "launched_starts"]
+__all__ = ["CHILD_ENV", "EXEC_ONLY_ENV", "PATCHED", "LauncherContext", "launched_starts"]
 
 #: The one vLLM attribute this module replaces: ``(module, name)``.
 PATCHED = ("vllm.v1.engine.utils", "get_mp_context")
 #: What a forked core's environment gets on top of Turnout's: its worker is forked from it, not spawned.
 CHILD_ENV: Mapping[str, str | None] = {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+
+#: A variable only an exec applies: a core forked from a launcher started without it would run without it.
+EXEC_ONLY_ENV = "LD_PRELOAD"
+
+logger = logging.getLogger("turnout.engine.launcher")
 
 _module = importlib.import_module(PATCHED[0])
 if not callable(getattr(_module, PATCHED[1], None)):  # checked at import: a vLLM that moved it fails loudly here
@@ -57,6 +65,16 @@ class LauncherContext:
             # A multiprocessing queue travels only through a spawn (its pipes are handed over by it).
             return self._vllm_context().Process(target=target, name=name, args=args, kwargs=kwargs, daemon=daemon)
         if not self._launcher.alive:  # it died since this start chose it: this core is spawned
+            return self._vllm_context().Process(target=target, name=name, args=args, kwargs=kwargs, daemon=daemon)
+        if self._launcher.env.get(EXEC_ONLY_ENV) != os.environ.get(EXEC_ONLY_ENV):
+            # vLLM's CPU platform set LD_PRELOAD (torch's libgomp, tcmalloc) for its children as this start built
+            # its config; only an exec applies it: this core is spawned, and the launcher starts again with it.
+            logger.warning(
+                "the engine launcher lacks %s=%s: this engine core is spawned; restarting it",
+                EXEC_ONLY_ENV,
+                os.environ.get(EXEC_ONLY_ENV),
+            )
+            threading.Thread(target=self._launcher.restart, name="engine-launcher-restart", daemon=True).start()
             return self._vllm_context().Process(target=target, name=name, args=args, kwargs=kwargs, daemon=daemon)
         process = LaunchedProcess(self._launcher, CHILD_ENV, target, name, args, kwargs, daemon)
         self.processes.append(process)

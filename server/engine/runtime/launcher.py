@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from server.engine.runtime.framing import read_frame, write_frame
 from server.engine.runtime.process import LaunchedProcess
+from server.profiles import LOG_MODEL_ENV
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -122,6 +123,7 @@ class EngineLauncher:
             # thread. A forked core gets Turnout's environment back, and vLLM sets its threads itself (the core
             # reduces torch's to 1, the CPU worker binds its own): only libgomp's initial default differs.
             env["OMP_NUM_THREADS"] = "1"
+            env.pop(LOG_MODEL_ENV, None)  # set around a start only: the launcher serves no one model
             fd = child.fileno()
             command = [sys.executable, "-m", "server.engine.runtime.launcher_main", str(os.getpid()), str(fd)]
             self._process = subprocess.Popen(
