@@ -40,10 +40,11 @@ def model(tiny_models: dict[str, Path]) -> ModelProfile:
 @pytest.fixture(scope="module")
 async def launched(model: ModelProfile) -> AsyncIterator[tuple[Any, float]]:
     """One engine whose core the launcher forked (the launcher warmed up first, as at a server's start)."""
+    loader = VllmEngineLoader()
+    loader.vllm_config("plain", model)  # as `turnout serve` does, the plan (vLLM's configs) before the launcher
     warming = time.perf_counter()
     assert await asyncio.to_thread(engine_launcher().wait_ready, 300)
     print(f"\nlauncher ready after {time.perf_counter() - warming:.1f} s (0 if an earlier test warmed it)")
-    loader = VllmEngineLoader()
     started = time.perf_counter()
     engine = await loader.load("plain", model)
     await _answers(engine, PROMPTS[:1])

@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_frame(sock, ("unfit", unfit))
         sys.exit(1)
     write_frame(sock, ("ready",))
-    _serve(sock, turnout)
+    with contextlib.suppress(OSError):  # Turnout's end of the socket is gone: so is Turnout
+        _serve(sock, turnout)
     # Nothing to clean up, and an interpreter's exit with torch and vLLM loaded takes seconds (collections, hooks).
     sys.stderr.flush()
     os._exit(0)

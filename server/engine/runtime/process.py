@@ -20,6 +20,7 @@ import select
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Protocol
@@ -73,6 +74,7 @@ class LaunchedProcess:
         self._exitcode: int | None = None
         self._reported = threading.Event()
         self._dead_since: float | None = None
+        self._closer: Callable[[], object] | None = None
 
     @property
     def ident(self) -> int | None:
@@ -96,6 +98,8 @@ class LaunchedProcess:
             read, write = os.pipe()
             os.close(write)
             self._pidfd = read
+        # vLLM never closes its process objects: the descriptor goes with this object.
+        self._closer = weakref.finalize(self, os.close, self._pidfd)
 
     def exited(self, exitcode: int) -> None:
         """The launcher reaped this process (called from its reader thread)."""
@@ -147,9 +151,9 @@ class LaunchedProcess:
                 os.killpg(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        if self._closer is not None:
+            self._closer()
+        self._pidfd = None
 
     def _signal(self, signum: int) -> None:
         if self._pidfd is not None:
