@@ -319,6 +319,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
             build_renderer=build_renderer,
             admission_timeout=options.admission_timeout,
             memory_plan=memory_plan,
+            warm_launcher=True,  # after the secrets left os.environ: the launcher starts with a copy of it
         )
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)

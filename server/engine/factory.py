@@ -160,8 +160,12 @@ def build_manager(
     device: str | None = None,
     admission_timeout: float | None = None,
     memory_plan: MemoryPlan | None = None,
+    warm_launcher: bool = False,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
+
+    ``warm_launcher``: start the engine launcher now, beside the server's own start, when its engines would be
+    forked from it (``server/engine/runtime``); otherwise it starts at the first engine start.
 
     ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
     loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
@@ -177,9 +181,12 @@ def build_manager(
         loader, in_place = _in_place_loader(
             build_renderer, required=choice.in_place == "required", watches=watches, load_timeout_s=load_timeout_s
         )
+    engine_loader = loader or VllmEngineLoader(watches=watches, load_timeout_s=load_timeout_s)
+    if warm_launcher and isinstance(engine_loader, VllmEngineLoader):
+        engine_loader.warm_up_launcher()
     strategy = select_strategy(
         profile.switching,
-        loader or VllmEngineLoader(watches=watches, load_timeout_s=load_timeout_s),
+        engine_loader,
         device=device,
         stash_factory=stash_factory,
         memory_allows=memory_check(device, profile.models),

@@ -19,12 +19,14 @@ import contextlib
 import importlib.util
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
+from server.engine.runtime import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
 from server.engine.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.stash_config import set_multi_model_config
 from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
@@ -34,6 +36,9 @@ from server.profiles import LOG_MODEL_ENV
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
+
+if TYPE_CHECKING:
+    from server.engine.runtime.context import LauncherContext
 
 __all__ = [
     "AOT_COMPILE_ENV",
@@ -154,26 +159,77 @@ class VllmEngineLoader:
 
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
+        launcher = await self._launcher_for(args)
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
             env = {QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **_compile_env()}
-            with timed_start() as timer, spawn_env({**env, **timer.env}):
-                before = _spawned_pids()
+            with (
+                timed_start() as timer,
+                spawn_env({**env, **timer.env}),
+                _launched_or_spawned(launcher) as launched,
+            ):
+                before, started_at = _spawned_pids(), time.perf_counter()
                 start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
                 try:
                     engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
                 except (TimeoutError, asyncio.CancelledError) as exc:
-                    await _end_start(start, _spawned_pids() - before, name)
+                    forked = launched.kill_started() if launched is not None else []
+                    await _end_start(start, (_spawned_pids() - before) | set(forked), name)
                     if isinstance(exc, TimeoutError):
                         raise LoadTimedOut(name, "loading", self.load_timeout_s) from None
                     raise
                 # Still under the lock, so no other engine's start has replaced its collectors yet.
                 ENGINE_METRICS.capture(engine)
                 _record_start(name, engine, timer)
+            how = "spawned" if launched is None or not launched.processes else "forked by the engine launcher"
+            logger.info("%s: engine ready in %.1f s (engine core %s)", name, time.perf_counter() - started_at, how)
         if self.watches is not None:
             self.watches.watch(name, engine)
         return engine
+
+    def warm_up_launcher(self) -> None:
+        """Start the engine launcher now (it warms up in the background) when this loader's engines would use it."""
+        if self._forks(None):
+            engine_launcher()
+
+    def _forks(self, args: Any) -> bool:
+        """Whether this start's engine core may come from the launcher (else it is spawned; logged once, why)."""
+        if not launcher_enabled():
+            return False
+        if self.worker_extension is not None:
+            # The reconfigure strategy's engines get glibc's MALLOC_* settings, which glibc reads only at exec.
+            return False
+        device = detect_device()
+        if device != "cpu":
+            _spawn_because(f"engines on {device} start by spawn: the engine launcher is measured on CPU only")
+            return False
+        if getattr(args, "numa_bind", False):
+            _spawn_because("engines with numa_bind start by spawn: vLLM binds them through the executable it spawns")
+            return False
+        from vllm.ray.lazy_utils import is_in_ray_actor
+
+        if is_in_ray_actor():  # type: ignore[no-untyped-call]
+            _spawn_because("engines in a Ray replica start by spawn (vLLM forces it in a Ray actor)")
+            return False
+        return True
+
+    async def _launcher_for(self, args: Any) -> EngineLauncher | None:
+        """The ready launcher this start's engine core is forked from; None: it is spawned."""
+        if not self._forks(args):
+            return None
+        if running_launcher_pid() is None:
+            # vLLM's CPU platform sets variables for its children as it builds a config (LD_PRELOAD, read at exec
+            # only): built once first, the launcher starts with them, as `turnout serve`'s does after its plan.
+            from vllm.usage.usage_lib import UsageContext
+
+            await asyncio.to_thread(args.create_engine_config, UsageContext.OPENAI_API_SERVER)
+        launcher = engine_launcher()
+        # Waiting for a first warm-up (10-25 s, begun at the server's start) is quicker than a spawn (30-60 s).
+        if not await asyncio.to_thread(launcher.wait_ready, LAUNCHER_WAIT_S):
+            logger.info("the engine launcher is %s: this engine core is spawned", launcher.state)
+            return None
+        return launcher
 
     async def unload(self, engine: Any) -> KeptKV | None:
         if self.watches is not None:
@@ -245,22 +301,53 @@ async def _shut_down(engine: Any) -> None:
     await asyncio.to_thread(engine.shutdown)
 
 
+#: How long a start waits for the engine launcher's first warm-up before its core is spawned instead.
+LAUNCHER_WAIT_S = 60.0
 #: How long a killed start may take to fail before its thread is left behind (it holds no engine by then).
 _KILLED_START_GRACE_S = 30.0
 
 
 def _spawned_pids() -> set[int]:
-    """Pids of this process's engine processes and their workers (not multiprocessing's shared helpers)."""
+    """Pids of this process's engine processes and their workers (not multiprocessing's shared helpers, not the
+    engine launcher nor the engines it forked: a start kills those of its own by their process group)."""
     import psutil
 
     pids: set[int] = set()
+    launcher_pid = running_launcher_pid()
     for child in psutil.Process().children(recursive=True):
         try:
+            if launcher_pid is not None and (child.pid == launcher_pid or launcher_pid in _ancestors(child)):
+                continue
             if "resource_tracker" not in " ".join(child.cmdline()):
                 pids.add(child.pid)
         except psutil.Error:
             continue
     return pids
+
+
+def _ancestors(process: Any) -> set[int]:
+    return {parent.pid for parent in process.parents()}
+
+
+@contextlib.contextmanager
+def _launched_or_spawned(launcher: EngineLauncher | None) -> Iterator[LauncherContext | None]:
+    """Engine cores started inside are forked by ``launcher`` (None: spawned by vLLM, as it does on its own)."""
+    if launcher is None:
+        yield None
+        return
+    from server.engine.runtime.context import launched_starts
+
+    with launched_starts(launcher) as context:
+        yield context
+
+
+_spawn_reasons: set[str] = set()
+
+
+def _spawn_because(reason: str) -> None:
+    if reason not in _spawn_reasons:
+        _spawn_reasons.add(reason)
+        logger.info("%s", reason)
 
 
 async def _end_start(start: asyncio.Future[Any], spawned: set[int], name: str) -> None:

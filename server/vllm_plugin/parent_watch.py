@@ -25,19 +25,24 @@ __all__ = ["POLL_S", "watch_parent"]
 #: Seconds between two checks: an orphan is gone within about this long.
 POLL_S = 0.5
 
-_started = False
+#: The process whose watch runs: per pid, as a process forked from a watched one (a worker forked from its engine
+#: core) inherits this module's state but not its thread, and must watch its own parent.
+_started_in: int | None = None
 
 
 def watch_parent() -> bool:
-    """In a process that ``multiprocessing`` spawned, end it when its parent goes; True when it watches.
+    """In a process that ``multiprocessing`` started, end it when its parent goes; True when it watches.
 
-    Idempotent; does nothing in a process nobody spawned (Turnout's own, or vLLM's API server).
+    Idempotent; does nothing in a process nobody started this way (Turnout's own, vLLM's API server, or an engine
+    core the engine launcher forked: that one watches Turnout's process itself, ``server/engine/runtime``).
     """
-    global _started
+    global _started_in
     parent = multiprocessing.parent_process()
-    if parent is None or parent.pid is None or _started:
-        return _started
-    _started = True
+    if _started_in == os.getpid():
+        return True
+    if parent is None or parent.pid is None:
+        return False
+    _started_in = os.getpid()
     parent_pid = parent.pid
     threading.Thread(target=_watch, args=(parent_pid,), name="turnout-parent-watch", daemon=True).start()
     return True

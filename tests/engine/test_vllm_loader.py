@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 
+from server.engine.runtime import LAUNCHER_ENV
 from server.engine.vllm_loader import AOT_COMPILE_ENV, QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, WORKER_EXTENSION
+
+
+@pytest.fixture(autouse=True)
+def no_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These loads start no engine (vLLM's start is faked): no launcher to warm up for them."""
+    monkeypatch.setenv(LAUNCHER_ENV, "0")
 
 
 def test_engine_args_carry_the_profile_and_served_name() -> None:

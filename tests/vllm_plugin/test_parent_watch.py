@@ -68,3 +68,53 @@ def _wait_gone(proc: psutil.Process, timeout: float) -> float:
             return time.perf_counter()
         time.sleep(0.05)
     raise AssertionError(f"process {proc.pid} outlived its parent by {timeout} s")
+
+
+# A spawned child (it watches its parent) forks a grandchild as vLLM's engine core forks its worker: the grandchild
+# inherits the child's module state, not its watch thread, and must watch the child itself.
+_FORKING_CHILD = textwrap.dedent(
+    """
+    import multiprocessing, sys, time
+
+    def grandchild():
+        from server.vllm_plugin.parent_watch import watch_parent
+        assert watch_parent()
+        time.sleep(120)
+
+    def child():
+        from server.vllm_plugin.parent_watch import watch_parent
+        assert watch_parent()
+        proc = multiprocessing.get_context("fork").Process(target=grandchild)
+        proc.start()
+        print(proc.pid, flush=True)
+        time.sleep(120)
+
+    if __name__ == "__main__":
+        proc = multiprocessing.get_context("spawn").Process(target=child)
+        proc.start()
+        print(proc.pid, flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def test_a_process_forked_from_a_watched_one_watches_its_own_parent(tmp_path: os.PathLike[str]) -> None:
+    script = os.path.join(tmp_path, "forking.py")
+    with open(script, "w") as handle:
+        handle.write(_FORKING_CHILD)
+    with subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()) as top:
+        grandchild = None
+        try:
+            assert top.stdout is not None
+            child = psutil.Process(int(top.stdout.readline()))
+            grandchild = psutil.Process(int(top.stdout.readline()))
+            time.sleep(POLL_S * 2)
+            assert grandchild.is_running() and grandchild.status() != psutil.STATUS_ZOMBIE
+            child.kill()
+            killed_at = time.perf_counter()
+            took = _wait_gone(grandchild, 10.0) - killed_at
+            assert took < POLL_S * 4 + 1
+        finally:
+            if grandchild is not None and grandchild.is_running():
+                grandchild.kill()
+            top.kill()
