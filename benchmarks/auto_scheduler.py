@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/auto_scheduler.py [--requests 1000] [--json out.json]
 
-The real :class:`server.engine.scheduler.Scheduler` runs against a simulated device and clock: requests take
+The real :class:`server.engine.admission.scheduler.Scheduler` runs against a simulated device and clock: requests take
 ``--service-s`` each, up to ``--capacity`` at once (vLLM's batch), and a switch first drains the model it leaves,
 then costs the strategy's measured time (``keep`` 3 ms, ``reconfigure`` 0.9 s, ``stop`` 17 s on the CPU machine;
 override with ``--cost stop=20``). FIFO is the swapping of llama-swap and Ollama (and of Turnout's auto mode
@@ -29,8 +29,8 @@ from typing import Protocol
 
 import msgspec
 
-from server.engine.scheduler import Scheduler
-from server.engine.scheduling_types import Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.engine.admission.scheduler import Scheduler
+from server.engine.admission.scheduling_types import Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 COSTS = {"keep": 0.003, "reconfigure": 0.9, "stop": 17.0}
@@ -141,7 +141,7 @@ class Simulation:
         self.active = self.models[0]
         self.policy = self.make_policy(self)
 
-    # -- the device's state, as the scheduler reads it (server.engine.scheduling_types.DeviceView) ---------------------
+    # -- the device's state, as the scheduler reads it (admission.scheduling_types.DeviceView) ------------------------
 
     @property
     def active_model(self) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.result_types import EngineLimit, EngineLimitOptions, LimitFigures, LimitRound
 from benchmarks.results import write_result
 from benchmarks.servers import DEMO_PROFILE, process_cpu_seconds, served_model
-from server.engine.vllm_loader import build_engine_args
+from server.engine.runtime.vllm_loader import build_engine_args
 from server.tinymodels.builder import build_tiny_models
 
 __all__ = ["main"]

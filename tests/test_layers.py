@@ -16,9 +16,12 @@ shares with vLLM's processes. Inside a package anything goes, and tests may impo
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
+
+from server.engine.faces import face_names
 
 SERVER = Path(__file__).resolve().parents[1] / "server"
 ROOT = ""  # server/__init__.py: the version, nothing else
@@ -179,3 +182,68 @@ def test_the_package_docstring_states_the_layers_the_rules_hold() -> None:
     assert set(below) == set(ALLOWED) - {"tinymodels"}
     upward = {layer: ALLOWED[layer] - {ROOT, "tinymodels"} - below[layer] for layer in below}
     assert {layer: targets for layer, targets in upward.items() if targets} == {}
+
+
+# -- the engine's rooms (issue #42) --------------------------------------------------------------------------------
+
+ENGINE = SERVER / "engine"
+#: The engine's rooms, by role; each is entered through its face (``server.engine.<room>``) from outside it.
+ROOMS = frozenset({"admission", "in_place", "residency", "runtime", "strategies", "supervision", "switching"})
+#: What may stay at the engine's top: its face, the manager and what it reports, the factory, errors, metrics.
+MOST_TOP_MODULES = 12
+
+
+def room_of(path: Path, engine: Path = ENGINE) -> str | None:
+    """The engine room ``path`` is in (None: not in a room)."""
+    if not path.is_relative_to(engine):
+        return None
+    parts = path.relative_to(engine).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def past_room_faces(root: Path = SERVER) -> list[str]:
+    """Every ``file imports module`` where a module outside a room imports one of the room's inner modules."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for module in sorted(imported_modules(path)):
+            parts = module.split(".")
+            inner = parts[:2] == ["server", "engine"] and len(parts) > 3 and parts[2] in ROOMS and is_module(module)
+            if inner and room_of(path, root / "engine") != parts[2]:
+                found.append(f"{path.relative_to(root.parent)} imports {module}")
+    return found
+
+
+def test_the_rooms_are_the_engines_subpackages() -> None:
+    assert {path.parent.name for path in ENGINE.glob("*/__init__.py")} == ROOMS
+
+
+def test_other_rooms_enter_a_room_through_its_face() -> None:
+    assert past_room_faces() == []
+
+
+def test_the_room_scan_sees_an_inner_import(tmp_path: Path) -> None:
+    # The test above must be able to fail: the manager importing the device's module past the switching room's face;
+    # the device's own room may.
+    (tmp_path / "server" / "engine" / "switching").mkdir(parents=True)
+    (tmp_path / "server" / "engine" / "manager.py").write_text(
+        "from server.engine.switching.device import Device\nfrom server.engine.switching import Slot\n"
+    )
+    (tmp_path / "server" / "engine" / "switching" / "switch.py").write_text(
+        "from server.engine.switching.device import Device\n"
+    )
+    assert past_room_faces(tmp_path / "server") == ["server/engine/manager.py imports server.engine.switching.device"]
+
+
+def test_few_modules_stay_at_the_engines_top() -> None:
+    top = sorted(path.name for path in ENGINE.glob("*.py"))
+    assert len(top) <= MOST_TOP_MODULES, top
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_every_name_a_face_hands_out_is_there(room: str) -> None:
+    face = importlib.import_module(f"server.engine.{room}")
+    assert sorted(face.__all__) == sorted(face_names(ENGINE / room / "__init__.py")), "its list and its imports agree"
+    missing = [name for name in face.__all__ if getattr(face, name, None) is None]
+    assert missing == []
+    with pytest.raises(AttributeError):
+        face.NoSuchName  # noqa: B018

@@ -10,6 +10,11 @@ and the memory plan) and the counters the metrics read. The modules behind it ar
 Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
 profile fast.
 
+Behind it the engine is in rooms by role, each a subpackage entered through its face (``faces.py``):
+``switching`` (the device and one switch), ``admission`` (the scheduler), ``residency`` (who stays loaded),
+``supervision`` (deaths, hangs, healing), ``runtime`` (vLLM's engines and the warm launcher), ``strategies`` and
+``in_place``. Left at the top: the manager and its status, the factory, errors, the report, observers and metrics.
+
 The vLLM plugin that runs inside vLLM's processes is a package of its own (``server/vllm_plugin``), so this one
 loads everything at once.
 """
@@ -35,8 +40,6 @@ from server.engine.errors import (
     SwitchFailed,
 )
 from server.engine.factory import build_manager, prepare_profile
-from server.engine.kv_budget import MemoryBudgetExceeded, MemoryPlan, MemoryReading
-from server.engine.lease import Lease, Published
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.report import (
@@ -49,10 +52,10 @@ from server.engine.report import (
     SwitchAttempt,
     SwitchReport,
 )
-from server.engine.states import PARKED, Slot, SlotState
+from server.engine.residency import MemoryBudgetExceeded, MemoryPlan, MemoryReading
+from server.engine.runtime import EngineConfigInvalid, EngineFlagsInvalid, parse_engine_flags
 from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
-from server.engine.vllm_configs import EngineConfigInvalid
-from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from server.engine.switching import PARKED, Lease, Published, Slot, SlotState
 from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [

@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from server.engine.in_place.frontend_state import RendererFactory
-from server.engine.kv_budget import (
+from server.engine.in_place import RendererFactory
+from server.engine.manager import BundleBuilder, EngineManager
+from server.engine.residency import (
     ENGINE_OVERHEAD_BYTES,
     MemoryBudgetExceeded,
     MemoryPlan,
@@ -22,28 +23,29 @@ from server.engine.kv_budget import (
     host_held_bytes,
     plan_kv_cache,
     resident_together,
+    room_budget,
     with_kv_budget,
 )
-from server.engine.manager import BundleBuilder, EngineManager
-from server.engine.model_tasks import generation_tasks
-from server.engine.room_plan import room_budget
+from server.engine.runtime import (
+    VllmEngineLoader,
+    build_engine_configs,
+    detect_device,
+    generation_tasks,
+    memory_check,
+    model_shape,
+    read_device_memory,
+    stash_host_factory,
+)
 from server.engine.strategies import (
     EngineLoader,
+    InPlaceSwapper,
     StrategyUnavailable,
     capabilities_of,
     choose_strategy,
     resolve_strategy_name,
     select_strategy,
 )
-from server.engine.strategies.reconfigure import InPlaceSwapper
 from server.engine.supervision import EngineWatches, Supervision
-from server.engine.vllm_configs import build_engine_configs, model_shape, read_device_memory
-from server.engine.vllm_loader import (
-    VllmEngineLoader,
-    detect_device,
-    memory_check,
-    stash_host_factory,
-)
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
@@ -137,7 +139,7 @@ def _in_place_loader(
     ``auto`` only prefers the in-place swap: where it cannot run (another vLLM, the plugin not installed) auto
     falls back to unloading resident engines, with a warning. ``reconfigure`` refuses to start instead.
     """
-    from server.engine.in_place.swap import InPlaceSwap, PluginMissing
+    from server.engine.in_place import InPlaceSwap, PluginMissing
     from server.profiles.vllm_version import UnsupportedVllmError
 
     vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION, watches=watches, load_timeout_s=load_timeout_s)

@@ -22,25 +22,17 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
-from server.engine.admission import Admission
-from server.engine.device import BundleBuilder, Device
-from server.engine.engine_death import EngineDeaths
+from server.engine.admission import Admission, SchedulerPolicy
 from server.engine.errors import EngineError, ManagerClosed, ModelNotFound, SwitchConflict
-from server.engine.healing import Healer
-from server.engine.kv_budget import MemoryPlan
-from server.engine.lease import Lease, Published
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
-from server.engine.model_tasks import ModelTasks, TaskReader
 from server.engine.observer import ManagerObserver, Observers
 from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyReport, SwitchReport
-from server.engine.residency import Residency
-from server.engine.scheduling_types import SchedulerPolicy
-from server.engine.strategies.base import SwitchStrategy
-from server.engine.strategies.capabilities import Capabilities
-from server.engine.strategies.select import models_held_at_once
-from server.engine.switch_history import SwitchHistory
-from server.engine.switch_tasks import SwitchTasks
+from server.engine.residency import MemoryPlan, Residency
+from server.engine.runtime import ModelTasks, TaskReader
+from server.engine.strategies import Capabilities, SwitchStrategy, models_held_at_once
+from server.engine.supervision import EngineDeaths, Healer
+from server.engine.switching import BundleBuilder, Device, Lease, Published, SwitchHistory, SwitchTasks
 from server.profiles.schema import ModelProfile, Switching
 
 __all__ = ["BundleBuilder", "EngineManager"]

@@ -6,15 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from server.engine.admission import Admission
-from server.engine.device import Device
-from server.engine.healing import Healer
+from server.engine.admission import Admission, SchedulerPolicy
 from server.engine.report import ManagerSnapshot, SlotSnapshot
-from server.engine.residency import Residency
-from server.engine.room_plan import held_bytes
-from server.engine.scheduling_types import SchedulerPolicy
-from server.engine.supervision import engine_pids
-from server.engine.switch_history import SwitchHistory
+from server.engine.residency import Residency, held_bytes
+from server.engine.supervision import Healer, engine_pids
+from server.engine.switching import Device, SwitchHistory
 
 __all__ = ["manager_snapshot"]
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import msgspec
 
-from server.engine.kv_budget import MemoryPlan
+from server.engine.residency import MemoryPlan
 from server.profiles import describe_start
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
 
 
 class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
-    """Where the time of one engine start went (``server/engine/start_phases.py`` measures and documents them).
+    """Where the time of one engine start went (``server/engine/runtime/start_phases.py`` measures and documents them).
 
     Attributes:
         started_at: Unix time the start began (its ``VllmConfig`` about to be built).
@@ -196,7 +196,7 @@ class ModelsReplaced(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RestartPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """What comes next for a model whose engine died and that has not served since (``server/engine/healing.py``).
+    """What comes next for a model whose engine died and that has not served since (``supervision/healing.py``).
 
     Attributes:
         restarts: Restarts tried since the engine died (by the server, the scheduler or an admin switch).

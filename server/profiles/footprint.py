@@ -2,7 +2,7 @@
 
 * **Weights**: the checkpoint's safetensors headers (``checkpoint_size.py``), at the width vLLM loads them.
 * **KV cache**: the model's own ``kv_cache_memory_bytes``, else what ``max_model_len`` x ``max_num_seqs`` tokens
-  take, from ``config.json`` (layers, KV heads, head size, KV dtype). ``server/engine/kv_budget.py`` plans the
+  take, from ``config.json`` (layers, KV heads, head size, KV dtype). ``server/engine/residency/kv_budget.py`` plans the
   served size with vLLM's resolved config, through the same :func:`kv_bytes_per_token` and
   :func:`kv_cache_need_bytes`; without vLLM the limits vLLM would resolve come from ``config.json`` and vLLM's
   defaults (:data:`DEFAULT_MAX_NUM_SEQS`, :data:`DEFAULT_BLOCK_SIZE`), so the estimate can differ a block or so.

@@ -7,7 +7,7 @@ process vLLM starts that recognises those lines by their format string (never by
 one JSON line per event, ``{"event", "at", "args", "pid", "role"}``, to the file named by :data:`START_LOG_ENV`.
 It also records, once, when the plugin was loaded and when the process was created: the process's imports.
 
-Turnout creates the file privately for one start (``server/engine/start_phases.py``), sets the variable around
+Turnout creates the file privately for one start (``server/engine/runtime/start_phases.py``), sets the variable around
 it and reads the events back once the engine is up: the handler only appends to a file that exists (never creates
 one) and reads the variable when it writes, so an engine that outlives its start writes nothing more, and a
 process forked with its environment set later records as well. :data:`START_MESSAGES` is the one list of the

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.engine.room_plan import room_budget
+from server.engine.residency.room_plan import room_budget
 from server.engine.strategies import KeepStrategy
 from server.profiles.vllm_source import vllm_package_dir
 from tests.api.conftest import MakeClient, admin

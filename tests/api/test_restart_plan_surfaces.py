@@ -1,5 +1,5 @@
 """The restart plan on every surface, in process on fake engines: ``/v1/models``, ``/admin/status``, the status
-page and ``turnout status`` show the plan the engine side computed (``server/engine/healing.py``)."""
+page and ``turnout status`` show the plan the engine side computed (``server/engine/supervision/healing.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from server.cli import client as cli_client
-from server.engine.healing import GIVEN_UP
+from server.engine.supervision.healing import GIVEN_UP
 from server.profiles.schema import Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.manager_views import served_engine

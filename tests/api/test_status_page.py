@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from server.engine.room_plan import room_budget
+from server.engine.residency.room_plan import room_budget
 from server.engine.strategies import KeepStrategy
 from server.vllm_plugin import close_kv_pool, server_kv_pool
 from server.vllm_plugin.kv_pool import KVPool

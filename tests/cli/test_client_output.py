@@ -60,7 +60,7 @@ def test_switch_load_and_unload_take_json(
 
 
 def test_a_switch_from_no_model_is_logged_as_a_load() -> None:
-    from server.engine.switch import _switched
+    from server.engine.switching.switch import _switched
 
     assert _switched(None, "tools") == "loaded tools"  # was "switched None -> tools"
     assert _switched("plain", "tools") == "switched plain -> tools"

@@ -26,12 +26,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from server.engine.faces import face_names
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "server" / "engine"
 #: The scheduler's change events: a call of one of these from outside says "something changed".
 SCHEDULER_EVENTS = frozenset({"device_changed", "switch_ended", "set_models", "switch_forced", "finished"})
 #: The modules the device lives in (before: four; after: ``device.py`` and its pure views).
-DEVICE_MODULE = re.compile(r"^_?device(_\w+)?$")
+DEVICE_MODULE = re.compile(r"^(switching\.)?_?device(_\w+)?$")
 
 
 def engine_modules() -> dict[str, Path]:
@@ -62,6 +64,15 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("server.engine"):
                 target = node.module.removeprefix("server.engine").lstrip(".")
                 targets = [f"{target}.{alias.name}".lstrip(".") for alias in node.names]
+                if target in modules and modules[target].name == "__init__.py" and target:
+                    # A room's face imports nothing at run time: a name from it is an import of the module holding it.
+                    held = face_names(modules[target])
+                    targets += [
+                        held[alias.name].removeprefix("server.engine.") for alias in node.names if alias.name in held
+                    ]
+                    if held:
+                        graph[name] |= {t for t in targets if t in modules and t != name and t != target}
+                        continue
                 graph[name] |= {t for t in targets if t in modules and t != name}
                 if target in modules and target != name and target != "":
                     graph[name].add(target)
@@ -183,7 +194,7 @@ def scheduler_notifications() -> Counter[str]:
     """Calls that tell the scheduler (or its admission) something changed, per module, outside those two."""
     calls: Counter[str] = Counter()
     for name, path in engine_modules().items():
-        if name in {"admission", "scheduler", "_admission", "_scheduler"}:
+        if name in {"admission.gate", "admission.scheduler", "admission", "scheduler", "_admission", "_scheduler"}:
             continue
         for node in ast.walk(_tree(path)):
             if (
@@ -224,7 +235,7 @@ def facts() -> dict[str, int]:
         "restart bookkeeping (modules)": _modules_with(r"self\._dead\b|self\._restarts\b"),
         "SchedulerPolicy built": _count(r"SchedulerPolicy\.from_switching\(|SchedulerPolicy\("),
         # SchedulerPolicy itself turns the profile's string into ``policy.auto``: the one place that may compare it.
-        "mode compared as a string": _count(r"mode\s*[!=]=\s*[\"']", besides="scheduling_types"),
+        "mode compared as a string": _count(r"mode\s*[!=]=\s*[\"']", besides="admission.scheduling_types"),
         "hold timeout drain_timeout + 60": _count(r"drain_timeout\s*\+\s*(?:60|HOLD_MARGIN_S)"),
         "'removes the active model' refusal": _count(r"removes the active model '"),
     }

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from server.engine.device import Device
 from server.engine.errors import ManagerClosed
-from server.engine.states import IllegalTransition, SlotState
 from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
 from server.engine.strategies.base import Parked
+from server.engine.switching.device import Device
+from server.engine.switching.states import IllegalTransition, SlotState
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 #: The device's module: ``Device``'s intents, and the strategy's room over it.
-OWNERS = (SERVER / "engine" / "device.py",)
-SLOT_MODULE = SERVER / "engine" / "states.py"
+OWNERS = (SERVER / "engine" / "switching" / "device.py",)
+SLOT_MODULE = SERVER / "engine" / "switching" / "states.py"
 #: What changes a slot: its underscore methods and attributes (``Slot`` exposes only read-only properties).
 SLOT_WRITES = frozenset(
     {"_move", "_attach", "_detach", "_hold_bundle", "_drop_bundle", "_set_profile", "_touch", "_state", "_reason"}

@@ -27,7 +27,7 @@ def test_no_import_circles_in_the_engine() -> None:
 
 def test_the_device_is_one_class_in_one_module() -> None:
     device_modules = [name for name in census.engine_modules() if census.DEVICE_MODULE.match(name)]
-    assert device_modules == ["device"]
+    assert device_modules == ["switching.device"]
     classes = [cls.name for cls in census._device_classes() if not cls.name.startswith("_")]
     assert classes == ["SwitchUnderWay", "Device"]
     device = next(cls for cls in census._device_classes() if cls.name == "Device")

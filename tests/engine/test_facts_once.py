@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from server.engine import memory, vllm_configs
-from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-from server.engine.vllm_loader import ram_allows_another_engine
+from server.engine import memory
+from server.engine.residency.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+from server.engine.runtime import vllm_configs
+from server.engine.runtime.vllm_loader import ram_allows_another_engine
 
 
 def test_the_gpu_memory_utilization_default_is_vllms_own() -> None:

@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.engine.kv_budget import (
+from server.engine.residency.kv_budget import (
     MemoryReading,
     ModelShape,
     host_held_bytes,

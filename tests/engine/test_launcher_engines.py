@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from server.engine.runtime import LAUNCHER_ENV, LaunchedProcess, engine_launcher
-from server.engine.supervision import engine_processes
-from server.engine.vllm_loader import VllmEngineLoader
+from server.engine.runtime.vllm_loader import VllmEngineLoader
+from server.engine.supervision.watch import engine_processes
 from server.profiles.schema import ModelProfile
 
 pytestmark = pytest.mark.engine

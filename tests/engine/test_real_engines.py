@@ -19,8 +19,8 @@ import pytest
 
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
+from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.engine.strategies import KeepStrategy, StopStrategy
-from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeBundle
 from tests.fakes.manager_views import admitted, state_of

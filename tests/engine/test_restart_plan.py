@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from server.engine import EngineManager, RestartPlan
-from server.engine.healing import GIVEN_UP
+from server.engine.supervision.healing import GIVEN_UP
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.engine.room_plan import Resident, evictions_to_fit
+from server.engine.residency.room_plan import Resident, evictions_to_fit
 
 GIB = 2**30
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from server.engine import EngineStart
-from server.engine.start_phases import ENGINE_STARTS, PHASES, engine_start_phases, timed_start
+from server.engine.runtime.start_phases import ENGINE_STARTS, PHASES, engine_start_phases, timed_start
 from server.vllm_plugin import START_LOG_ENV, StartEvent
 from server.vllm_plugin.start_log import append_event
 from tests.engine.conftest import MakeManager

@@ -16,8 +16,14 @@ import pytest
 
 from server.engine import SlotState, SwitchFailed
 from server.engine.errors import ResidencyRefused
-from server.engine.room_plan import room_budget
-from server.engine.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
+from server.engine.residency.room_plan import room_budget
+from server.engine.runtime.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
+from server.engine.runtime.vllm_loader import (
+    INSECURE_SERIALIZATION_ENV,
+    QUANT_CONFIG_ENV,
+    quant_config_env,
+    stash_host_factory,
+)
 from server.engine.strategies import (
     KeepStrategy,
     SleepStrategy,
@@ -28,12 +34,6 @@ from server.engine.strategies import (
     choose_strategy,
     resolve_strategy_name,
     select_strategy,
-)
-from server.engine.vllm_loader import (
-    INSECURE_SERIALIZATION_ENV,
-    QUANT_CONFIG_ENV,
-    quant_config_env,
-    stash_host_factory,
 )
 from server.profiles.schema import ModelProfile, Switching
 from server.vllm_plugin.protocol import KeptKV

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.engine.engine_progress import BUSY_CPU_SHARE, busiest, cpu_times, cpu_used, is_busy, outputs_taken
-from server.engine.supervision import EngineWatch, EngineWatches, Supervision, describe_exit, engine_is_dead
+from server.engine.supervision.progress import BUSY_CPU_SHARE, busiest, cpu_times, cpu_used, is_busy, outputs_taken
+from server.engine.supervision.watch import EngineWatch, EngineWatches, Supervision, describe_exit, engine_is_dead
 from tests.fakes.supervised import FakeSupervisedEngine, KillRecorder
 from tests.waiting import until
 

@@ -27,10 +27,10 @@ import pytest
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineDied, EngineManager, SlotState, SwitchFailed
 from server.engine.engine_metrics import ENGINE_METRICS
-from server.engine.engine_progress import outputs_taken
+from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.engine.strategies import KeepStrategy
-from server.engine.supervision import EngineWatches, Supervision, engine_pids
-from server.engine.vllm_loader import VllmEngineLoader
+from server.engine.supervision.progress import outputs_taken
+from server.engine.supervision.watch import EngineWatches, Supervision, engine_pids
 from server.profiles.schema import ModelProfile
 from tests.engine.test_real_engines import _engine_bundle
 from tests.fakes.engines import FakeBundle

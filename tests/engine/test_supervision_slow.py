@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from server.engine.strategies.sleep import SleepStrategy
-from server.engine.supervision import EngineWatches, Supervision
+from server.engine.supervision.watch import EngineWatches, Supervision
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeLoader
 from tests.fakes.supervised import FakeSleepingEngine, KillRecorder

@@ -12,8 +12,13 @@ import pytest
 from safetensors import safe_open
 
 from server.engine.factory import prepare_profile, with_engine_defaults
-from server.engine.kv_budget import ENGINE_OVERHEAD_BYTES, MemoryReading
-from server.engine.vllm_configs import EngineConfigInvalid, build_engine_configs, model_shape, read_device_memory
+from server.engine.residency.kv_budget import ENGINE_OVERHEAD_BYTES, MemoryReading
+from server.engine.runtime.vllm_configs import (
+    EngineConfigInvalid,
+    build_engine_configs,
+    model_shape,
+    read_device_memory,
+)
 from server.profiles.schema import ModelProfile, Profile, Switching
 from server.vllm_plugin import close_kv_pool
 
@@ -153,7 +158,7 @@ def test_command_line_defaults_apply_under_each_models_own_keys(tiny_models: dic
 
 def test_a_models_generation_tasks_are_read_before_it_loads(tiny_models: dict[str, Path]) -> None:
     # What a form route checks before admission (issue 39): a chat model has no speech task, Whisper has.
-    from server.engine.model_tasks import generation_tasks
+    from server.engine.runtime.model_tasks import generation_tasks
     from server.tinymodels.speech import build_tiny_whisper
 
     chat = ModelProfile(model=str(tiny_models["tiny-plain"]), engine_args={"max_model_len": 512})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.engine.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from server.engine.runtime.vllm_flags import EngineFlagsInvalid, parse_engine_flags
 from tests.fresh_python import fresh_python
 
 
@@ -53,7 +53,7 @@ def test_flags_that_name_one_model_are_refused(flag: str, where: str) -> None:
 
 def test_no_flags_import_nothing() -> None:
     code = (
-        "import sys; from server.engine.vllm_flags import parse_engine_flags as p; "
+        "import sys; from server.engine.runtime.vllm_flags import parse_engine_flags as p; "
         "print(p(['p.yaml']).positionals, 'vllm' in sys.modules)"
     )
     assert fresh_python(code) == "('p.yaml',) False"

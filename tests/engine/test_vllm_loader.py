@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from server.engine.runtime import LAUNCHER_ENV
-from server.engine.vllm_loader import AOT_COMPILE_ENV, QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
+from server.engine.runtime.vllm_loader import AOT_COMPILE_ENV, QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, WORKER_EXTENSION
 
@@ -106,8 +106,8 @@ async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkey
 
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from server.engine import vllm_loader
-    from server.engine.supervision import LoadTimedOut
+    from server.engine.runtime import vllm_loader
+    from server.engine.supervision.watch import LoadTimedOut
 
     killed = threading.Event()
     spawned = iter([{10}, {10, 11, 12}])  # before the start, then with the start's engine core and worker
@@ -133,7 +133,7 @@ async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkey
 async def test_a_loaded_engine_is_watched_until_its_unload(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from server.engine.supervision import EngineWatches
+    from server.engine.supervision.watch import EngineWatches
     from tests.fakes.supervised import FakeSupervisedEngine
 
     engine = FakeSupervisedEngine()

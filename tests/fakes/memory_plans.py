@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.engine.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache
+from server.engine.residency.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache
 
 __all__ = ["GIB", "budget_manager", "budget_plan"]
 
@@ -32,7 +32,7 @@ def budget_manager(footprints: Mapping[str, int] | None = None, budget: int = 5 
     under ``budget`` (default 5 GiB), evicting by bytes, with ``switching``'s mode and ``max_active`` (default:
     manual, no cap); not initialized."""
     from server.engine import EngineManager
-    from server.engine.room_plan import room_budget
+    from server.engine.residency.room_plan import room_budget
     from server.engine.strategies import KeepStrategy
     from server.profiles.schema import Switching
     from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models

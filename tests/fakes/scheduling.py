@@ -1,4 +1,4 @@
-"""A fake clock, a fake device and recording effects for driving :class:`server.engine.scheduler.Scheduler`."""
+"""A fake clock, a fake device and recording effects for driving the scheduler (``admission.scheduler``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.engine.scheduler import Scheduler
-from server.engine.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
+from server.engine.admission.scheduler import Scheduler
+from server.engine.admission.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
@@ -15,7 +15,7 @@ __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
 
 @dataclass
 class FakeDevice:
-    """The device state the scheduler reads (the real one is ``server.engine.device.Device``)."""
+    """The device state the scheduler reads (the real one is ``server.engine.switching.device.Device``)."""
 
     models: tuple[str, ...] = ()
     active_model: str | None = None

@@ -1,4 +1,10 @@
-"""The engine layer's runtime room: how an engine's processes come to be.
+"""The runtime room: vLLM's engines, their configs, flags and processes. The engine layer imports vLLM only here
+(and in ``in_place``).
+
+``vllm_loader.py`` builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles;
+``vllm_configs.py`` every model's engine config, built before any engine starts; ``vllm_flags.py`` vLLM's engine flags
+on ``turnout serve``'s command line; ``model_tasks.py`` what each model can serve; ``start_phases.py`` every second
+of an engine start; ``stash_config.py`` and ``stash_serialization.py`` what vLLM-Gaudi's stash host needs.
 
 On CPU an engine core is forked from a warm launcher (a process of Turnout's that imported vLLM and torch once),
 not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
@@ -7,24 +13,57 @@ core, ``context.py`` the one hook into vLLM (imported by the loader only: it imp
 wire format between them.
 """
 
-from server.engine.runtime.launcher import (
-    LAUNCHER_ENV,
-    EngineLauncher,
-    LauncherUnavailable,
-    engine_launcher,
-    launcher_enabled,
-    running_launcher_pid,
-    stop_engine_launcher,
-)
-from server.engine.runtime.process import LaunchedProcess
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from server.engine.faces import lazy_face
+
+if TYPE_CHECKING:
+    from server.engine.runtime.launcher import (
+        LAUNCHER_ENV,
+        EngineLauncher,
+        LauncherUnavailable,
+        engine_launcher,
+        launcher_enabled,
+        running_launcher_pid,
+        stop_engine_launcher,
+    )
+    from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
+    from server.engine.runtime.process import LaunchedProcess
+    from server.engine.runtime.start_phases import ENGINE_STARTS
+    from server.engine.runtime.vllm_configs import (
+        EngineConfigInvalid,
+        build_engine_configs,
+        model_shape,
+        read_device_memory,
+    )
+    from server.engine.runtime.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+    from server.engine.runtime.vllm_loader import VllmEngineLoader, detect_device, memory_check, stash_host_factory
+else:
+    __getattr__ = lazy_face(__name__, __file__)
 
 __all__ = [
+    "ENGINE_STARTS",
     "LAUNCHER_ENV",
+    "EngineConfigInvalid",
+    "EngineFlagsInvalid",
     "EngineLauncher",
     "LaunchedProcess",
     "LauncherUnavailable",
+    "ModelTasks",
+    "TaskReader",
+    "VllmEngineLoader",
+    "build_engine_configs",
+    "detect_device",
     "engine_launcher",
+    "generation_tasks",
     "launcher_enabled",
+    "memory_check",
+    "model_shape",
+    "parse_engine_flags",
+    "read_device_memory",
     "running_launcher_pid",
+    "stash_host_factory",
     "stop_engine_launcher",
 ]

@@ -5,7 +5,7 @@ decides *how*, as operations on engines that return results. A strategy never se
 a model's name, profile and engine, and answers what the slot should hold next. Where it needs room for another
 engine (``keep``), it asks the device through :class:`Room`. All engine creation goes through an
 :class:`EngineLoader`, so the switch logic is tested against fakes and the real vLLM loader lives in one module
-(``server/engine/vllm_loader.py``).
+(``server/engine/runtime/vllm_loader.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from server.engine.report import ActivationMetrics, KeepFigures
-from server.engine.states import Slot, SlotState
 from server.engine.strategies.capabilities import Capabilities
+from server.engine.switching import Slot, SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = [

@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 from server.engine.errors import ResidencyRefused
 from server.engine.report import ActivationMetrics
-from server.engine.room_plan import RoomBudget
-from server.engine.states import SlotState
+from server.engine.residency import RoomBudget
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.reconfigure import InPlaceSwapper, in_place_metrics
+from server.engine.switching import SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["KeepStrategy"]

@@ -23,11 +23,11 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
-from server.engine.in_place.swap import LoadOutcome
+from server.engine.in_place import LoadOutcome
 from server.engine.report import ActivationMetrics, with_kept
-from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
+from server.engine.switching import SlotState
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import UnloadResult
 

@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from server.engine.kv_budget import MemoryPlan
-from server.engine.room_plan import RoomBudget
+from server.engine.residency import MemoryPlan, RoomBudget
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.keep import KeepStrategy

@@ -12,7 +12,7 @@ needs Gaudi. The API followed is vLLM-Gaudi's main branch at 091bbadd (2026-08-2
 returns the device memory figures ``switch_model`` passes on (``memory_before_mb``, ``memory_after_unload_mb``,
 ``freed_memory_mb``, ``stash_memory_after_mb``, summed over the workers' ``get_hpu_used_memory_mb``), and
 ``tests/unit_tests/test_multi_model_engine_unit.py`` for the contract. The engine core has that utility only when
-``VLLM_HPU_MULTI_MODEL_CONFIG`` is set (``server/engine/stash_config.py``).
+``VLLM_HPU_MULTI_MODEL_CONFIG`` is set (``server/engine/runtime/stash_config.py``).
 
 The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front), as the
 device's room names them. After a reload that adds a model or changes one's profile, bringing such a model up
@@ -23,7 +23,7 @@ Hardening against that code:
       the host's ``current_model`` is checked after every switch, and after a failed switch the name proves
       nothing: bringing back the model it still names restarts the host instead of trusting the early return.
     * its reconfigure refuses to run without ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (it cloudpickles the
-      ``VllmConfig``); ``server/engine/stash_serialization.py`` sets it for the host's life only.
+      ``VllmConfig``); ``server/engine/runtime/stash_serialization.py`` sets it for the host's life only.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from server.engine.report import ActivationMetrics
-from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
+from server.engine.switching import SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["StashHost", "StashHostFactory", "StashStrategy"]

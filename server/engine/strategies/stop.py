@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from server.engine.report import ActivationMetrics, KeepFigures, with_kept
-from server.engine.states import SlotState
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, LoaderStrategy, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
+from server.engine.switching import SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["StopStrategy"]

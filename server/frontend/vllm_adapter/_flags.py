@@ -1,6 +1,6 @@
 """vLLM's frontend flags (`FrontendArgs`, the server half of `vllm serve`'s `make_arg_parser`), parsed by vLLM.
 
-Like the engine flags (``server/engine/vllm_flags.py``), each flag keeps vLLM's spelling, types and choices, and
+Like the engine flags (``server/engine/runtime/vllm_flags.py``), each flag keeps vLLM's spelling, types and choices, and
 only the flags actually given come back. What Turnout does with each is ``server/cli/frontend_flags.py``'s table.
 The parser plugin flags' files are loaded by ``_parsers``.
 """

@@ -1,6 +1,6 @@
 """Model slot states, the one table of legal transitions, and the slot itself (read-only outside the device).
 
-Invariants (the :class:`~server.engine.device.Device` holds them; it is the only code that changes a slot):
+Invariants (the :class:`~server.engine.switching.device.Device` holds them; it is the only code that changes a slot):
     * At most one slot is ``active``, and it is the published model.
     * A slot holds a live engine in ``active``, ``resident``, ``sleeping`` and ``draining`` (``loading`` may or
       may not hold one yet). A ``stashed`` slot holds none: vLLM-Gaudi's host keeps its runner.
@@ -15,8 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.engine.lease import Published
 from server.engine.report import EngineStart
+from server.engine.switching.lease import Published
 from server.profiles.schema import ModelProfile
 
 __all__ = ["PARKED", "TRANSITIONS", "IllegalTransition", "Slot", "SlotState"]

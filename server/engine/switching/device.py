@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
-from server.engine.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
+from server.engine.admission import SwitchView
 from server.engine.errors import (
     EngineDied,
     EngineError,
@@ -40,13 +40,13 @@ from server.engine.errors import (
     ReloadRefused,
     ResidencyRefused,
 )
-from server.engine.kv_budget import MemoryPlan
-from server.engine.lease import Lease, Published
 from server.engine.report import ActivationMetrics, EngineStart, SwitchReport
-from server.engine.scheduling_types import SwitchView
-from server.engine.start_phases import ENGINE_STARTS
-from server.engine.states import PARKED, IllegalTransition, Slot, SlotState
-from server.engine.strategies.base import EngineLost, ResidentLoader, SwitchStrategy
+from server.engine.residency import MemoryPlan
+from server.engine.runtime import ENGINE_STARTS
+from server.engine.strategies import EngineLost, ResidentLoader, SwitchStrategy
+from server.engine.switching.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
+from server.engine.switching.lease import Lease, Published
+from server.engine.switching.states import PARKED, IllegalTransition, Slot, SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["SUPERVISED", "BundleBuilder", "Device", "SwitchUnderWay", "describe_error"]

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from server.engine.change_signal import Change, LeaseEnded, SwitchBegan, SwitchEnded
-from server.engine.device import Device
+from server.engine.admission.scheduler import Scheduler
+from server.engine.admission.scheduling_types import Refusal, SchedulerPolicy, Waiter
 from server.engine.errors import (
     AdmissionTimeout,
     ConcurrencyLimit,
@@ -31,11 +31,8 @@ from server.engine.errors import (
     NoActiveModel,
     QueueFull,
 )
-from server.engine.lease import Lease
 from server.engine.observer import ManagerObserver
-from server.engine.scheduler import Scheduler
-from server.engine.scheduling_types import Refusal, SchedulerPolicy, Waiter
-from server.engine.states import SlotState
+from server.engine.switching import Change, Device, Lease, LeaseEnded, SlotState, SwitchBegan, SwitchEnded
 
 __all__ = ["Admission"]
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Generic, TypeVar
 
-from server.engine.device import Device
 from server.engine.errors import EngineDied, EngineError
-from server.engine.healing import Healer
-from server.engine.lease import Lease
 from server.engine.observer import Observers
-from server.engine.supervision import engine_is_dead
+from server.engine.supervision.healing import Healer
+from server.engine.supervision.watch import engine_is_dead
+from server.engine.switching import Device, Lease
 
 __all__ = ["EngineDeaths"]
 
@@ -41,7 +40,7 @@ class EngineDeaths(Generic[B]):
             return
         name, was_active = dead
         self._observers.engine_died(name, cause)
-        self._healer.died(name, was_active=was_active)  # manual mode restarts it (server/engine/healing.py)
+        self._healer.died(name, was_active=was_active)  # manual mode restarts it (server/engine/supervision/healing.py)
 
     def failure_of(self, lease: Lease[B]) -> EngineError | None:
         """Why ``lease``'s request failed: see :meth:`~server.engine.manager.EngineManager.failure_of`."""

@@ -19,8 +19,7 @@ import time
 from contextlib import suppress
 from typing import Generic, TypeVar
 
-from server.engine.admission import Admission
-from server.engine.device import UNLOADABLE, Device
+from server.engine.admission import Admission, SchedulerPolicy
 from server.engine.errors import (
     EngineError,
     ManagerClosed,
@@ -30,8 +29,7 @@ from server.engine.errors import (
 )
 from server.engine.observer import ManagerObserver
 from server.engine.report import ResidencyReport
-from server.engine.scheduling_types import SchedulerPolicy
-from server.engine.states import SlotState
+from server.engine.switching import UNLOADABLE, Device, SlotState
 from server.profiles.schema import Switching
 
 __all__ = ["Residency"]

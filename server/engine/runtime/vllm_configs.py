@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from server.engine.kv_budget import MemoryReading, ModelShape, kv_bytes_per_token
 from server.engine.memory import nvml_memory
-from server.engine.vllm_loader import build_engine_args
+from server.engine.residency import MemoryReading, ModelShape, kv_bytes_per_token
+from server.engine.runtime.vllm_loader import build_engine_args
 from server.profiles.checkpoint_size import CheckpointUnreadable, checkpoint_weight_bytes
 from server.profiles.schema import ModelProfile
 

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from server.engine.device import Device, describe_error
 from server.engine.errors import EngineError, RequestAbortedBySwitch, SwitchFailed
-from server.engine.lease import Published
 from server.engine.report import ActivationMetrics, SwitchReport
+from server.engine.switching.device import Device, describe_error
+from server.engine.switching.lease import Published
 
 __all__ = ["SwitchOutcome", "SwitchRun"]
 

@@ -24,13 +24,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from server.engine.engine_metrics import ENGINE_METRICS
-from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
-from server.engine.runtime import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
-from server.engine.start_phases import ENGINE_STARTS, StartTimer, timed_start
-from server.engine.stash_config import set_multi_model_config
-from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
-from server.engine.strategies.stash import StashHost, StashHostFactory
+from server.engine.residency import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+from server.engine.runtime.launcher import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
+from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_start
+from server.engine.runtime.stash_config import set_multi_model_config
+from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
+from server.engine.strategies import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
 from server.profiles import LOG_MODEL_ENV
 from server.profiles.schema import ModelProfile

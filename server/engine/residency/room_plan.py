@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from server.engine.kv_budget import MemoryPlan
-from server.engine.states import Slot, SlotState
+from server.engine.residency.kv_budget import MemoryPlan
+from server.engine.switching import Slot, SlotState
 from server.profiles.memory_budget import describe_size
 
 __all__ = ["Resident", "RoomBudget", "RoomDecision", "evictions_to_fit", "held_bytes", "room_budget"]

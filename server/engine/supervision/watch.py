@@ -8,7 +8,7 @@ vLLM 0.32's ``check_health`` only reads that flag. An :class:`EngineWatch` cover
   engine-core processes (``engine.engine_core.resources.engine_manager.processes``), which names the signal;
 * a hang: a round trip to the engine core's busy loop through vLLM's utility channel that is late (past
   ``health_timeout_s``) *and* no progress meanwhile: no thread of the engine's processes used CPU time (5 % of a
-  core) during the last window, and no output of it arrived (:mod:`server.engine.engine_progress`). The busy loop
+  core) during the last window, and no output of it arrived (:mod:`server.engine.supervision.progress`). The busy loop
   answers utilities between two engine steps, so a core that stopped stepping never answers; but neither does one
   whose step is long (a long prefill, a large batch with logprobs, a first-time kernel, a loaded machine), and the
   answer also waits behind outputs this process has not taken yet (it is the slow one then); killing that engine
@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.engine_progress import ProgressProbe, busiest, cpu_times, cpu_used, is_busy, outputs_taken
+from server.engine.supervision.progress import ProgressProbe, busiest, cpu_times, cpu_used, is_busy, outputs_taken
 from server.profiles.schema import Switching
 
 __all__ = [

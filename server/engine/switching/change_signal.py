@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from server.engine.scheduling_types import SwitchView
+from server.engine.admission import SwitchView
 
 __all__ = ["Change", "ChangeSignal", "LeaseEnded", "SwitchBegan", "SwitchEnded", "wait_set"]
 

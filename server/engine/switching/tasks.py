@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from server.engine.device import Device, SwitchUnderWay
 from server.engine.errors import SwitchFailed
-from server.engine.healing import Healer
 from server.engine.observer import Observers
 from server.engine.report import SwitchAttempt, SwitchReport
-from server.engine.switch import SwitchRun
-from server.engine.switch_history import SwitchHistory
+from server.engine.supervision import Healer
+from server.engine.switching.device import Device, SwitchUnderWay
+from server.engine.switching.history import SwitchHistory
+from server.engine.switching.switch import SwitchRun
 
 __all__ = ["SwitchTasks"]
 

@@ -52,7 +52,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.scheduling_types import (
+from server.engine.admission.scheduling_types import (
     DeviceView,
     Refusal,
     SchedulerEffects,

@@ -26,7 +26,7 @@ def generation_tasks(name: str, model: ModelProfile) -> frozenset[str] | None:
     """The generation tasks vLLM's model runner will report for ``model`` (``generate``, ``transcription``),
     read from its resolved config as ``get_supported_generation_tasks`` decides them; empty for a pooling model;
     None when the config cannot be read (the loaded bundle then decides, as before)."""
-    from server.engine.vllm_loader import build_engine_args
+    from server.engine.runtime.vllm_loader import build_engine_args
 
     try:
         config = build_engine_args(name, model).create_model_config()
