@@ -188,7 +188,7 @@ def test_the_package_docstring_states_the_layers_the_rules_hold() -> None:
 
 ENGINE = SERVER / "engine"
 #: The engine's rooms, by role; each is entered through its face (``server.engine.<room>``) from outside it.
-ROOMS = frozenset({"admission", "in_place", "residency", "runtime", "strategies", "supervision", "switching"})
+ROOMS = frozenset({"admission", "residency", "runtime", "strategies", "supervision", "switching"})
 #: What may stay at the engine's top: its face, the manager and what it reports, the factory, errors, metrics.
 MOST_TOP_MODULES = 12
 
@@ -247,3 +247,23 @@ def test_every_name_a_face_hands_out_is_there(room: str) -> None:
     assert missing == []
     with pytest.raises(AttributeError):
         face.NoSuchName  # noqa: B018
+
+
+def vllm_importers(root: Path = ENGINE) -> list[str]:
+    """The engine's modules that import vLLM, outside its runtime room."""
+    return [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if room_of(path, root) != "runtime"
+        and any(module == "vllm" or module.startswith("vllm.") for module in imported_modules(path))
+    ]
+
+
+def test_the_engine_imports_vllm_only_in_its_runtime_room(tmp_path: Path) -> None:
+    assert vllm_importers() == []
+    # A name a new vLLM moved is handled in one room; the scan sees a stray import.
+    (tmp_path / "switching").mkdir()
+    (tmp_path / "switching" / "device.py").write_text("from vllm.v1.engine.async_llm import AsyncLLM\n")
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / "vllm_loader.py").write_text("import vllm\n")
+    assert vllm_importers(tmp_path) == ["switching/device.py"]

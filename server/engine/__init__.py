@@ -12,8 +12,8 @@ profile fast.
 
 Behind it the engine is in rooms by role, each a subpackage entered through its face (``faces.py``):
 ``switching`` (the device and one switch), ``admission`` (the scheduler), ``residency`` (who stays loaded),
-``supervision`` (deaths, hangs, healing), ``runtime`` (vLLM's engines and the warm launcher), ``strategies`` and
-``in_place``. Left at the top: the manager and its status, the factory, errors, the report, observers and metrics.
+``supervision`` (deaths, hangs, healing), ``runtime`` (vLLM's engines, the in-place swap and the warm launcher)
+and ``strategies``. Left at the top: the manager and its status, the factory, errors, the report, observers and metrics.
 
 The vLLM plugin that runs inside vLLM's processes is a package of its own (``server/vllm_plugin``), so this one
 loads everything at once.

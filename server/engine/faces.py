@@ -1,5 +1,5 @@
 """The rooms' faces: each room (``switching``, ``admission``, ``residency``, ``supervision``, ``runtime``,
-``strategies``, ``in_place``) hands out its names through its ``__init__``, and the other rooms import only that.
+``strategies``) hands out its names through its ``__init__``, and the other rooms import only that.
 
 A face names what it hands out once, in its ``TYPE_CHECKING`` block (what mypy and a reader see); at run time
 :func:`lazy_face` turns that block into the face's ``__getattr__``, so a name is imported from the module that holds

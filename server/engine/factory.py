@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from server.engine.in_place import RendererFactory
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.residency import (
     ENGINE_OVERHEAD_BYTES,
@@ -27,6 +26,7 @@ from server.engine.residency import (
     with_kv_budget,
 )
 from server.engine.runtime import (
+    RendererFactory,
     VllmEngineLoader,
     build_engine_configs,
     detect_device,
@@ -139,7 +139,7 @@ def _in_place_loader(
     ``auto`` only prefers the in-place swap: where it cannot run (another vLLM, the plugin not installed) auto
     falls back to unloading resident engines, with a warning. ``reconfigure`` refuses to start instead.
     """
-    from server.engine.in_place import InPlaceSwap, PluginMissing
+    from server.engine.runtime import InPlaceSwap, PluginMissing
     from server.profiles.vllm_version import UnsupportedVllmError
 
     vllm_loader = VllmEngineLoader(worker_extension=WORKER_EXTENSION, watches=watches, load_timeout_s=load_timeout_s)

@@ -1,7 +1,7 @@
 """The real in-place swap's own checks, without an engine: which pairs it refuses, and a loaded-model mismatch.
 
 The fake swap (``tests/fakes/in_place.py``) raises a mismatch by itself; these test the code that production
-runs (``server/engine/in_place/swap.py``). Each was shown to fail with its check broken on purpose.
+runs (``server/engine/runtime/in_place_swap.py``). Each was shown to fail with its check broken on purpose.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from server.engine.in_place.swap import (
+from server.engine.runtime.in_place_swap import (
     LoadedModelMismatch,
     TargetConfig,
     _expect,

@@ -15,5 +15,5 @@ def test_the_plugin_does_not_import_the_engine_layer_or_the_profiles_loader() ->
 
 def test_the_check_sees_an_engine_import() -> None:
     # The test must be able to fail: importing the in-place swap's Turnout side loads the engine layer.
-    code = "import sys, server.engine.in_place.swap; print('server.engine' in sys.modules)"
+    code = "import sys, server.engine.runtime.in_place_swap; print('server.engine' in sys.modules)"
     assert fresh_python(code) == "True"

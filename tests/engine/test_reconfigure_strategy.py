@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from server.engine import SlotState, SwitchFailed
-from server.engine.in_place.swap import PluginMissing, check_plugin
+from server.engine.runtime.in_place_swap import PluginMissing, check_plugin
 from server.engine.strategies import StrategyUnavailable, resolve_strategy_name, select_strategy
 from server.engine.strategies.reconfigure import ReconfigureStrategy
 from server.profiles.schema import Switching
@@ -248,7 +248,7 @@ async def test_on_a_vllm_before_the_plugins_range_auto_falls_back_and_reconfigur
 async def test_target_configs_build_in_the_background_and_the_switch_reuses_them() -> None:
     import asyncio
 
-    from server.engine.in_place.swap import InPlaceSwap
+    from server.engine.runtime.in_place_swap import InPlaceSwap
     from server.profiles.schema import ModelProfile
 
     built: list[str] = []
@@ -265,7 +265,7 @@ async def test_target_configs_build_in_the_background_and_the_switch_reuses_them
     swap = InPlaceSwap(build_config, renderer)
     models = [("bad", ModelProfile(model="/m/bad")), ("b", ModelProfile(model="/m/b"))]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("server.engine.in_place.swap._pickle_target", _plain_target)
+        patch.setattr("server.engine.runtime.in_place_swap._pickle_target", _plain_target)
         swap.prepare(models)
         swap.prepare(models)  # a second call while the first runs starts nothing new
         await asyncio.wait_for(swap._preparing, 30)  # type: ignore[arg-type]
@@ -277,7 +277,7 @@ async def test_target_configs_build_in_the_background_and_the_switch_reuses_them
 def _plain_target(profile: Any, config: Any) -> Any:
     import cloudpickle
 
-    from server.engine.in_place.swap import TargetConfig
+    from server.engine.runtime.in_place_swap import TargetConfig
 
     return TargetConfig(
         profile=profile, payload=cloudpickle.dumps(config), model=config["model"], served_model_name="b"

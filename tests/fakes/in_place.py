@@ -1,4 +1,4 @@
-"""A fake of the in-place swap (``server/engine/in_place/swap.py``: ``InPlaceSwap``), following its
+"""A fake of the in-place swap (``server/engine/runtime/in_place_swap.py``: ``InPlaceSwap``), following its
 contract: ``unload`` releases the engine's model, ``load`` loads another into the same engine and checks the
 model the engine core then reports (raising ``LoadedModelMismatch`` on a mismatch), ``incompatibility`` says why
 a model cannot be loaded in place. The fake engine's ``name`` is the model it holds, so what it generates tells
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.engine.in_place.swap import LoadedModelMismatch, LoadOutcome, profile_incompatibility
+from server.engine.runtime.in_place_swap import LoadedModelMismatch, LoadOutcome, profile_incompatibility
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import KeptKV, LoadedModel, LoadResult, UnloadResult
 from tests.fakes.engines import FakeEngine, InjectedFailure

@@ -1,10 +1,11 @@
-"""The runtime room: vLLM's engines, their configs, flags and processes. The engine layer imports vLLM only here
-(and in ``in_place``).
+"""The runtime room: vLLM's engines, their configs, flags and processes. The engine layer imports vLLM only here.
 
 ``vllm_loader.py`` builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles;
 ``vllm_configs.py`` every model's engine config, built before any engine starts; ``vllm_flags.py`` vLLM's engine flags
 on ``turnout serve``'s command line; ``model_tasks.py`` what each model can serve; ``start_phases.py`` every second
-of an engine start; ``stash_config.py`` and ``stash_serialization.py`` what vLLM-Gaudi's stash host needs.
+of an engine start; ``stash_config.py`` and ``stash_serialization.py`` what vLLM-Gaudi's stash host needs;
+``in_place_swap.py`` drives an in-place model swap through the engine core's utilities (which run inside vLLM's
+processes: ``server/vllm_plugin``) and ``frontend_state.py`` refreshes ``AsyncLLM``'s own model state after one.
 
 On CPU an engine core is forked from a warm launcher (a process of Turnout's that imported vLLM and torch once),
 not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING
 from server.engine.faces import lazy_face
 
 if TYPE_CHECKING:
+    from server.engine.runtime.frontend_state import RendererFactory
+    from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
     from server.engine.runtime.launcher import (
         LAUNCHER_ENV,
         EngineLauncher,
@@ -49,9 +52,13 @@ __all__ = [
     "EngineConfigInvalid",
     "EngineFlagsInvalid",
     "EngineLauncher",
+    "InPlaceSwap",
     "LaunchedProcess",
     "LauncherUnavailable",
+    "LoadOutcome",
     "ModelTasks",
+    "PluginMissing",
+    "RendererFactory",
     "TaskReader",
     "VllmEngineLoader",
     "build_engine_configs",

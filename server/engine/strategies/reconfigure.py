@@ -23,8 +23,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
-from server.engine.in_place import LoadOutcome
 from server.engine.report import ActivationMetrics, with_kept
+from server.engine.runtime import LoadOutcome
 from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
 from server.engine.switching import SlotState
@@ -37,7 +37,7 @@ logger = logging.getLogger("turnout.engine")
 
 
 class InPlaceSwapper(Protocol):
-    """Swaps models inside one running engine (``server/engine/in_place/swap.py``: ``InPlaceSwap``)."""
+    """Swaps models inside one running engine (``server/engine/runtime/in_place_swap.py``: ``InPlaceSwap``)."""
 
     async def incompatibility(self, engine: Any, held: ModelProfile, name: str, profile: ModelProfile) -> str | None:
         """Why ``engine``, which runs ``held``, cannot take ``name`` in place, or None."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.engine.in_place.frontend_state import RendererFactory, refresh_async_llm
+from server.engine.runtime.frontend_state import RendererFactory, refresh_async_llm
 from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
 from server.profiles.vllm_version import IN_PLACE_ADAPTER, check_vllm_version
