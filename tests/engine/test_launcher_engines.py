@@ -19,16 +19,11 @@ from server.engine.runtime import LAUNCHER_ENV, LaunchedProcess, engine_launcher
 from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.engine.supervision.watch import engine_processes
 from server.profiles.schema import ModelProfile
+from tests.engine.engine_args import TINY_ENGINE_ARGS
 
 pytestmark = pytest.mark.engine
 
-ENGINE_ARGS = {
-    "dtype": "float32",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "kv_cache_memory_bytes": 64 << 20,
-    "enforce_eager": True,
-}
+ENGINE_ARGS = TINY_ENGINE_ARGS
 PROMPTS = ("Hello there", "The quick brown fox", "1 2 3 4", "def main():")
 
 

@@ -22,20 +22,14 @@ from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, Swit
 from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.profiles.schema import ModelProfile
+from tests.engine.engine_args import TINY_ENGINE_ARGS
 from tests.fakes.engines import FakeBundle
 from tests.fakes.manager_views import admitted, state_of
 
 pytestmark = pytest.mark.engine
 
 # float32: the tiny models' own dtype, which needs no bf16 kernels (bf16 workers died on this CPU: one of SIGILL).
-ENGINE_ARGS = {
-    "dtype": "float32",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "kv_cache_memory_bytes": 64 << 20,
-    "enforce_eager": True,
-    "disable_log_stats": True,
-}
+ENGINE_ARGS = {**TINY_ENGINE_ARGS, "disable_log_stats": True}
 #: The phases every spawned CPU start reports (``warmup`` and ``compile`` only when vLLM warms up or compiles).
 ENGINE_START_PHASES = (
     "config",

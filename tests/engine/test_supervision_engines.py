@@ -32,6 +32,7 @@ from server.engine.strategies import KeepStrategy
 from server.engine.supervision.progress import outputs_taken
 from server.engine.supervision.watch import EngineWatches, Supervision, engine_pids
 from server.profiles.schema import ModelProfile
+from tests.engine.engine_args import TINY_ENGINE_ARGS
 from tests.engine.test_real_engines import _engine_bundle
 from tests.fakes.engines import FakeBundle
 from tests.fakes.manager_views import admitted, served_engine, state_of
@@ -41,13 +42,7 @@ pytestmark = pytest.mark.engine
 
 # float32: the tiny models' own dtype, which needs no bf16 kernels (a bf16 worker crashed on this CPU); stats on,
 # so that the metrics test sees every engine's vllm:* series.
-ENGINE_ARGS = {
-    "dtype": "float32",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "kv_cache_memory_bytes": 64 << 20,
-    "enforce_eager": True,
-}
+ENGINE_ARGS = TINY_ENGINE_ARGS
 SUPERVISION = Supervision(health_interval_s=1.0, health_timeout_s=2.0)
 LOAD_TIMEOUT_S = 20.0
 
