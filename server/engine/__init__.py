@@ -49,6 +49,7 @@ from server.engine.report import (
     SwitchAttempt,
     SwitchReport,
 )
+from server.engine.residency_policy import ResidencyOutlook, residency_outlook
 from server.engine.states import PARKED, Slot, SlotState
 from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
 from server.engine.vllm_configs import EngineConfigInvalid
@@ -85,6 +86,7 @@ __all__ = [
     "ReloadFailed",
     "ReloadRefused",
     "RequestAbortedBySwitch",
+    "ResidencyOutlook",
     "ResidencyRefused",
     "ResidencyReport",
     "RestartPlan",
@@ -103,5 +105,6 @@ __all__ = [
     "nvml_memory",
     "parse_engine_flags",
     "prepare_profile",
+    "residency_outlook",
     "resolve_strategy_name",
 ]
