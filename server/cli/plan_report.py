@@ -15,20 +15,20 @@ import msgspec
 from server.engine import (
     MemoryPlan,
     MemoryReading,
+    ResidencyOutlook,
     capabilities_of,
     hlml_memory,
     nvml_memory,
+    residency_outlook,
     resolve_strategy_name,
 )
 from server.profiles import (
     Footprint,
     FootprintUnknown,
     Profile,
-    ResidencyOutlook,
     budget_bytes,
     describe_size,
     model_footprint,
-    residency_outlook,
 )
 
 __all__ = ["ModelFootprint", "PlanReport", "build_plan_report", "read_memory", "render_plan"]

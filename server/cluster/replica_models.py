@@ -9,12 +9,13 @@ least recently used first: a model joins when Ray's loader ran, moves to the end
 and leaves when Ray evicted it.
 
 The capacity is the manager's :attr:`~server.engine.EngineManager.models_held_at_once`: under ``keep`` with a
-memory budget, the most models whose footprints fit in it together (``max_active`` caps it). A given set of that
-many may still not fit (a 4-unit model with two 1-unit ones in 5 units): the manager evicts the least recently used
-idle residents by bytes to fit the model it brings in, and a model Ray still holds may lose its engine so (or to
-the idle timer). Its requests still come here, and the next one brings it back: the activation switches to it in
-manual mode, the scheduler in auto mode, evicting by bytes again if need be; Ray's later eviction of it frees
-nothing. The report names such models (``held_unloaded``, with the manager's reason).
+memory budget, the most models whose footprints fit in it together (``max_active`` caps it), as the engine's
+residency policy counts them. A given set of that many may still not fit (a 4-unit model with two 1-unit ones in 5
+units): the manager evicts idle residents by bytes, in the policy's order, to fit the model it brings in, and a
+model Ray still holds may lose its engine so (or to the idle timer). Its requests still come here, and the next one
+brings it back: the activation switches to it in manual mode, the scheduler in auto mode, evicting by bytes again if
+need be; Ray's later eviction of it frees nothing. The report names such models (``held_unloaded``, with the
+manager's reason). ``held`` is Ray's order, not the policy's: Ray alone decides which entry its LRU drops.
 """
 
 from __future__ import annotations

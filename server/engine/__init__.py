@@ -52,7 +52,13 @@ from server.engine.report import (
     SwitchAttempt,
     SwitchReport,
 )
-from server.engine.residency import MemoryBudgetExceeded, MemoryPlan, MemoryReading
+from server.engine.residency import (
+    MemoryBudgetExceeded,
+    MemoryPlan,
+    MemoryReading,
+    ResidencyOutlook,
+    residency_outlook,
+)
 from server.engine.runtime import EngineConfigInvalid, EngineFlagsInvalid, parse_engine_flags
 from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
 from server.engine.switching import PARKED, Lease, Published, Slot, SlotState
@@ -88,6 +94,7 @@ __all__ = [
     "ReloadFailed",
     "ReloadRefused",
     "RequestAbortedBySwitch",
+    "ResidencyOutlook",
     "ResidencyRefused",
     "ResidencyReport",
     "RestartPlan",
@@ -106,5 +113,6 @@ __all__ = [
     "nvml_memory",
     "parse_engine_flags",
     "prepare_profile",
+    "residency_outlook",
     "resolve_strategy_name",
 ]

@@ -39,7 +39,13 @@ def lazy_face(package: str, face_file: str) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(where[name]), name)
+        module = where[name]
+        # A module of the room the face hands out itself (``from server.engine.residency import policy``).
+        value = (
+            importlib.import_module(f"{package}.{name}")
+            if module == package
+            else getattr(importlib.import_module(module), name)
+        )
         setattr(sys.modules[package], name, value)  # the next lookup finds it without this function
         return value
 

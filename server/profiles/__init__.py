@@ -26,13 +26,7 @@ from server.profiles.log_format import (
     logging_config,
     write_vllm_logging_config,
 )
-from server.profiles.memory_budget import (
-    ResidencyOutlook,
-    budget_bytes,
-    describe_size,
-    most_resident,
-    residency_outlook,
-)
+from server.profiles.memory_budget import budget_bytes, describe_size
 from server.profiles.registry import ParserRegistry
 from server.profiles.schema import (
     DEFAULT_ADMIN_TOKEN_ENV,
@@ -75,7 +69,6 @@ __all__ = [
     "ProfileChanges",
     "ProfileInvalid",
     "ProfileIssue",
-    "ResidencyOutlook",
     "ServerSection",
     "Severity",
     "StructDoc",
@@ -93,9 +86,7 @@ __all__ = [
     "load_profile",
     "logging_config",
     "model_footprint",
-    "most_resident",
     "profile_json_schema",
-    "residency_outlook",
     "source_flag_names",
     "source_parser_registry",
     "validate_profile",

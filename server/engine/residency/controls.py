@@ -8,7 +8,8 @@ to unload the active model without ``force``).
 The idle timer is one asyncio task that sleeps until the next deadline or the next change of the device. A
 model's last use is when a request for it was last admitted or ended (the scheduler's ``last_busy_at``) or when
 it was parked or loaded, whichever is later; health, status and metrics never go through admission, so they
-never count. Pinned models have no deadline, and in manual mode neither has the active model.
+never count. The residency policy says when each is due (``residency/policy.py``): pinned models have no
+deadline, and in manual mode neither has the active model.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from server.engine.errors import (
 )
 from server.engine.observer import ManagerObserver
 from server.engine.report import ResidencyReport
+from server.engine.residency import policy as residency_policy
+from server.engine.residency.policy import Resident
 from server.engine.switching import UNLOADABLE, Device, SlotState
 from server.profiles.schema import Switching
 
@@ -173,8 +176,7 @@ class Residency(Generic[B]):
         while not device.closed:
             now = time.monotonic()
             for name in list(device.models):
-                deadline = self._deadline(name)
-                if deadline is not None and deadline <= now and device.free:
+                if self._due(name, now) and device.free:
                     await self._idle_unload(name)
             deadlines = [d for name in device.models if (d := self._deadline(name)) is not None]
             wait = min([max(0.05, d - time.monotonic()) for d in deadlines], default=_IDLE_CHECK_S)
@@ -185,8 +187,7 @@ class Residency(Generic[B]):
         logger.info("%s served nothing for %s s: unloading it", name, f"{ttl:g}" if ttl is not None else "?")
         try:
             async with self._device.held("load or unload", ResidencyRefused):
-                deadline = self._deadline(name)  # a request may have come while the hold began
-                if deadline is None or deadline > time.monotonic():
+                if not self._due(name, time.monotonic()):  # a request may have come while the hold began
                     return
                 changed = await self._unload_held(name, force=True, drain_timeout=self._switching.drain_timeout)
         except EngineError as exc:
@@ -198,30 +199,46 @@ class Residency(Generic[B]):
 
     def _ttl(self, name: str) -> float | None:
         profile = self._device.models[name]
-        if profile.pinned:
-            return None
-        return profile.idle_unload_s if profile.idle_unload_s is not None else self._switching.idle_unload_s
+        return residency_policy.idle_limit(profile.idle_unload_s, self._switching.idle_unload_s, pinned=profile.pinned)
 
-    def _deadline(self, name: str) -> float | None:
-        """When the idle timer unloads ``name`` (monotonic), or None."""
+    def _idle_resident(self, name: str) -> Resident | None:
+        """``name`` as the residency policy sees it for the idle timer, or None when its slot holds nothing the
+        timer counts (stopped, failed, loading, draining, stashed)."""
         device, scheduler = self._device, self._admission.scheduler
         slot = device.slots.get(name)
-        ttl = self._ttl(name) if slot is not None else None
-        if slot is None or ttl is None:
+        if slot is None:
             return None
         if slot.state in UNLOADABLE:
-            since = slot.last_active
-        elif (
-            slot.state is SlotState.ACTIVE
-            and self._policy.auto
-            and device.switch is None
-            and device.in_flight(name) == 0
-            and scheduler.queue_depth(name) == 0
-        ):
+            since, busy = slot.last_active, False
+        elif slot.state is SlotState.ACTIVE:
             since = scheduler.active_since
+            busy = device.switch is not None or device.in_flight(name) > 0 or scheduler.queue_depth(name) > 0
         else:
             return None
-        return max(since + ttl, scheduler.last_busy_at(name) + ttl, self._retry_at.get(name, 0.0))
+        return Resident(
+            name=name,
+            last_used=max(since, scheduler.last_busy_at(name)),
+            pinned=slot.profile.pinned,
+            busy=busy,
+            active=slot.state is SlotState.ACTIVE,
+            idle_unload_s=self._ttl(name),
+        )
+
+    def _deadline(self, name: str) -> float | None:
+        """When the idle timer unloads ``name`` (monotonic), or None (the residency policy's idle deadline)."""
+        resident = self._idle_resident(name)
+        if resident is None:
+            return None
+        return residency_policy.idle_deadline(
+            resident, unload_active=self._policy.auto, not_before=self._retry_at.get(name, 0.0)
+        )
+
+    def _due(self, name: str, now: float) -> bool:
+        """Whether the idle timer unloads ``name`` at ``now``."""
+        resident = self._idle_resident(name)
+        return resident is not None and residency_policy.idle_due(
+            resident, now, unload_active=self._policy.auto, not_before=self._retry_at.get(name, 0.0)
+        )
 
     # -- helpers --------------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ nor ``gpu_memory_utilization``, Turnout decides the size itself:
 * Every model costs a fixed part (the engine processes, its weights) plus its KV cache.
 * Under ``keep`` a memory budget (``switching.memory_budget``, default: the pool) drives residency: each model's
   KV cache is sized once, for the model alone, ``min(need, budget - its fixed part)``; which models are resident
-  together is decided at run time by their footprints (``room_plan.py``), not by the plan.
+  together is decided at run time by their footprints (``residency/policy.py``), not by the plan.
 * Under the other strategies one model is resident (``resident_together``), so budgeted models share the pool by
   water-filling: each gets ``min(need, level)`` for the highest level at which the worst group still fits.
 * ``need`` is what ``max_model_len`` x ``max_num_seqs`` tokens take: more would never be used. A model that

@@ -92,7 +92,8 @@ class Room(Protocol):
         """Every configured model, in profile order (the device's one model list, as it is now)."""
 
     def residents(self) -> Sequence[Slot]:
-        """Parked slots other than the target that hold an engine, least recently active first."""
+        """The parked slots other than the target that may go, in the residency policy's order (least recently used
+        first, never a pinned one: ``residency/policy.py``)."""
 
     def engines_held(self) -> int:
         """Engines held by slots other than the target."""

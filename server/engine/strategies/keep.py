@@ -1,10 +1,10 @@
 """``keep``: the model being left stays resident, so switching back only swaps the pointer.
 
 Residency is bounded: by ``max_resident`` engines and, when a ``memory_allows`` check is given (the ``auto``
-policy), by memory. Before a new engine loads, the device evicts the least recently active residents, as this
-strategy asks, until both bounds hold. With an in-place swap (``auto`` on CPU and CUDA) a full house does not
-evict and start anew: the least recently active resident engine takes the target in place (``reconfigure``),
-when the pair allows it.
+policy), by memory, and by the memory budget's bytes. Before a new engine loads, the device evicts residents in
+the residency policy's order (``residency/policy.py``: least recently used first, never pinned or busy ones) until
+every bound holds. With an in-place swap (``auto`` on CPU and CUDA) a full house does not evict and start anew:
+the first resident engine in that order that can take the target takes it in place (``reconfigure``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from server.engine.errors import ResidencyRefused
 from server.engine.report import ActivationMetrics
 from server.engine.residency import RoomBudget
+from server.engine.residency import policy as residency_policy
 from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
 from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.reconfigure import InPlaceSwapper, in_place_metrics
@@ -71,11 +72,7 @@ class KeepStrategy(LoaderStrategy):
             if reused is not None:
                 return reused
         await self._evict_by_bytes(name, room)
-        for victim in room.residents():
-            if not self._full(room):
-                break
-            logger.info("keep: evicting resident %s to make room for %s", victim.name, name)
-            await room.evict(victim.name)
+        await self._evict_while_full(name, room)
         engine = await self._loader.load(name, profile)
         return BroughtUp(engine, ActivationMetrics(method="restart") if self._in_place is not None else None)
 
@@ -86,11 +83,7 @@ class KeepStrategy(LoaderStrategy):
                 f"Cannot load '{name}' next to the active model: switching.max_active is 1 under keep."
             )
         await self._evict_by_bytes(name, room)
-        for victim in room.residents():
-            if not self._full(room):
-                break
-            logger.info("keep: evicting resident %s to make room for loading %s", victim.name, name)
-            await room.evict(victim.name)
+        await self._evict_while_full(name, room, "loading ")
         if self._full(room):
             limit = f"max_active {self._max_resident}" if self._max_resident is not None else "memory"
             raise ResidencyRefused(
@@ -109,14 +102,23 @@ class KeepStrategy(LoaderStrategy):
             logger.info("keep: evicting resident %s %s", victim, decision.reason)
             await room.evict(victim, f"evicted {decision.reason}")
 
+    async def _evict_while_full(self, name: str, room: Room, doing: str = "") -> None:
+        """Evict residents in the residency policy's order (the room's) while no other engine fits (by count, or
+        by the memory check, read again after each eviction)."""
+        for victim in room.residents():
+            if not self._full(room):
+                break
+            logger.info("keep: evicting resident %s to make room for %s%s", victim.name, doing, name)
+            await room.evict(victim.name)
+
     def _full(self, room: Room) -> bool:
-        over_count = self._max_resident is not None and room.engines_held() + 1 > self._max_resident
+        over_count = not residency_policy.one_more_fits(room.engines_held(), max_active=self._max_resident)
         return over_count or (self._memory_allows is not None and not self._memory_allows())
 
     async def _reconfigure_a_resident(
         self, name: str, profile: ModelProfile, room: Room, in_place: InPlaceSwapper
     ) -> BroughtUp | None:
-        """Load ``name`` into the least recently active resident engine that can take it in place."""
+        """Load ``name`` into the first resident engine, in the residency policy's order, that can take it in place."""
         for victim in room.residents():
             reason = await in_place.incompatibility(victim.engine, victim.profile, name, profile)
             if reason is not None:

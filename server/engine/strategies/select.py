@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from server.engine.residency import MemoryPlan, RoomBudget
+from server.engine.residency import policy as residency_policy
 from server.engine.strategies.base import EngineLoader, SwitchStrategy
 from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.keep import KeepStrategy
@@ -21,7 +22,6 @@ from server.engine.strategies.sleep import SleepStrategy
 from server.engine.strategies.stash import StashHostFactory, StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.engine.supervision import EngineWatches
-from server.profiles import most_resident
 from server.profiles.schema import Switching
 
 __all__ = [
@@ -51,8 +51,8 @@ def capabilities_of(strategy: str) -> Capabilities:
 def models_held_at_once(strategy: str, max_active: int | None, configured: int, plan: MemoryPlan | None = None) -> int:
     """How many models one device holds at once under a (resolved) ``strategy``: 1 where a switch unloads the
     model left (``stop``, ``reconfigure``); under ``keep`` with a memory budget (``plan``), the most models whose
-    footprints fit in it together, at most ``max_active``; else ``max_active`` where it applies (``keep``), or
-    every configured model.
+    footprints fit in it together, at most ``max_active`` (the residency policy's ``most_resident``); else
+    ``max_active`` where it applies (``keep``), or every configured model.
 
     The gateway's ``max_lora`` and Ray Serve's ``max_num_models_per_replica`` are this number
     (:meth:`EngineManager.models_held_at_once`).
@@ -61,7 +61,7 @@ def models_held_at_once(strategy: str, max_active: int | None, configured: int, 
     if not capabilities.holds_left_model:
         return 1
     if capabilities.budgets_bytes and plan is not None and plan.budget_bytes is not None:
-        return max(1, len(most_resident(plan.footprints(), plan.budget_bytes, max_active=max_active)))
+        return max(1, len(residency_policy.most_resident(plan.footprints(), plan.budget_bytes, max_active=max_active)))
     if capabilities.serves_several and max_active is not None:
         return max(1, min(max_active, configured))
     return max(1, configured)

@@ -41,7 +41,7 @@ from server.engine.errors import (
     ResidencyRefused,
 )
 from server.engine.report import ActivationMetrics, EngineStart, SwitchReport
-from server.engine.residency import MemoryPlan
+from server.engine.residency import MemoryPlan, in_eviction_order
 from server.engine.runtime import ENGINE_STARTS
 from server.engine.strategies import EngineLost, ResidentLoader, SwitchStrategy
 from server.engine.switching.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
@@ -622,16 +622,8 @@ class _Room(Generic[B]):
         return self._device.models
 
     def residents(self) -> Sequence[Slot]:
-        """The eviction choice: the residents a strategy may evict, least recently used first."""
-        slots = [
-            slot
-            for slot in self._device
-            if slot.name != self._target
-            and slot.state is SlotState.RESIDENT
-            and slot.engine is not None
-            and not slot.profile.pinned  # a pinned model is never evicted nor has its engine taken
-        ]
-        return sorted(slots, key=lambda slot: slot.last_active)
+        """The eviction choice: the residents a strategy may evict, in the residency policy's order."""
+        return in_eviction_order(self.holders())
 
     def engines_held(self) -> int:
         return len(self.holders())

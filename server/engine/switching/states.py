@@ -95,7 +95,8 @@ class Slot:
 
     @property
     def last_active(self) -> float:
-        """Monotonic time the slot last stopped being active (for least-recently-used eviction)."""
+        """Monotonic time the slot last stopped being active, or was loaded: its last use, as the residency policy
+        reads it (``residency/policy.py``: eviction order and idle deadlines)."""
         return self._last_active
 
     @property
