@@ -278,7 +278,8 @@ def _unset_key_exits(profile: Profile) -> Iterator[None]:
 
 
 def run_server(profile: Profile, options: ServeOptions) -> None:
-    """Build the manager and app for ``profile`` and serve until interrupted."""
+    """Assemble the serving stack of ``profile`` (``server.api.assemble_stack``, as each Ray node does), build the
+    app over it and serve until interrupted."""
     import msgspec
     import uvicorn
 
