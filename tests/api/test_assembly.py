@@ -4,6 +4,7 @@ every model's bundle, and a model's own profile keys win over them."""
 from __future__ import annotations
 
 import os
+import pickle
 
 import pytest
 
@@ -63,3 +64,8 @@ async def test_the_options_reach_the_manager_and_every_bundle(monkeypatch: pytes
 
 def test_no_options_are_the_frontend_defaults() -> None:
     assert StackOptions().frontend_settings() == FrontendSettings()
+
+
+def test_the_options_travel_to_a_ray_replica_as_they_are() -> None:
+    # Ray pickles a deployment's options to its replicas (`server.cluster.node_options`).
+    assert pickle.loads(pickle.dumps(OPTIONS)) == OPTIONS
