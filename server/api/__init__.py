@@ -3,12 +3,21 @@
 It sits above ``engine`` and ``frontend`` and below ``cluster`` and ``cli`` (see ``server/__init__.py``).
 
 This face is all other packages import (``tests/test_layers.py``): the app (:func:`create_app`) and its settings,
-and the edge pieces the CLI and the Ray ingress build the same way ``turnout serve`` does (the keys and their
-scopes, model names, guards, error shapes, the reloader and the profile watch). The modules behind it are the
-API's own to move.
+the one assembly of the serving stack that ``turnout serve`` and a Ray node both call (:func:`assemble_stack`), and
+the edge pieces the CLI and the Ray ingress build the same way ``turnout serve`` does (the keys and their scopes,
+model names, guards, error shapes, the reloader and the profile watch). The modules behind it are the API's own to
+move.
 """
 
 from server.api.app import create_app
+from server.api.assembly import (
+    ServingStack,
+    StackOptions,
+    assemble_stack,
+    edge_settings,
+    prepare_stack,
+    without_preloads,
+)
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
 from server.api.edge import EDGE_CHECKED_ELSEWHERE, EdgeChecks, EdgePolicy
 from server.api.errors import (
@@ -57,15 +66,20 @@ __all__ = [
     "RouteUnsupported",
     "ServingBundle",
     "ServingFlags",
+    "ServingStack",
+    "StackOptions",
     "allowed_model",
     "api_settings",
+    "assemble_stack",
     "check_request_bounds",
     "check_serves_form",
     "create_app",
+    "edge_settings",
     "engine_error_body",
     "error_response",
     "is_admin",
     "model_card",
+    "prepare_stack",
     "read_keys",
     "resolve_model_name",
     "retry_after_header",
@@ -74,4 +88,5 @@ __all__ = [
     "visible",
     "watch_profile",
     "withhold_secrets",
+    "without_preloads",
 ]

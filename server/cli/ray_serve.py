@@ -19,7 +19,14 @@ import click
 
 from server.cli._output import err_console, out_console
 from server.cli.ray_auth import local_ray_auth, private_token_file
-from server.cli.serve import load_serving_profile, refuse_invalid_profile, settings_or_exit
+from server.cli.serve import (
+    ServeOptions,
+    engine_defaults,
+    load_serving_profile,
+    refuse_invalid_profile,
+    settings_or_exit,
+)
+from server.cli.stack_flags import ADMISSION_TIMEOUT_OPTION, NO_PRELOAD_OPTION, frontend_default_options
 from server.cluster import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
 
 __all__ = ["ray_serve"]
@@ -42,6 +49,9 @@ __all__ = ["ray_serve"]
     help="Concurrent requests per replica; past it a model's requests spill to another replica.",
 )
 @click.option("--dev", is_flag=True, help="Open the admin routes without a token (trusted networks only).")
+@ADMISSION_TIMEOUT_OPTION
+@frontend_default_options
+@NO_PRELOAD_OPTION
 def ray_serve(
     profile: Path,
     replicas: int,
@@ -51,10 +61,31 @@ def ray_serve(
     num_gpus: float,
     max_ongoing_requests: int,
     dev: bool,
+    admission_timeout: float | None,
+    enable_auto_tool_choice: bool,
+    tool_call_parser: str | None,
+    chat_template: str | None,
+    reasoning_parser: str | None,
+    no_preload: bool,
 ) -> None:
     """Serve PROFILE on Ray Serve: REPLICAS node replicas, each running Turnout's engine manager, behind one
-    OpenAI ingress that routes each request to a replica holding its model. Ctrl-C stops everything."""
-    refuse_invalid_profile(str(profile))  # before Ray and vLLM are imported (seconds)
+    OpenAI ingress that routes each request to a replica holding its model. Ctrl-C stops everything.
+
+    The frontend defaults, --admission-timeout and --no-preload reach every replica as under `turnout serve`.
+    """
+    options = ServeOptions(
+        host=host,
+        dev=dev,
+        admission_timeout=admission_timeout,
+        enable_auto_tool_choice=enable_auto_tool_choice,
+        tool_call_parser=tool_call_parser,
+        chat_template=_replica_path(chat_template),
+        reasoning_parser=reasoning_parser,
+        no_preload=no_preload,
+        engine_defaults=engine_defaults({}, reasoning_parser),
+    )
+    # Before Ray and vLLM are imported (seconds).
+    refuse_invalid_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     try:
         import ray
         from ray import serve
@@ -64,7 +95,7 @@ def ray_serve(
     from server.api import ServingFlags
     from server.cluster import build_application
 
-    loaded = load_serving_profile(str(profile))
+    loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     path = str(profile.resolve())
     local = address == "local"
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
@@ -80,7 +111,7 @@ def ray_serve(
         serve.start(http_options={"host": host, "port": port})
         application = build_application(
             replicas=replicas,
-            options=node_options(path, dev=dev, host=host),
+            options=node_options(path, dev=dev, host=host, stack=options.stack),
             num_gpus=num_gpus,
             resources={ACCELERATOR: 1},
             max_ongoing_requests=max_ongoing_requests,
@@ -94,6 +125,14 @@ def ray_serve(
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         if local:
             ray.shutdown()
+
+
+def _replica_path(chat_template: str | None) -> str | None:
+    """``--chat-template`` as a replica reads it: a file named relative to here becomes absolute (a replica runs
+    in another folder); a bundled template's name or an inline template is left as given."""
+    if chat_template is None or not Path(chat_template).is_file():
+        return chat_template
+    return str(Path(chat_template).resolve())
 
 
 def _token_auth(ray_version: str) -> None:

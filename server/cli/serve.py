@@ -24,6 +24,7 @@ from server.cli.frontend_flags import FrontendFlagError, FrontendFlags, split_fr
 from server.cli.key_options import cli_api_key
 from server.cli.listener import bind_listener
 from server.cli.logging_setup import LOG_FORMAT_OPTION, LoggingSetup, set_up_logging
+from server.cli.stack_flags import ADMISSION_TIMEOUT_OPTION, NO_PRELOAD_OPTION, frontend_default_options
 from server.cli.tls_refresh import certificate_refresher
 from server.profiles import (
     CONFIG_ENV,
@@ -37,7 +38,7 @@ from server.profiles import (
 if TYPE_CHECKING:
     import socket
 
-    from server.api import ApiSettings, ServingFlags
+    from server.api import ApiSettings, ServingFlags, StackOptions
     from server.cli.connection_limits import ConnectionLimits
     from server.engine import MemoryPlan
 
@@ -81,6 +82,28 @@ class ServeOptions:
     api_key_env: str | None = None
     log_format: str = "text"
     logging_setup: LoggingSetup | None = None  # None: as set up by the caller (tests), text
+
+    @property
+    def stack(self) -> StackOptions:
+        """The options that shape the serving stack, as ``assemble_stack`` takes them (a Ray node gets the same)."""
+        from server.api import StackOptions
+
+        server = self.frontend.server
+        frontend_defaults = {
+            "enable_auto_tool_choice": self.enable_auto_tool_choice,
+            "tool_call_parser": self.tool_call_parser,
+            "chat_template": self.chat_template,
+            "reasoning_parser": self.reasoning_parser,
+            **self.frontend.model_defaults,
+        }
+        return StackOptions(
+            engine_defaults=self.engine_defaults,
+            frontend_defaults=frontend_defaults,
+            fingerprint_mode=server.get("fingerprint_mode", "full"),
+            fingerprint_value=server.get("fingerprint_value"),
+            admission_timeout=self.admission_timeout,
+            no_preload=self.no_preload,
+        )
 
 
 class _Validation(Protocol):
@@ -170,14 +193,6 @@ def _loading_status(model: str) -> Iterator[None]:
     err_console.print(f"[green]✓[/] {model} is active")
 
 
-def _without_preloads(profile: Profile) -> Profile:
-    """``profile`` with every model's ``preload`` off (``--no-preload``)."""
-    import msgspec
-
-    models = {name: msgspec.structs.replace(model, preload=False) for name, model in profile.models.items()}
-    return msgspec.structs.replace(profile, models=models)
-
-
 def engine_defaults(
     flags: Mapping[str, Any], reasoning_parser: str | None, frontend: FrontendFlags | None = None
 ) -> dict[str, Any]:
@@ -202,14 +217,14 @@ def engine_defaults(
     return defaults
 
 
-def _prepare(
-    profile: Profile, engine_defaults: Mapping[str, Any], as_log: bool = False
-) -> tuple[Profile, MemoryPlan | None]:
-    """Build every model's vLLM engine config and the KV-cache budget; exit 1 naming what is wrong."""
-    from server.engine import EngineConfigInvalid, MemoryBudgetExceeded, StrategyUnavailable, prepare_profile
+@contextmanager
+def _refused_stack(profile: Profile) -> Iterator[None]:
+    """Exit 1 naming what is wrong when the profile's stack cannot be assembled (``assemble_stack``)."""
+    from server.engine import EngineConfigInvalid, MemoryBudgetExceeded, StrategyUnavailable
 
     try:
-        prepared, plan = prepare_profile(profile, engine_defaults=engine_defaults)
+        with _unset_key_exits(profile):
+            yield
     except EngineConfigInvalid as invalid:
         for problem in invalid.problems:
             click.echo(f"{profile.path}: error: {problem}", err=True)  # one greppable line each
@@ -223,18 +238,21 @@ def _prepare(
     except StrategyUnavailable as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
+
+
+def _report_plan(prepared: Profile, plan: MemoryPlan | None, as_log: bool) -> None:
+    """Print the KV-cache plan (one log record with ``--log-format json``), or log that there is none."""
     if plan is None:
         logger.info("KV caches are not budgeted on this device; vLLM's own defaults apply")
-    else:
-        from server.cli.plan_report import build_plan_report, render_plan
+        return
+    from server.cli.plan_report import build_plan_report, render_plan
 
-        report = build_plan_report(prepared, platform=plan.memory.device, memory=plan.memory, env=os.environ)
-        lines = render_plan(report, plan)  # one block: the KV-cache plan's figures are in it
-        if as_log:  # --log-format json: one record (one JSON line) holds the block
-            logger.info("%s", "\n".join(lines))
-        else:
-            click.echo("\n".join(lines))
-    return prepared, plan
+    report = build_plan_report(prepared, platform=plan.memory.device, memory=plan.memory, env=os.environ)
+    lines = render_plan(report, plan)  # one block: the KV-cache plan's figures are in it
+    if as_log:  # --log-format json: one record (one JSON line) holds the block
+        logger.info("%s", "\n".join(lines))
+    else:
+        click.echo("\n".join(lines))
 
 
 def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
@@ -260,42 +278,18 @@ def _unset_key_exits(profile: Profile) -> Iterator[None]:
 
 
 def run_server(profile: Profile, options: ServeOptions) -> None:
-    """Build the manager and app for ``profile`` and serve until interrupted."""
+    """Assemble the serving stack of ``profile`` (``server.api.assemble_stack``, as each Ray node does), build the
+    app over it and serve until interrupted."""
     import msgspec
     import uvicorn
 
-    from server.api import KeyRing, Reloader, ServingFlags, create_app, watch_profile, withhold_secrets
+    from server.api import KeyRing, Reloader, ServingFlags, assemble_stack, create_app, prepare_stack, watch_profile
     from server.cli.connection_limits import limited_protocol
-    from server.engine import StrategyUnavailable, build_manager, prepare_profile
-    from server.frontend import (
-        FrontendSettings,
-        build_bundle_for_profile,
-        build_renderer,
-        request_body_schemas,
-        set_fingerprint_mode,
-    )
+    from server.frontend import request_body_schemas
 
-    if options.no_preload:
-        profile = _without_preloads(profile)
     setup = options.logging_setup
     as_log = setup is not None and setup.json
-    profile, memory_plan = _prepare(profile, options.engine_defaults, as_log)
     server_flags = options.frontend.server
-    # Before any bundle is built: each serving object reads the mode once, when it is created.
-    set_fingerprint_mode(server_flags.get("fingerprint_mode", "full"), server_flags.get("fingerprint_value"))
-
-    defaults = FrontendSettings(
-        enable_auto_tool_choice=options.enable_auto_tool_choice,
-        tool_call_parser=options.tool_call_parser,
-        chat_template=options.chat_template,
-        reasoning_parser=options.reasoning_parser,
-        log_requests=bool(options.engine_defaults.get("enable_log_requests", False)),
-        **options.frontend.model_defaults,
-    )
-
-    async def build_bundle(name: str, model: Any, engine: Any) -> Any:
-        return await build_bundle_for_profile(name, model, engine, defaults)
-
     flags = ServingFlags(
         api_key=options.api_key,
         host=options.host,
@@ -305,25 +299,29 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         enable_tokenizer_info_endpoint=bool(server_flags.get("enable_tokenizer_info_endpoint")),
         enable_request_id_headers=bool(server_flags.get("enable_request_id_headers")),
     )
-    settings = settings_or_exit(profile, flags)
-    # Read: now out of os.environ, before any engine process is spawned with a copy of it (withheld_env.py).
-    withhold_secrets(profile, [options.api_key_env])
     uvicorn_options: dict[str, Any] = {"log_level": options.log_level, **options.frontend.uvicorn_options()}
     if setup is not None:  # uvicorn's lines in the same format
         uvicorn_options.setdefault("log_config", setup.uvicorn_config())
-    sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
-    try:
-        manager = build_manager(
+    sockets: list[socket.socket] | None = None
+
+    def prepared(served: Profile, plan: MemoryPlan | None) -> None:
+        nonlocal sockets
+        _report_plan(served, plan, as_log)
+        # Bound once vLLM accepted the engine arguments, before the engine launcher starts with the manager.
+        sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
+
+    stack_options = options.stack
+    with _refused_stack(profile):
+        # The secrets leave os.environ first, before any process (the launcher included) starts with a copy of it.
+        stack = assemble_stack(
             profile,
-            build_bundle,
-            build_renderer=build_renderer,
-            admission_timeout=options.admission_timeout,
-            memory_plan=memory_plan,
-            warm_launcher=True,  # after the secrets left os.environ: the launcher starts with a copy of it
+            stack_options,
+            flags,
+            extra_secrets=[options.api_key_env],
+            on_prepared=prepared,
+            warm_launcher=True,
         )
-    except StrategyUnavailable as exc:
-        err_console.print(f"{profile.path}: error: {exc}", markup=False)
-        raise SystemExit(1) from None
+    profile, memory_plan, manager, settings = stack.profile, stack.memory_plan, stack.manager, stack.settings
     admin_token_env = settings.admin_token_env
     if settings.admin_token is None and options.generate_admin_token:
         settings = dataclasses.replace(settings, admin_token=secrets.token_urlsafe(24))
@@ -339,10 +337,8 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
         # what the budget already counts. switching.* applies only at a restart, so the residency stays too.
         memory = memory_plan.memory if memory_plan is not None else None
-        running = msgspec.structs.replace(
-            _without_preloads(new) if options.no_preload else new, switching=profile.switching
-        )
-        return prepare_profile(running, engine_defaults=options.engine_defaults, memory=memory)
+        running = msgspec.structs.replace(new, switching=profile.switching)
+        return prepare_stack(running, stack_options, memory=memory)
 
     validation = serving_validation(options.tool_call_parser, options.enable_auto_tool_choice)
     # One ring for the app and the reloader: a reload that changes the keys applies them from the next request.
@@ -512,24 +508,12 @@ def _draining_server_class() -> type:
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
-@click.option(
-    "--admission-timeout",
-    type=float,
-    default=None,
-    help="Most seconds a request waits for a switch (default 600; auto mode refuses earlier, at switching.max_wait_s).",
-)
-@click.option("--enable-auto-tool-choice", is_flag=True, help="Default for models whose profile does not set it.")
-@click.option("--tool-call-parser", default=None, help="Default tool parser for models whose profile sets none.")
-@click.option("--chat-template", default=None, help="Default chat template for models whose profile sets none.")
-@click.option("--reasoning-parser", default=None, help="Default reasoning parser for models whose profile sets none.")
+@ADMISSION_TIMEOUT_OPTION
+@frontend_default_options
 @click.option(
     "--watch", is_flag=True, help="Reload when the profile (or a chat template it names) is saved, as turnout reload."
 )
-@click.option(
-    "--no-preload",
-    is_flag=True,
-    help="Load only the default model at start, whatever the profile's preload keys say (a quick look at a profile).",
-)
+@NO_PRELOAD_OPTION
 @click.option(
     "--timeout-keep-alive",
     default=None,

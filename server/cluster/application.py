@@ -12,6 +12,7 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
+from server.api import StackOptions
 from server.cluster.application_options import MAX_ONGOING_REQUESTS, node_options
 from server.cluster.ingress import TurnoutIngressDeployment
 from server.cluster.node import TurnoutNode
@@ -63,13 +64,19 @@ def build_application(
 
 def app_builder(args: Mapping[str, Any]) -> Application:
     """A Ray Serve config file's application: ``args`` are ``profile``, ``replicas``, ``num_gpus`` (per
-    replica), ``resources``, ``max_ongoing_requests``, ``dev`` and ``host`` (the HTTP proxy's bind address, which
-    ``server.allowed_hosts`` defaults by)."""
+    replica), ``resources``, ``max_ongoing_requests``, ``dev``, ``host`` (the HTTP proxy's bind address, which
+    ``server.allowed_hosts`` defaults by) and ``stack``: the fields of ``server.api.StackOptions`` (for example
+    ``{frontend_defaults: {tool_call_parser: hermes}, engine_defaults: {max_model_len: 4096}}``), the defaults
+    ``turnout serve``'s flags would give."""
     host = args.get("host")
+    stack = args.get("stack")
     return build_application(
         replicas=int(args.get("replicas", 1)),
         options=node_options(
-            str(args["profile"]), dev=bool(args.get("dev", False)), host=str(host) if host is not None else None
+            str(args["profile"]),
+            dev=bool(args.get("dev", False)),
+            host=str(host) if host is not None else None,
+            stack=StackOptions(**stack) if stack is not None else None,
         ),
         num_gpus=float(args.get("num_gpus", 0.0)),
         resources=args.get("resources"),

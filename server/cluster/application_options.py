@@ -6,7 +6,10 @@ Nothing here imports Ray, so the CLI reads its defaults when it starts.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from server.api import StackOptions
 
 __all__ = ["ACCELERATOR", "MAX_ONGOING_REQUESTS", "node_options"]
 
@@ -16,8 +19,15 @@ ACCELERATOR: Final = "turnout_accel"
 MAX_ONGOING_REQUESTS: Final = 16
 
 
-def node_options(profile: str, *, dev: bool = False, host: str | None = None) -> dict[str, Any]:
+def node_options(
+    profile: str, *, dev: bool = False, host: str | None = None, stack: StackOptions | None = None
+) -> dict[str, Any]:
     """The options the production builders read (``server.cluster.build``, ``server.cluster.edge``): the
-    profile's path, dev mode (the admin routes open without a token) and the address Ray Serve's HTTP proxy binds
-    (``server.allowed_hosts`` defaults by it, as under ``turnout serve``; None: any ``Host``)."""
-    return {"profile": profile, "dev": dev, "host": host}
+    profile's path, dev mode (the admin routes open without a token), the address Ray Serve's HTTP proxy binds
+    (``server.allowed_hosts`` defaults by it, as under ``turnout serve``; None: any ``Host``) and, when given, the
+    command line's part of each node's serving stack (``server.api.StackOptions``: the frontend and engine
+    defaults ``turnout serve`` would apply; Ray pickles it to the replicas)."""
+    options: dict[str, Any] = {"profile": profile, "dev": dev, "host": host}
+    if stack is not None:
+        options["stack"] = stack
+    return options

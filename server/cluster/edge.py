@@ -8,27 +8,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.api import ServingFlags, api_settings, secret_env, withhold_secrets
+from server.api import ApiSettings, ServingFlags, edge_settings
 from server.cluster.parts import EdgeParts
 from server.profiles import Profile, load_profile
 
-__all__ = ["edge_parts", "profile_edge"]
+__all__ = ["edge_flags", "edge_of", "edge_parts", "profile_edge"]
+
+
+def edge_flags(options: Mapping[str, Any]) -> ServingFlags:
+    """The command line's part of a replica's settings: ``options["dev"]`` and the ingress's bind address
+    ``options["host"]`` (the nodes and the ingress default ``server.allowed_hosts`` by it alike: a loopback-bound
+    cluster answers loopback names only)."""
+    host = options.get("host")
+    return ServingFlags(dev=bool(options.get("dev", False)), host=str(host) if host is not None else None)
+
+
+def edge_of(profile: Profile, settings: ApiSettings) -> EdgeParts:
+    """``profile``'s edge with the app's ``settings``."""
+    return EdgeParts(settings=settings, models=profile.models, default_model=profile.default_model)
 
 
 def edge_parts(profile: Profile, options: Mapping[str, Any]) -> EdgeParts:
-    """``profile``'s edge: its settings from this process's environment, ``options["dev"]`` and the ingress's
-    bind address ``options["host"]`` (the nodes and the ingress default ``server.allowed_hosts`` by it alike: a
-    loopback-bound cluster answers loopback names only).
+    """``profile``'s edge: its settings (``edge_settings``, as a node's assembly reads them) from this process's
+    environment and :func:`edge_flags`; the secrets then leave ``os.environ``.
 
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset (the replica does not start).
     """
-    host = options.get("host")
-    flags = ServingFlags(dev=bool(options.get("dev", False)), host=str(host) if host is not None else None)
-    settings = api_settings(profile, flags, secret_env())
-    # Read: now out of os.environ, so the node's engine processes do not inherit them (server/api/withheld_env.py).
-    withhold_secrets(profile)
-    return EdgeParts(settings=settings, models=profile.models, default_model=profile.default_model)
+    return edge_of(profile, edge_settings(profile, edge_flags(options)))
 
 
 async def profile_edge(options: Mapping[str, Any]) -> EdgeParts:

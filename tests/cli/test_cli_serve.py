@@ -102,7 +102,7 @@ def test_an_unset_scoped_key_variable_stops_serve_before_any_engine(
 
 
 def test_no_preload_turns_every_preload_off_and_keeps_the_rest() -> None:
-    from server.cli.serve import _without_preloads
+    from server.api import without_preloads as _without_preloads
     from server.profiles.schema import ModelProfile, Profile
 
     models = {

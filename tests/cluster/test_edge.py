@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from server.api import secret_env
+from server.api import assembly, secret_env
 from server.api.edge import LOOPBACK_HOSTS
 from server.api.key_scopes import ScopedKey
 from server.api.serving_settings import ServingFlags, api_settings
-from server.cluster import build, edge, node_options
+from server.cluster import build, node_options
 from server.cluster.edge import profile_edge
 from server.profiles import load_profile
 from tests.fakes.profile_files import make_workspace, write_profile
@@ -63,10 +63,10 @@ async def test_a_node_and_the_ingress_get_the_same_edge(profile: str, monkeypatc
         calls.append(args[0].path)
         return api_settings(*args)
 
-    monkeypatch.setattr(edge, "api_settings", spy)
+    monkeypatch.setattr(assembly, "api_settings", spy)
     # The node's engines are not the point here: its manager is a stand-in, its edge the real one.
-    monkeypatch.setattr(build, "prepare_profile", lambda loaded: (loaded, None))
-    monkeypatch.setattr(build, "build_manager", lambda *args, **kwargs: "manager")
+    monkeypatch.setattr(assembly, "prepare_profile", lambda loaded, **_: (loaded, None))
+    monkeypatch.setattr(assembly, "build_manager", lambda *args, **kwargs: "manager")
     options = {"profile": profile, "dev": False}
     node = await build.profile_node(options)
     ingress = await profile_edge(options)

@@ -3,8 +3,9 @@
 One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators) with two
 applications: ``pair`` (two capacity-1 replicas, the ``stop`` strategy, models a, b, c) at ``/`` and ``lru`` (one
 capacity-1 replica) at ``/lru``; the engine tests add ``real`` (the demo profile's tiny vLLM models on two
-replicas, with only ``server.api_keys``) at ``/real``. The ``pair`` tests run in file order on the same replicas,
-each stating what it expects to find; the last one kills a replica.
+replicas, with only ``server.api_keys``, and a frontend default as ``turnout ray-serve`` gives it) at ``/real``. The
+``pair`` tests run in file order on the same replicas, each stating what it expects to find; the last one kills a
+replica.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
+from server.api import StackOptions  # noqa: E402
 from server.cluster import ACCELERATOR, build_application  # noqa: E402
 from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
 from tests.ports import free_port  # noqa: E402
@@ -35,6 +37,8 @@ EVERY_MODEL = {"Authorization": "Bearer every-model-key"}
 TOOLS_ONLY = {"Authorization": "Bearer tools-only-key"}
 #: How long a real tiny engine's start may take on a replica (a busy CI machine).
 ENGINE_START_S = 400.0
+#: The ``response_role`` the real application's nodes get from the command line's frontend defaults.
+NODE_ROLE = "turnout-node"
 #: The fakes' engine load time: a switch costs time, as a real one does.
 SWITCH_DELAY_S = 0.2
 pytestmark = pytest.mark.timeout(300)
@@ -296,9 +300,11 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
     text += "server:\n  api_keys:\n" + "".join(f"    - {{key_env: {e}, models: {m}}}\n" for e, m in keys)
     profile = tmp_path_factory.mktemp("real-cluster") / "demo.yaml"
     profile.write_text(text, encoding="utf-8")
+    # A frontend default from the command line (`turnout ray-serve` hands its StackOptions to every node alike).
+    stack = StackOptions(frontend_defaults={"response_role": NODE_ROLE})
     application = build_application(
         replicas=2,
-        options={"profile": str(profile), "dev": True},
+        options={"profile": str(profile), "dev": True, "stack": stack},
         resources={ACCELERATOR: 1},
     )
     serve.run(application, name="real", route_prefix="/real")
@@ -373,3 +379,21 @@ async def test_the_ingress_gates_before_it_places(client: httpx.AsyncClient, rea
         (r["held"], r["loads"], r["evictions"]) for r in before
     ]
     assert _engines(after) == engines
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+async def test_the_command_lines_frontend_defaults_reach_every_replica(
+    client: httpx.AsyncClient, real_prefix: str
+) -> None:
+    # Before (issue 42): a node built its bundles with a bare FrontendSettings(), whatever the command line said.
+    hi = [{"role": "user", "content": "Hi"}]
+    for model in ("tools", "plain"):  # on two replicas (test_real_tiny_engines_on_two_replicas)
+        response = await client.post(
+            f"{real_prefix}/v1/chat/completions",
+            json={"model": model, "messages": hi, "max_tokens": 2},
+            headers=EVERY_MODEL,
+            timeout=ENGINE_START_S,
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["choices"][0]["message"]["role"] == NODE_ROLE
