@@ -8,6 +8,7 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
 Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
 in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
+Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``).
 Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
 the engine.
 """
@@ -26,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.memory import available_device_fraction, available_ram_mb
-from server.engine.runtime import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
+from server.engine.runtime import (
+    EngineLauncher,
+    compile_cache_env,
+    engine_launcher,
+    launcher_enabled,
+    running_launcher_pid,
+)
 from server.engine.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.stash_config import set_multi_model_config
 from server.engine.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
@@ -163,7 +170,13 @@ class VllmEngineLoader:
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
-            env = {QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **_compile_env()}
+            env = {
+                QUANT_CONFIG_ENV: model.quant_config,
+                LOG_MODEL_ENV: name,
+                **in_place_env,
+                **_compile_env(),
+                **compile_cache_env(model),
+            }
             with (
                 timed_start() as timer,
                 spawn_env({**env, **timer.env}),
