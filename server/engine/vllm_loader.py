@@ -6,8 +6,9 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
-Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
-in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
+Engines the reconfigure strategy starts get ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin in their workers
+and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``; a core forked by the engine
+launcher has them applied through ``mallopt``, ``runtime/launcher_main.py``).
 Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``).
 Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
 the engine.
@@ -209,9 +210,6 @@ class VllmEngineLoader:
     def _forks(self, args: Any) -> bool:
         """Whether this start's engine core may come from the launcher (else it is spawned; logged once, why)."""
         if not launcher_enabled():
-            return False
-        if self.worker_extension is not None:
-            # The reconfigure strategy's engines get glibc's MALLOC_* settings, which glibc reads only at exec.
             return False
         device = detect_device()
         if device != "cpu":
