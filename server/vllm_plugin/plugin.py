@@ -73,4 +73,4 @@ def _load_again_in_forked_children() -> None:
 def _plugins_not_loaded() -> None:
     plugins = sys.modules.get("vllm.plugins")
     if plugins is not None and hasattr(plugins, "plugins_loaded"):
-        plugins.plugins_loaded = False
+        setattr(plugins, "plugins_loaded", False)  # noqa: B010  (vLLM's module global, not a declared attribute)
