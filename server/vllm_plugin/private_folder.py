@@ -21,8 +21,13 @@ class FolderNotPrivate(OSError):
     """The folder is a link, another user's, or open to others: it is not used."""
 
 
-def check_private(folder: Path) -> None:
+def check_private(folder: Path, *, others_may_read: bool = False) -> None:
     """Raise :class:`FolderNotPrivate` unless ``folder`` is a real folder (not a link) of this user, mode 0700.
+
+    Args:
+        folder: The folder.
+        others_may_read: Accept any mode in which only this user may write (``0755``: a parent folder that other
+            tools of this user share, where nobody else can add, remove or replace an entry).
 
     Raises:
         FileNotFoundError: There is no ``folder``.
@@ -32,8 +37,11 @@ def check_private(folder: Path) -> None:
         raise FolderNotPrivate(f"{folder} is not a folder (a link or a file): not used")
     if st.st_uid != os.geteuid():
         raise FolderNotPrivate(f"{folder} belongs to uid {st.st_uid}, not {os.geteuid()}: not used")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        raise FolderNotPrivate(f"{folder} has mode {stat.S_IMODE(st.st_mode):o}, not 700: not used")
+    mode = stat.S_IMODE(st.st_mode)
+    if others_may_read and mode & 0o022:
+        raise FolderNotPrivate(f"{folder} has mode {mode:o}, writable by others: not used")
+    if not others_may_read and mode != 0o700:
+        raise FolderNotPrivate(f"{folder} has mode {mode:o}, not 700: not used")
 
 
 def private_subfolder(parent: Path, name: str) -> Path:

@@ -78,6 +78,15 @@ async def test_an_operators_cache_folder_is_kept_and_torchs_shared_default_is_no
     assert os.environ[COMPILE_CACHE_ENV] == torch_default_cache()
 
 
+def test_the_turnout_cache_folder_its_scripts_share_may_be_readable_by_others(cache_home: Path) -> None:
+    """``~/.cache/turnout`` also holds the scripts' caches (mode 0755 here): only nobody else may write it."""
+    (cache_home / "turnout").mkdir(parents=True, mode=0o755)
+    (cache_home / "turnout").chmod(0o755)
+    (used,) = compile_cache_env(LLAMA).values()
+    assert used == str(cache_home / "turnout" / "compile" / compile_identity(LLAMA))
+    _assert_private(Path(used).parent)
+
+
 def _plant(kind: str, at: Path, tmp_path: Path) -> None:
     at.parent.mkdir(parents=True, exist_ok=True)
     if kind == "link":

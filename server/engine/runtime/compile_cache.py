@@ -10,10 +10,11 @@ environment its processes start with) sets ``TORCHINDUCTOR_CACHE_DIR`` to ``<cac
 * the cache home is ``$XDG_CACHE_HOME``, else ``~/.cache`` (this user's);
 * the identity (:func:`compile_identity`) is a digest of what the model is started from (its path, engine args,
   quantization config), so its compiled kernels survive restarts of the same model and no model shares another's;
-* each folder Turnout makes on the way (``turnout``, ``compile``, the identity's) is created mode 0700 and checked
-  before each start without following links (``server.vllm_plugin``'s ``check_private``: a real folder, this
-  user's, mode 0700). One that fails is never used: this process then keeps its compile caches in a fresh
-  ``mkdtemp`` folder (logged once; removed at exit), the cache lost with it.
+* each folder on the way is checked before each start without following links (``server.vllm_plugin``'s
+  ``check_private``): ``compile`` and the identity's are created mode 0700 and must be this user's real folders of
+  mode 0700; ``turnout`` (created 0700 if missing; Turnout's scripts keep other caches in it) must be this user's
+  real folder that nobody else may write. One that fails is never used: this process then keeps its compile caches
+  in a fresh ``mkdtemp`` folder (logged once; removed at exit), the cache lost with it.
 
 A value the operator set is theirs and kept, except torch's own default (the path above), which torch writes into the
 environment of a process that used its cache. With ``VLLM_USE_AOT_COMPILE=1`` (off on CPU unless set: see
@@ -86,9 +87,10 @@ def compile_cache_env(model: ModelProfile, root: Path | None = None) -> dict[str
 def _private_cache(identity: str, root: Path) -> Path:
     """``root/identity``, each folder Turnout makes on the way checked; the fallback folder's when one fails."""
     try:
-        root.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache home: the user's, not ours
-        folder = root.parent.parent
-        for name in (root.parent.name, root.name, identity):
+        root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache home above it: the user's, unchecked
+        check_private(root.parent, others_may_read=True)
+        folder = root.parent
+        for name in (root.name, identity):
             folder = private_subfolder(folder, name)
         return folder
     except OSError as exc:
