@@ -6,7 +6,8 @@ the same environment loads it too (the benchmark baseline). So it only adds thre
 spawned end with its parent (``parent_watch.py``: no engine outlives the server that started it) and exit in a
 fraction of a second once vLLM's shutdown ran (``quick_exit.py``); and freezes the start-up heap of the workers of
 engines that swap in place (``start_heap.py``); and records the timing lines of an engine start that Turnout is
-timing (``start_log.py``).
+timing (``start_log.py``); and keeps torch's precompiled headers in the start's private compile cache
+(``compile_headers.py``).
 
 A process forked from one that loaded the plugins (an engine core forked by Turnout's engine launcher, the worker it
 forks) inherits vLLM's "plugins loaded" flag, so vLLM's ``load_general_plugins`` would skip them there; and vLLM's
@@ -31,6 +32,7 @@ logger = logging.getLogger("turnout.engine.reconfigure")
 def register() -> None:
     """End this process with its parent (any process vLLM spawned), and install the reconfigure utilities on
     vLLM's ``EngineCore`` when this process has one."""
+    from server.vllm_plugin.compile_headers import redirect_precompiled_headers
     from server.vllm_plugin.parent_watch import watch_parent
     from server.vllm_plugin.quick_exit import exit_quickly
     from server.vllm_plugin.start_heap import freeze_if_in_place_worker, in_worker_process
@@ -40,6 +42,7 @@ def register() -> None:
     _load_again_in_forked_children()
     watch_parent()
     exit_quickly()  # an engine's shutdown: 5 s of interpreter exit become a fraction of one
+    redirect_precompiled_headers()  # before anything compiles: the start's private folder, not /tmp's shared one
     core_module = sys.modules.get("vllm.v1.engine.core")
     if core_module is None or in_worker_process():  # a worker forked from its core has the core's modules too
         freeze_if_in_place_worker()  # a worker that swaps in place: its start-up heap, before any model

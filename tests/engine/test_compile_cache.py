@@ -15,6 +15,7 @@ from server.engine.runtime import COMPILE_CACHE_ENV, LAUNCHER_ENV, EngineLaunche
 from server.engine.runtime.compile_cache import compile_cache_env, compile_identity, torch_default_cache
 from server.engine.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin import COMPILE_HEADERS_ENV
 from tests.fakes.local_user import NOBODY
 
 LLAMA = ModelProfile(model="/m/llama", engine_args={"dtype": "float32"})
@@ -61,6 +62,9 @@ async def test_each_engine_compiles_into_a_private_folder_of_its_model_that_outl
     assert compile_identity(LLAMA) != compile_identity(QWEN)
     for folder in (cache_home / "turnout", root, root / compile_identity(LLAMA), root / compile_identity(QWEN)):
         _assert_private(folder)
+    headers = compile_cache_env(QWEN)[COMPILE_HEADERS_ENV]
+    assert headers == str(root / "headers")  # torch's precompiled headers: one folder for every model, private
+    _assert_private(root / "headers")
     # Around the start only (importing vLLM here may have set torch's default: torch's own doing).
     assert os.environ.get(COMPILE_CACHE_ENV) in (None, torch_default_cache())
 
@@ -82,7 +86,7 @@ def test_the_turnout_cache_folder_its_scripts_share_may_be_readable_by_others(ca
     """``~/.cache/turnout`` also holds the scripts' caches (mode 0755 here): only nobody else may write it."""
     (cache_home / "turnout").mkdir(parents=True, mode=0o755)
     (cache_home / "turnout").chmod(0o755)
-    (used,) = compile_cache_env(LLAMA).values()
+    used = compile_cache_env(LLAMA)[COMPILE_CACHE_ENV]
     assert used == str(cache_home / "turnout" / "compile" / compile_identity(LLAMA))
     _assert_private(Path(used).parent)
 
@@ -115,7 +119,7 @@ def test_a_planted_folder_is_never_used(
         root.parent.chmod(0o700)
     _plant(kind, planted, tmp_path)
     before = os.lstat(planted)
-    (used,) = compile_cache_env(LLAMA).values()
+    used = compile_cache_env(LLAMA)[COMPILE_CACHE_ENV]
     assert not Path(used).is_relative_to(cache_home), used
     assert Path(used).name == compile_identity(LLAMA)
     _assert_private(Path(used).parent)
@@ -125,7 +129,9 @@ def test_a_planted_folder_is_never_used(
     if kind == "link":
         assert not any((tmp_path / "elsewhere").iterdir())
     # Later starts of this process use the same fallback folder (one log line, one folder).
-    assert compile_cache_env(LLAMA) == {COMPILE_CACHE_ENV: used}
+    again = compile_cache_env(LLAMA)
+    assert again[COMPILE_CACHE_ENV] == used and again[COMPILE_HEADERS_ENV] == str(Path(used).parent / "headers")
+    _assert_private(Path(again[COMPILE_HEADERS_ENV]))
 
 
 def _write_cache_env(path: str) -> None:

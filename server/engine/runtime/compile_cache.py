@@ -16,9 +16,11 @@ environment its processes start with) sets ``TORCHINDUCTOR_CACHE_DIR`` to ``<cac
   real folder that nobody else may write. One that fails is never used: this process then keeps its compile caches
   in a fresh ``mkdtemp`` folder (logged once; removed at exit), the cache lost with it.
 
-A value the operator set is theirs and kept, except torch's own default (the path above), which torch writes into the
-environment of a process that used its cache. With ``VLLM_USE_AOT_COMPILE=1`` (off on CPU unless set: see
-``vllm_loader.AOT_COMPILE_ENV``) vLLM points the variable at its own AOT cache under ``VLLM_CACHE_ROOT``
+torch's precompiled C++ headers (150 MB each, in ``/tmp/torchinductor_<user>`` whatever the variable says) go to
+``compile/headers`` beside the identities' folders (``COMPILE_HEADERS_ENV``, applied by the plugin in the engine's
+processes). A value the operator set is theirs and kept, except torch's own default (the path above), which torch
+writes into the environment of a process that used its cache. With ``VLLM_USE_AOT_COMPILE=1`` (off on CPU unless
+set: see ``vllm_loader.AOT_COMPILE_ENV``) vLLM points the variable at its own AOT cache under ``VLLM_CACHE_ROOT``
 (``~/.cache/vllm``), this user's. An engine that swaps models in place keeps the folder of the model it started with.
 """
 
@@ -37,7 +39,7 @@ import threading
 from pathlib import Path
 
 from server.profiles.schema import ModelProfile
-from server.vllm_plugin import check_private, private_subfolder
+from server.vllm_plugin import COMPILE_HEADERS_ENV, check_private, private_subfolder
 
 __all__ = ["COMPILE_CACHE_ENV", "compile_cache_env", "compile_cache_root", "compile_identity", "torch_default_cache"]
 
@@ -45,6 +47,9 @@ logger = logging.getLogger("turnout.engine")
 
 #: Where torch inductor keeps its cache (compiled kernels, FX graphs, autograd graphs), read as it compiles.
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+#: The folder of torch's precompiled headers, beside the identities' (``server/vllm_plugin/compile_headers.py``).
+HEADERS = "headers"
 
 _fallback: Path | None = None
 _fallback_lock = threading.Lock()
@@ -81,7 +86,9 @@ def compile_cache_env(model: ModelProfile, root: Path | None = None) -> dict[str
     own = os.environ.get(COMPILE_CACHE_ENV)
     if own and os.path.abspath(own) != torch_default_cache():
         return {}
-    return {COMPILE_CACHE_ENV: str(_private_cache(compile_identity(model), root or compile_cache_root()))}
+    cache = _private_cache(compile_identity(model), root or compile_cache_root())
+    # torch's precompiled headers depend on the compiler and its flags only: one folder beside the identities'.
+    return {COMPILE_CACHE_ENV: str(cache), COMPILE_HEADERS_ENV: str(private_subfolder(cache.parent, HEADERS))}
 
 
 def _private_cache(identity: str, root: Path) -> Path:
