@@ -42,7 +42,8 @@ def redirect_precompiled_headers() -> bool:
     try:
         check_private(Path(folder))
     except OSError:
-        config = importlib.import_module("torch._inductor.config")
+        from torch._inductor import config
+
         config.cpp_cache_precompile_headers = False  # never the shared default instead
         return False
     setattr(codecache, HEADER_GLOBALS[0], folder)
