@@ -11,7 +11,9 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 * ``kv_keep``, ``kv_keep_core``, ``kv_pool``, ``kv_pool_owner``: a model's prefix-cache blocks kept across swaps
   and stops (a KV connector on vLLM's public API, its keep step, the bounded host-memory pool, and the server's
   one owner of the pool's private folder);
-* ``start_log``: an engine start's timing lines and imports, recorded in vLLM's processes for Turnout's phases.
+* ``start_log``: an engine start's timing lines and imports, recorded in vLLM's processes for Turnout's phases;
+* ``private_folder``: the one check of a folder Turnout keeps state in (the pool's; the engine's compile cache);
+* ``compile_headers``: torch's precompiled headers kept in the engine's private compile cache.
 
 A package of its own beside ``server/engine`` because it runs in other processes: it may import only the
 profiles layer and vLLM (``tests/test_layers.py``), so loading it costs vLLM's processes next to nothing. The
@@ -19,6 +21,7 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 ``server/engine/in_place``. Runs on vLLM 0.32.0 to 0.33.x (``server/profiles/vllm_version.py`` refuses others).
 """
 
+from server.vllm_plugin.compile_headers import COMPILE_HEADERS_ENV
 from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
 from server.vllm_plugin.kv_keep_core import (
     close_kv_pool,
@@ -27,17 +30,22 @@ from server.vllm_plugin.kv_keep_core import (
     server_kv_pool,
     with_kv_keep,
 )
+from server.vllm_plugin.private_folder import FolderNotPrivate, check_private, private_subfolder
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 from server.vllm_plugin.start_log import START_LOG_ENV, StartEvent
 
 __all__ = [
+    "COMPILE_HEADERS_ENV",
     "KEPT_KV_CONNECTOR",
     "START_LOG_ENV",
     "WORKER_EXTENSION",
+    "FolderNotPrivate",
     "StartEvent",
+    "check_private",
     "close_kv_pool",
     "keep_before_stop",
     "kept_bytes_by_model",
+    "private_subfolder",
     "server_kv_pool",
     "with_kv_keep",
 ]

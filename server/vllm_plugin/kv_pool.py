@@ -15,8 +15,8 @@ short of :data:`FREE_MARGIN_MIN_BYTES` (or :data:`FREE_MARGIN_FRACTION` of it) i
 memory lives there too, and a full ``/dev/shm`` ends it with SIGBUS.
 
 Privacy: the folder is created by the server (``kv_pool_owner.PoolOwner``) and every process checks it before use
-(:func:`check_private`: a real folder, not a link, of this user, mode 0700). Inside it only fixed-length hex names
-are read or written (identities of 32 digits, block keys of vLLM's 16- or 32-byte hashes), nothing is opened
+(``private_folder.check_private``: a real folder, not a link, of this user, mode 0700). Inside it only fixed-length
+hex names are read or written (identities of 32 digits, block keys of vLLM's 16- or 32-byte hashes), nothing is opened
 through a link (``O_NOFOLLOW``, ``lstat``), and an entry of another user or kind is ignored, never removed.
 """
 
@@ -34,13 +34,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from server.vllm_plugin.private_folder import check_private, private_subfolder
+
 __all__ = [
     "DEFAULT_POOL_PARENT",
     "FREE_MARGIN_FRACTION",
     "FREE_MARGIN_MIN_BYTES",
     "KVPool",
-    "PoolNotPrivate",
-    "check_private",
     "kept_bytes_by_name",
     "model_identity",
 ]
@@ -56,25 +56,6 @@ _IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
 #: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
 _KEY: Final = re.compile(r"(?:[0-9a-f]{32}|[0-9a-f]{64})(?:\.r[0-9]{1,4})?")
 _NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class PoolNotPrivate(OSError):
-    """The pool folder (or a folder in it) is a link, another user's, or open to others: it is not used."""
-
-
-def check_private(folder: Path) -> None:
-    """Raise :class:`PoolNotPrivate` unless ``folder`` is a real folder (not a link) of this user, mode 0700.
-
-    Raises:
-        FileNotFoundError: There is no ``folder``.
-    """
-    st = os.lstat(folder)
-    if not stat.S_ISDIR(st.st_mode):
-        raise PoolNotPrivate(f"{folder} is not a folder (a link or a file): not used as the kept-KV pool")
-    if st.st_uid != os.geteuid():
-        raise PoolNotPrivate(f"{folder} belongs to uid {st.st_uid}, not {os.geteuid()}: not used as the kept-KV pool")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        raise PoolNotPrivate(f"{folder} has mode {stat.S_IMODE(st.st_mode):o}, not 700: not used as the kept-KV pool")
 
 
 def model_identity(vllm_config: Any, none_hash_seed: str) -> str:
@@ -122,7 +103,7 @@ class KVPool:
         limit_bytes: The bound of the whole pool (``switching.kv_keep_bytes``).
 
     Raises:
-        PoolNotPrivate: ``root`` is not a private folder of this user (:func:`check_private`).
+        FolderNotPrivate: ``root`` is not a private folder of this user (:func:`check_private`).
         FileNotFoundError: There is no ``root``.
     """
 
@@ -132,7 +113,7 @@ class KVPool:
         self.check()
 
     def check(self) -> None:
-        """Raise :class:`PoolNotPrivate` (or ``FileNotFoundError``) unless the folder is still this user's own."""
+        """Raise :class:`FolderNotPrivate` (or ``FileNotFoundError``) unless the folder is still this user's own."""
         check_private(self.root)
 
     # -- identity -------------------------------------------------------------------------------------------
@@ -146,7 +127,7 @@ class KVPool:
         (a reload that changed its weights). A record that holds anything but an identity is overwritten."""
         self.check()
         folder = self.model_dir(identity)
-        names = self._private_subfolder(_NAMES)
+        names = private_subfolder(self.root, _NAMES)
         record = names / _name_key(served_name)
         previous = _read_identity(record)
         if previous is not None and previous != folder.name:
@@ -165,7 +146,7 @@ class KVPool:
 
     def write_block(self, identity: str, key: str, data: bytes | memoryview) -> None:
         """Write one block (room for it is made first: :meth:`make_room`)."""
-        folder = self._private_subfolder(self.model_dir(identity).name)
+        folder = private_subfolder(self.root, self.model_dir(identity).name)
         _write_atomic(folder / _valid(_KEY, key), data)
 
     def touch(self, identity: str, key: str) -> None:
@@ -224,13 +205,6 @@ class KVPool:
         for folder in _entries(self.root, _IDENTITY, stat.S_ISDIR):
             found[folder.name] = [(Path(e.path), size, mtime) for e, size, mtime in _blocks(Path(folder.path))]
         return found
-
-    def _private_subfolder(self, name: str) -> Path:
-        folder = self.root / name
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-        check_private(folder)
-        return folder
 
 
 def kept_bytes_by_name(root: Path, names: Iterable[str]) -> dict[str, int]:

@@ -3,7 +3,7 @@
 It creates the folder privately (``mkdtemp`` under ``/dev/shm``: a name nobody can predict, this user's, mode
 0700), holds an exclusive ``flock`` on the lock file inside it while the server lives, and removes it on every
 exit path it sees (``turnout serve``'s shutdown, SIGTERM included, and ``atexit``). Engine processes receive only
-the path, and check it themselves before use (``kv_pool.check_private``).
+the path, and check it themselves before use (``private_folder.check_private``).
 
 The folders of servers that died without removing theirs are found by their lock, not by pid: a folder is swept
 only when it is this user's own real folder and its lock can be taken at once (nobody holds it). So containers
@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, check_private, kept_bytes_by_name
+from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, kept_bytes_by_name
+from server.vllm_plugin.private_folder import check_private
 
 __all__ = ["LOCK_NAME", "POOL_PREFIX", "USAGE_TTL_S", "PoolOwner", "sweep_dead_pools"]
 
@@ -78,7 +79,7 @@ class PoolOwner:
         return self._lock_fd is not None
 
     def check(self) -> None:
-        """Raise ``PoolNotPrivate`` (or ``FileNotFoundError``) unless the folder is still this user's own."""
+        """Raise ``FolderNotPrivate`` (or ``FileNotFoundError``) unless the folder is still this user's own."""
         check_private(self.root)
 
     def kept_bytes(self, names: Iterable[str]) -> dict[str, int]:

@@ -37,7 +37,8 @@ PLUGIN_GROUP = "vllm.general_plugins"
 PLUGIN_NAME = "turnout_reconfigure"
 #: ``worker_extension_cls`` of every engine the reconfigure strategy starts.
 WORKER_EXTENSION = "server.vllm_plugin.worker.ReconfigureWorkerExtension"
-#: Set in the environment engines of the reconfigure strategy are spawned with (their processes read it at start).
+#: Set in the environment engines of the reconfigure strategy start with (their processes read it at start; glibc
+#: reads its variables only at exec, so Turnout's engine launcher applies them to a core it forks with ``mallopt``).
 #: ``IN_PLACE_ENGINE_MARKER`` tells the plugin in vLLM's worker process that this worker swaps in place
 #: (``start_heap.py``). glibc's malloc settings: allocations up to 1 GiB come from the heap, and freed heap
 #: pages stay mapped until the worker trims them after a load, so a swap's new tensors take the pages the old

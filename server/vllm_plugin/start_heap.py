@@ -20,7 +20,7 @@ import os
 
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_MARKER
 
-__all__ = ["WORKER_PROCESS_PREFIX", "freeze_if_in_place_worker", "frozen_at_start"]
+__all__ = ["WORKER_PROCESS_PREFIX", "freeze_if_in_place_worker", "frozen_at_start", "in_worker_process"]
 
 #: vLLM's multiprocessing executor names each worker process so (``multiproc_executor.py``).
 WORKER_PROCESS_PREFIX = "VllmWorker-"
@@ -30,13 +30,18 @@ _frozen = False
 def freeze_if_in_place_worker() -> bool:
     """Freeze the heap when this is the worker process of an engine that swaps in place; True if it did."""
     global _frozen
-    in_place = os.environ.get(IN_PLACE_ENGINE_MARKER) == "1"
-    if not in_place or not multiprocessing.current_process().name.startswith(WORKER_PROCESS_PREFIX):
+    if os.environ.get(IN_PLACE_ENGINE_MARKER) != "1" or not in_worker_process():
         return False
     # No collection first: what start-up left in cycles is small, and a full pass would delay the start.
     gc.freeze()
     _frozen = True
     return True
+
+
+def in_worker_process() -> bool:
+    """Whether this is one of vLLM's worker processes (by the name vLLM gives them; a worker forked from its engine
+    core has imported what the core did)."""
+    return multiprocessing.current_process().name.startswith(WORKER_PROCESS_PREFIX)
 
 
 def frozen_at_start() -> bool:

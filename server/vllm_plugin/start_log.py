@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import sys
 import time
 from typing import NamedTuple
 
-from server.vllm_plugin.start_heap import WORKER_PROCESS_PREFIX
+from server.vllm_plugin.start_heap import in_worker_process
 
 __all__ = [
     "START_LOG_ENV",
@@ -132,7 +131,7 @@ def append_event(event: str, at: float, args: list[float]) -> bool:
 def _role() -> str:
     # vLLM names its worker processes so; a worker forked from its engine core has the
     # core's modules too. Otherwise as plugin.register tells them apart: only the engine core imported EngineCore.
-    if multiprocessing.current_process().name.startswith(WORKER_PROCESS_PREFIX):
+    if in_worker_process():
         return "worker"
     return "core" if "vllm.v1.engine.core" in sys.modules else "worker"
 

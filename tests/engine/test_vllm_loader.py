@@ -61,7 +61,7 @@ async def test_each_load_sees_only_its_own_quant_config(monkeypatch: pytest.Monk
     assert QUANT_CONFIG_ENV not in os.environ
 
 
-async def test_only_engines_for_in_place_swaps_are_spawned_with_the_heap_settings(
+async def test_only_engines_for_in_place_swaps_start_with_the_heap_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -79,6 +79,13 @@ async def test_only_engines_for_in_place_swaps_are_spawned_with_the_heap_setting
     await VllmEngineLoader().load("b", ModelProfile(model="/m/b"))
     assert seen == [dict(IN_PLACE_ENGINE_ENV), dict.fromkeys(IN_PLACE_ENGINE_ENV)]
     assert not set(IN_PLACE_ENGINE_ENV) & set(os.environ), "the server's own process keeps glibc's defaults"
+
+
+def test_engines_for_in_place_swaps_are_forked_by_the_launcher_as_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their malloc settings reach a forked core through ``mallopt`` (tests/engine/test_launcher_malloc.py)."""
+    monkeypatch.setenv(LAUNCHER_ENV, "1")
+    assert VllmEngineLoader(worker_extension=WORKER_EXTENSION)._forks(None)
+    assert VllmEngineLoader()._forks(None)
 
 
 async def test_cpu_engines_start_without_vllms_aot_compile_cache_unless_the_environment_sets_it(

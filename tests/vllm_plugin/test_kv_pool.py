@@ -21,8 +21,9 @@ import pytest
 from server.profiles import load_profile
 from server.vllm_plugin import with_kv_keep
 from server.vllm_plugin.kv_keep import TurnoutKVKeep
-from server.vllm_plugin.kv_pool import KVPool, PoolNotPrivate, check_private, kept_bytes_by_name, model_identity
+from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name, model_identity
 from server.vllm_plugin.kv_pool_owner import LOCK_NAME, PoolOwner, sweep_dead_pools
+from server.vllm_plugin.private_folder import FolderNotPrivate, check_private
 from tests.fakes.local_user import as_nobody, can_plant, plant_beside_pools, planted_tree
 
 BLOCK = 4096  # one tmpfs page: a block's size and the memory it takes agree
@@ -190,11 +191,11 @@ def test_a_pool_folder_that_is_not_private_is_refused(tmp_path: Path, shm: Path)
     for folder in (open_to_all, link, planted, tmp_path / "missing"):
         with pytest.raises(OSError):
             KVPool(folder, limit_bytes=BLOCK)
-    with pytest.raises(PoolNotPrivate, match="not a folder"):
+    with pytest.raises(FolderNotPrivate, match="not a folder"):
         check_private(link)
-    with pytest.raises(PoolNotPrivate, match="belongs to uid"):
+    with pytest.raises(FolderNotPrivate, match="belongs to uid"):
         check_private(planted)
-    with pytest.raises(PoolNotPrivate, match="mode 777"):
+    with pytest.raises(FolderNotPrivate, match="mode 777"):
         check_private(open_to_all)
 
 

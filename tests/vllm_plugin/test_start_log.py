@@ -111,3 +111,33 @@ def test_a_worker_is_told_from_its_engine_core_also_when_forked_from_it(
     monkeypatch.setattr(process, "name", "VllmWorker-0")  # a fork of the core: its modules, vLLM's worker name
     append_event(StartEvent.REGISTERED, 2.0, [])
     assert [e["role"] for e in _events(events_file)] == ["core", "worker"]
+
+
+def test_a_process_forked_after_the_plugin_ran_loads_it_again_and_records_its_events(events_file: Path) -> None:
+    """An engine core forked by the launcher, and the worker it forks, inherit vLLM's "plugins loaded" flag; vLLM
+    would skip the plugin there and the worker's events (its imports, the model, the weights) would be lost."""
+    import vllm.plugins
+
+    from server.vllm_plugin.plugin import register
+
+    vllm.plugins.load_general_plugins()  # vLLM's own call: runs register in this process (or ran it already)
+    register()
+    assert vllm.plugins.plugins_loaded
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: vLLM's worker calls this as it starts
+        code = 1
+        try:
+            flag_after_fork = vllm.plugins.plugins_loaded
+            vllm.plugins.load_general_plugins()
+            os.write(write, json.dumps([flag_after_fork, os.getpid()]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        flag_after_fork, child = json.loads(answer.read() or "[null, 0]")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert flag_after_fork is False and vllm.plugins.plugins_loaded  # the parent's own flag is untouched
+    assert [e["event"] for e in _events(events_file) if e["pid"] == child] == [StartEvent.REGISTERED]

@@ -11,7 +11,7 @@ On CPU an engine core is forked from a warm launcher (a process of Turnout's tha
 not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
 launcher process, ``launcher.py`` Turnout's handle on it, ``process.py`` the process object vLLM keeps for a forked
 core, ``context.py`` the one hook into vLLM (imported by the loader only: it imports vLLM). ``framing.py`` is the
-wire format between them.
+wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from server.engine.faces import lazy_face
 
 if TYPE_CHECKING:
+    from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
     from server.engine.runtime.frontend_state import RendererFactory
     from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
     from server.engine.runtime.launcher import (
@@ -47,6 +48,7 @@ else:
     __getattr__ = lazy_face(__name__, __file__)
 
 __all__ = [
+    "COMPILE_CACHE_ENV",
     "ENGINE_STARTS",
     "LAUNCHER_ENV",
     "EngineConfigInvalid",
@@ -62,6 +64,7 @@ __all__ = [
     "TaskReader",
     "VllmEngineLoader",
     "build_engine_configs",
+    "compile_cache_env",
     "detect_device",
     "engine_launcher",
     "generation_tasks",

@@ -9,11 +9,12 @@ says ``unfit`` and exits; on CPU no device context exists to check (other platfo
 
 Each launch is one ``os.fork``. The child: its own process group (a kill of its group takes its worker too, and
 Ctrl-C in Turnout's terminal reaches it only through Turnout's shutdown, as vLLM expects), the environment it was
-sent (exactly what a spawned core would have inherited), a daemon thread that SIGKILLs its group once Turnout's
-process is gone (a pidfd turns readable: no pid reuse, no polling), the process name vLLM reads
-(``multiprocessing.current_process().name``), then vLLM's target, and ``os._exit`` with its exit code (a forked
-child must not run the launcher's exit hooks). The message is unpickled in the child, so the launcher itself never
-imports what a message names.
+sent (exactly what a spawned core would have inherited) with glibc's malloc settings of that environment applied
+through ``mallopt`` (glibc reads its ``MALLOC_*`` variables only at exec: :data:`MALLOPT_ENV`; the worker the core
+forks inherits them), a daemon thread that SIGKILLs its group once Turnout's process is gone (a pidfd turns
+readable: no pid reuse, no polling), the process name vLLM reads (``multiprocessing.current_process().name``),
+then vLLM's target, and ``os._exit`` with its exit code (a forked child must not run the launcher's exit hooks).
+The message is unpickled in the child, so the launcher itself never imports what a message names.
 
 The launcher reaps its children (a pidfd per child in its ``select``) and reports each exit code. It ends when
 Turnout closes the socket or dies; its children outlive it (Turnout's pidfd watch is theirs, not the launcher's),
@@ -23,6 +24,7 @@ so a launcher that dies takes no engine with it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import multiprocessing
 import os
@@ -38,7 +40,11 @@ from typing import NoReturn
 
 from server.engine.runtime.framing import read_frame, write_frame
 
-__all__ = ["TITLE", "main"]
+__all__ = ["MALLOPT_ENV", "TITLE", "apply_malloc_settings", "main"]
+
+#: glibc's malloc variables (read at exec only) and the ``mallopt`` parameter that sets each in a running process
+#: (``malloc.h``: ``M_TRIM_THRESHOLD``, ``M_MMAP_THRESHOLD``): the same setting, dynamic thresholds off as well.
+MALLOPT_ENV = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_MMAP_THRESHOLD_": -3}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -131,6 +137,7 @@ def _run_child(sock: socket.socket, turnout: int, pidfds: list[int], payload: by
         target, args, kwargs, env, name = pickle.loads(payload)
         os.environ.clear()
         os.environ.update(env)
+        apply_malloc_settings(env)  # before vLLM allocates: as a spawned core's glibc would have read them
         threading.Thread(target=_end_with_turnout, args=(turnout,), name="turnout-watch", daemon=True).start()
         multiprocessing.current_process().name = name  # vLLM names its log lines' process after it
         target(*args, **kwargs)
@@ -144,6 +151,26 @@ def _run_child(sock: socket.socket, turnout: int, pidfds: list[int], payload: by
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def apply_malloc_settings(env: dict[str, str]) -> list[str]:
+    """Apply the malloc variables of :data:`MALLOPT_ENV` that ``env`` sets to this process; the ones applied.
+
+    One glibc refuses (or a C library without ``mallopt``, which ignores the variables at exec as well) is left at
+    its default, with a line on stderr: the process runs as a spawned one would there.
+    """
+    wanted = {name: env[name] for name in MALLOPT_ENV if env.get(name)}
+    applied: list[str] = []
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None) if wanted else None
+    for name, value in wanted.items():
+        try:
+            if mallopt is not None and mallopt(MALLOPT_ENV[name], int(value)) == 1:
+                applied.append(name)
+                continue
+        except (ValueError, ctypes.ArgumentError):
+            pass
+        print(f"engine launcher: {name}={value} not applied (mallopt refused it)", file=sys.stderr)
+    return applied
 
 
 def _end_with_turnout(turnout: int) -> None:

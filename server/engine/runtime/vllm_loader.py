@@ -6,8 +6,10 @@ configs, the platform), never its entrypoints: those belong to ``server/frontend
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
 model being loaded, and removed for a model without one: an engine never inherits the previous model's value.
-Engines the reconfigure strategy starts are spawned with ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin
-in their workers and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``).
+Engines the reconfigure strategy starts get ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin in their workers
+and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``; a core forked by the engine
+launcher has them applied through ``mallopt``, ``runtime/launcher_main.py``).
+Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``).
 Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
 the engine.
 """
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.residency import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+from server.engine.runtime.compile_cache import compile_cache_env
 from server.engine.runtime.launcher import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
 from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.runtime.stash_config import set_multi_model_config
@@ -163,7 +166,13 @@ class VllmEngineLoader:
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
-            env = {QUANT_CONFIG_ENV: model.quant_config, LOG_MODEL_ENV: name, **in_place_env, **_compile_env()}
+            env = {
+                QUANT_CONFIG_ENV: model.quant_config,
+                LOG_MODEL_ENV: name,
+                **in_place_env,
+                **_compile_env(),
+                **compile_cache_env(model),
+            }
             with (
                 timed_start() as timer,
                 spawn_env({**env, **timer.env}),
@@ -196,9 +205,6 @@ class VllmEngineLoader:
     def _forks(self, args: Any) -> bool:
         """Whether this start's engine core may come from the launcher (else it is spawned; logged once, why)."""
         if not launcher_enabled():
-            return False
-        if self.worker_extension is not None:
-            # The reconfigure strategy's engines get glibc's MALLOC_* settings, which glibc reads only at exec.
             return False
         device = detect_device()
         if device != "cpu":
