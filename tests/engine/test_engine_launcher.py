@@ -19,6 +19,7 @@ import pytest
 
 from server.engine.runtime import EngineLauncher, LaunchedProcess
 from server.engine.runtime.framing import read_frame, write_frame
+from server.engine.runtime.start_env import between_starts, spawn_env
 
 
 def exit_with(code: int) -> None:
@@ -192,3 +193,23 @@ def test_a_launched_child_can_set_its_process_title(launcher: EngineLauncher, tm
     process.join(10)
     assert process.exitcode == 0
     assert (tmp_path / "title").read_bytes().startswith(b"VLLM::Probe")
+
+
+def test_a_launcher_started_during_a_start_gets_the_environment_between_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A launcher that (re)starts while a reconfigure start has glibc's malloc settings set must not read them at
+    # its exec: every later fork would keep them.
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.setenv("TURNOUT_TEST_OUTER", "outer")
+    launcher = EngineLauncher(preload=())
+    with spawn_env({"MALLOC_TRIM_THRESHOLD_": str(2**30), "TURNOUT_TEST_OUTER": "start"}):
+        with spawn_env({"TURNOUT_TEST_OUTER": "nested"}):
+            assert between_starts()["TURNOUT_TEST_OUTER"] == "outer"
+        launcher.start()
+        try:
+            assert launcher.wait_ready(60), launcher.state
+            assert "MALLOC_TRIM_THRESHOLD_" not in launcher.env
+            assert launcher.env["TURNOUT_TEST_OUTER"] == "outer"
+        finally:
+            launcher.stop()
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ and os.environ["TURNOUT_TEST_OUTER"] == "outer"
+    assert between_starts() == dict(os.environ)

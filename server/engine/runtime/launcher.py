@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from server.engine.runtime.framing import read_frame, write_frame
 from server.engine.runtime.process import LaunchedProcess
-from server.profiles import LOG_MODEL_ENV
+from server.engine.runtime.start_env import between_starts
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -116,14 +116,13 @@ class EngineLauncher:
                 return
             self._stopping = False
             parent, child = socket.socketpair()
-            env = dict(os.environ)
+            env = between_starts()  # not the variables of a start under way (glibc reads MALLOC_* at exec)
             # Turnout's own import path (a test run's, a source checkout's), as spawn would hand it on.
             env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
             # Else OpenMP starts its thread pool as torch is imported (measured: 4 threads), and a fork copies one
             # thread. A forked core gets Turnout's environment back, and vLLM sets its threads itself (the core
             # reduces torch's to 1, the CPU worker binds its own): only libgomp's initial default differs.
             env["OMP_NUM_THREADS"] = "1"
-            env.pop(LOG_MODEL_ENV, None)  # set around a start only: the launcher serves no one model
             fd = child.fileno()
             command = [sys.executable, "-m", "server.engine.runtime.launcher_main", str(os.getpid()), str(fd)]
             self._process = subprocess.Popen(

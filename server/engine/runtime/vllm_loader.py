@@ -30,6 +30,7 @@ from server.engine.memory import available_device_fraction, available_ram_mb
 from server.engine.residency import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.runtime.compile_cache import compile_cache_env
 from server.engine.runtime.launcher import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
+from server.engine.runtime.start_env import spawn_env
 from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.runtime.stash_config import set_multi_model_config
 from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
@@ -61,28 +62,8 @@ __all__ = [
 logger = logging.getLogger("turnout.engine")
 
 QUANT_CONFIG_ENV = "QUANT_CONFIG"
-# Engines spawn their core process with a copy of os.environ, so the variable is set around the spawn and
-# restored after; the lock keeps two loads from seeing each other's value.
+# A start's variables are set around it (``start_env.spawn_env``); the lock keeps two loads from seeing each other's.
 _env_lock = asyncio.Lock()
-
-
-@contextlib.contextmanager
-def spawn_env(values: Mapping[str, str | None]) -> Iterator[None]:
-    """Set (or, for None, remove) each variable of ``values`` for the duration, then restore them."""
-    saved = {name: os.environ.get(name) for name in values}
-
-    def apply(settings: Mapping[str, str | None]) -> None:
-        for name, value in settings.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-    apply(values)
-    try:
-        yield
-    finally:
-        apply(saved)
 
 
 def quant_config_env(quant_config: str | None) -> contextlib.AbstractContextManager[None]:
