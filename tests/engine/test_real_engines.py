@@ -19,6 +19,7 @@ import pytest
 
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
+from server.engine.runtime.start_phases import PHASES
 from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.engine.strategies import KeepStrategy, StopStrategy
 from server.profiles.schema import ModelProfile
@@ -32,19 +33,7 @@ pytestmark = pytest.mark.engine
 ENGINE_ARGS = {**TINY_ENGINE_ARGS, "disable_log_stats": True}
 #: The phases every CPU start reports, spawned or forked by the engine launcher (``warmup`` and ``compile`` only when
 #: vLLM warms up or compiles).
-ENGINE_START_PHASES = (
-    "config",
-    "launch",
-    "core_imports",
-    "core_setup",
-    "worker_imports",
-    "worker_setup",
-    "model_init",
-    "weights",
-    "post_weights",
-    "kv_cache",
-    "ready",
-)
+ENGINE_START_PHASES = tuple(phase for phase in PHASES if phase not in ("warmup", "compile"))
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
