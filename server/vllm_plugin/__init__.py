@@ -18,7 +18,8 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 A package of its own beside ``server/engine`` because it runs in other processes: it may import only the
 profiles layer and vLLM (``tests/test_layers.py``), so loading it costs vLLM's processes next to nothing. The
 Turnout side of a swap (drive it, check the engine core's answer, refresh ``AsyncLLM``'s state) is
-``server/engine/in_place``. Runs on vLLM 0.32.0 to 0.33.x (``server/profiles/vllm_version.py`` refuses others).
+``server/engine/runtime/in_place_swap.py``. Runs on vLLM 0.32.0 to 0.33.x (``server/profiles/vllm_version.py``
+refuses others).
 """
 
 from server.vllm_plugin.compile_headers import COMPILE_HEADERS_ENV

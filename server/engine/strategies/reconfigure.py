@@ -2,7 +2,7 @@
 
 The engine-core and worker processes stay, so a switch skips process spawn, the torch and vLLM imports and
 engine shutdown: it costs the unload, the weights, the KV cache and the frontend refresh (``server/vllm_plugin``,
-driven by ``server/engine/in_place``). Memory holds one model at a time, as with ``stop``.
+driven by ``server/engine/runtime/in_place_swap.py``). Memory holds one model at a time, as with ``stop``.
 
 Transitions of the host (what it holds: a model, nothing, or unknown after a failure):
     * park: unload the old model in place; if that fails the host's state is unknown, so it is stopped
