@@ -1,7 +1,7 @@
 """Builds an :class:`EngineManager` for a profile: real loader, the strategy for this device, its settings.
 
 :func:`prepare_profile` runs first: it builds every model's vLLM engine config (so a bad engine argument fails
-before any engine starts) and sizes the KV caches that the profile leaves to Turnout (``kv_budget.py``).
+before any engine starts) and sizes the KV caches that the profile leaves to Turnout (``residency/kv_budget.py``).
 """
 
 from __future__ import annotations

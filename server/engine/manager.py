@@ -1,11 +1,11 @@
 """The engine manager: the face the API sees. It admits requests, runs switches and applies reloads.
 
 The state it acts on has one owner, the :class:`Device` (slots, leases in flight, the switch under way). Around
-it, one role each: the switch's steps (``switch.py``) and its task and ending (``switch_tasks.py``), admission in
-both modes (``admission.py`` over the pure ``scheduler.py``, which hears of every change through the device's
-change signal), the residency entry points (``residency.py``), engine deaths (``engine_death.py``) and their
-healing (``healing.py``), the status snapshot (``manager_status.py``), the switch history
-(``switch_history.py``) and the observers (``observer.py``). This module wires them and keeps the public API; the
+it, one role each, by room: the switch's steps, its task and ending and the switch history (``switching/``),
+admission in both modes (``admission/gate.py`` over the pure ``admission/scheduler.py``, which hears of every
+change through the device's change signal), the residency entry points (``residency/controls.py``, asking the
+residency policy), engine deaths and their healing (``supervision/``), the status snapshot
+(``manager_status.py``) and the observers (``observer.py``). This module wires them and keeps the public API; the
 switch's join-or-refuse rule is here.
 
 Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
