@@ -162,8 +162,9 @@ def test_a_switch_while_responses_and_messages_streams_run(
 
     def messages_stream() -> None:
         try:
+            # Greedy: a completed answer is then the model's one answer (sampled, one in many read "tiny--tools").
             with claude.messages.stream(
-                model="tools", max_tokens=900, messages=[{"role": "user", "content": "Hello!"}]
+                model="tools", max_tokens=900, messages=[{"role": "user", "content": "Hello!"}], extra_body=GREEDY
             ) as stream:
                 started.wait()
                 switched.wait(120)

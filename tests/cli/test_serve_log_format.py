@@ -16,6 +16,8 @@ from queue import Empty, Queue
 
 import pytest
 
+from server.engine.runtime import LAUNCHER_ENV
+
 pytestmark = pytest.mark.engine
 
 _JSON = ("--log-format", "json")
@@ -29,18 +31,16 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-# ``auto`` on CPU prefers the in-place swap, whose engines are spawned; ``keep``'s are forked by the engine launcher
-# (server/engine/runtime), whose own logging was set up before the engine's model was known.
-@pytest.mark.parametrize("strategy", ["auto", "keep"], ids=["spawned", "forked"])
+# With the engine launcher on (the default on CPU), the engine core is forked from it (server/engine/runtime), whose
+# own logging was set up before the engine's model was known; with it off, vLLM spawns the core.
+@pytest.mark.parametrize("launcher", ["0", "1"], ids=["spawned", "forked"])
 def test_serve_s_and_its_engine_s_lines_are_json_lines(
-    tiny_models: dict[str, Path], tmp_path: Path, strategy: str
+    tiny_models: dict[str, Path], tmp_path: Path, launcher: str
 ) -> None:
     profile = tmp_path / "json.yaml"
-    profile.write_text(
-        f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n    max_model_len: 256\n"
-        f"switching:\n  strategy: {strategy}\n"
-    )
+    profile.write_text(f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n    max_model_len: 256\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LOGGING", "VLLM_CONFIGURE_LOGGING"))}
+    env[LAUNCHER_ENV] = launcher
     server = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", str(profile), "--port", str(_free_port()), "--dev", *_JSON],
         stdout=subprocess.PIPE,
@@ -77,7 +77,7 @@ def test_serve_s_and_its_engine_s_lines_are_json_lines(
         server.stdout.close()
     assert engine_line is not None, "\n".join(seen[-30:])
     forked = any("engines start by fork" in line for line in seen)
-    assert forked is (strategy == "keep"), "\n".join(seen[-30:])
+    assert forked is (launcher == "1"), "\n".join(seen[-30:])
     # Every line of Turnout's process, from the start to the engine's spawn, parses with the fields: the plan, the
     # "serving" line and uvicorn's lines included (one record each), Litestar's and vLLM's in it alike.
     spawn = next(i for i, line in enumerate(seen) if '"loading tools from ' in line)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from server.engine.runtime import COMPILE_CACHE_ENV, LAUNCHER_ENV, EngineLauncher
+from server.engine.runtime import COMPILE_CACHE_ENV, LAUNCHER_ENV, EngineLauncher, vllm_loader
 from server.engine.runtime.compile_cache import compile_cache_env, compile_identity, torch_default_cache
 from server.engine.runtime.vllm_loader import VllmEngineLoader
 from server.profiles.schema import ModelProfile
@@ -167,10 +167,10 @@ async def test_an_engine_core_forked_by_the_launcher_gets_its_models_folder(
     try:
         assert launcher.wait_ready(60)
 
-        async def ready_launcher(self: VllmEngineLoader, args: Any) -> EngineLauncher:
+        async def ready_launcher(args: Any) -> EngineLauncher:
             return launcher
 
-        monkeypatch.setattr(VllmEngineLoader, "_launcher_for", ready_launcher)
+        monkeypatch.setattr(vllm_loader, "launcher_for", ready_launcher)
         monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(fake_from_engine_args))
         await VllmEngineLoader().load("llama", LLAMA)
     finally:

@@ -11,7 +11,7 @@ import pytest
 from server.engine import memory
 from server.engine.residency.kv_budget import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.runtime import vllm_configs
-from server.engine.runtime.vllm_loader import ram_allows_another_engine
+from server.engine.runtime.host import ram_allows_another_engine
 
 
 def test_the_gpu_memory_utilization_default_is_vllms_own() -> None:

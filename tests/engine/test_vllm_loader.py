@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from server.engine.runtime import LAUNCHER_ENV
+from server.engine.runtime.start_process import forks
 from server.engine.runtime.vllm_loader import AOT_COMPILE_ENV, QUANT_CONFIG_ENV, VllmEngineLoader, build_engine_args
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, WORKER_EXTENSION
@@ -84,8 +85,9 @@ async def test_only_engines_for_in_place_swaps_start_with_the_heap_settings(
 def test_engines_for_in_place_swaps_are_forked_by_the_launcher_as_others(monkeypatch: pytest.MonkeyPatch) -> None:
     """Their malloc settings reach a forked core through ``mallopt`` (tests/engine/test_launcher_malloc.py)."""
     monkeypatch.setenv(LAUNCHER_ENV, "1")
-    assert VllmEngineLoader(worker_extension=WORKER_EXTENSION)._forks(None)
-    assert VllmEngineLoader()._forks(None)
+    model = ModelProfile(model="/m/plain")
+    assert forks(build_engine_args("plain", model, worker_extension=WORKER_EXTENSION))
+    assert forks(build_engine_args("plain", model))
 
 
 async def test_cpu_engines_start_without_vllms_aot_compile_cache_unless_the_environment_sets_it(
@@ -129,7 +131,7 @@ async def test_a_start_past_load_timeout_kills_what_it_spawned_and_raises(monkey
         killed.set()
 
     monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(hanging_start))
-    monkeypatch.setattr(vllm_loader, "_spawned_pids", lambda: next(spawned))
+    monkeypatch.setattr(vllm_loader, "spawned_pids", lambda: next(spawned))
     monkeypatch.setattr(vllm_loader, "kill_process_trees", kill)
     loader = VllmEngineLoader(load_timeout_s=0.2)
     with pytest.raises(LoadTimedOut, match=r"within load_timeout_s \(0.2 s\)"):

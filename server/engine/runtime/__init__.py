@@ -3,9 +3,11 @@
 ``vllm_loader.py`` builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles;
 ``vllm_configs.py`` every model's engine config, built before any engine starts; ``vllm_flags.py`` vLLM's engine flags
 on ``turnout serve``'s command line; ``model_tasks.py`` what each model can serve; ``start_phases.py`` every second
-of an engine start; ``stash_config.py`` and ``stash_serialization.py`` what vLLM-Gaudi's stash host needs;
-``in_place_swap.py`` drives an in-place model swap through the engine core's utilities (which run inside vLLM's
-processes: ``server/vllm_plugin``) and ``frontend_state.py`` refreshes ``AsyncLLM``'s own model state after one.
+of an engine start; ``start_process.py`` whether a start's core is forked or spawned; ``host.py`` the host's
+device and room for another engine; ``stash_config.py`` and ``stash_serialization.py`` what vLLM-Gaudi's stash
+host needs; ``in_place_swap.py`` drives an in-place model swap through the engine core's utilities (which run
+inside vLLM's processes: ``server/vllm_plugin``) and ``frontend_state.py`` refreshes ``AsyncLLM``'s own model state
+after one.
 
 On CPU an engine core is forked from a warm launcher (a process of Turnout's that imported vLLM and torch once),
 not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
@@ -23,6 +25,7 @@ from server.engine.faces import lazy_face
 if TYPE_CHECKING:
     from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
     from server.engine.runtime.frontend_state import RendererFactory
+    from server.engine.runtime.host import detect_device, memory_check
     from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
     from server.engine.runtime.launcher import (
         LAUNCHER_ENV,
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
         read_device_memory,
     )
     from server.engine.runtime.vllm_flags import EngineFlagsInvalid, parse_engine_flags
-    from server.engine.runtime.vllm_loader import VllmEngineLoader, detect_device, memory_check, stash_host_factory
+    from server.engine.runtime.vllm_loader import VllmEngineLoader, stash_host_factory
 else:
     __getattr__ = lazy_face(__name__, __file__)
 

@@ -1,7 +1,7 @@
 """Real engines: builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles.
 
-The engine layer imports vLLM only in its ``vllm_*`` modules (this one; ``vllm_configs.py``: engine configs
-and memory; ``vllm_flags.py``: the engine CLI flags), and only its engine API (``AsyncEngineArgs``, ``AsyncLLM``,
+The engine layer imports vLLM only in its runtime room (this module; ``vllm_configs.py``: engine configs and
+memory; ``vllm_flags.py``: the engine CLI flags; ...), and only its engine API (``AsyncEngineArgs``, ``AsyncLLM``,
 configs, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter/``.
 
 ``quant_config`` is exported to the engine as ``QUANT_CONFIG`` (what vLLM-Gaudi and INC read) for exactly the
@@ -11,7 +11,8 @@ and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protoco
 launcher has them applied through ``mallopt``, ``runtime/launcher_main.py``).
 Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``).
 Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
-the engine.
+the engine. Whether its core is forked by the warm launcher or spawned is ``start_process.py``'s; what the host has
+(its device, room for another engine) is ``host.py``'s.
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ import importlib.util
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from server.engine.engine_metrics import ENGINE_METRICS
-from server.engine.memory import available_device_fraction, available_ram_mb
-from server.engine.residency import DEFAULT_RESERVE_FRACTION, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from server.engine.runtime.compile_cache import compile_cache_env
-from server.engine.runtime.launcher import EngineLauncher, engine_launcher, launcher_enabled, running_launcher_pid
+from server.engine.runtime.launcher import engine_launcher
 from server.engine.runtime.start_env import spawn_env
 from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_start
+from server.engine.runtime.start_process import forks, launched_or_spawned, launcher_for, spawned_pids
 from server.engine.runtime.stash_config import set_multi_model_config
 from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
 from server.engine.strategies import StashHost, StashHostFactory
@@ -41,20 +41,13 @@ from server.profiles.schema import ModelProfile
 from server.vllm_plugin import keep_before_stop
 from server.vllm_plugin.protocol import IN_PLACE_ENGINE_ENV, KeptKV
 
-if TYPE_CHECKING:
-    from server.engine.runtime.context import LauncherContext
-
 __all__ = [
     "AOT_COMPILE_ENV",
     "INSECURE_SERIALIZATION_ENV",
     "QUANT_CONFIG_ENV",
     "VllmEngineLoader",
     "build_engine_args",
-    "detect_device",
-    "device_allows_another_engine",
-    "memory_check",
     "quant_config_env",
-    "ram_allows_another_engine",
     "spawn_env",
     "stash_host_factory",
 ]
@@ -143,7 +136,7 @@ class VllmEngineLoader:
 
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
-        launcher = await self._launcher_for(args)
+        launcher = await launcher_for(args)
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
@@ -157,15 +150,15 @@ class VllmEngineLoader:
             with (
                 timed_start() as timer,
                 spawn_env({**env, **timer.env}),
-                _launched_or_spawned(launcher) as launched,
+                launched_or_spawned(launcher) as launched,
             ):
-                before, started_at = _spawned_pids(), time.perf_counter()
+                before, started_at = spawned_pids(), time.perf_counter()
                 start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
                 try:
                     engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
                 except (TimeoutError, asyncio.CancelledError) as exc:
                     forked = launched.kill_started() if launched is not None else []
-                    await _end_start(start, (_spawned_pids() - before) | set(forked), name)
+                    await _end_start(start, (spawned_pids() - before) | set(forked), name)
                     if isinstance(exc, TimeoutError):
                         raise LoadTimedOut(name, "loading", self.load_timeout_s) from None
                     raise
@@ -180,43 +173,8 @@ class VllmEngineLoader:
 
     def warm_up_launcher(self) -> None:
         """Start the engine launcher now (it warms up in the background) when this loader's engines would use it."""
-        if self._forks(None):
+        if forks(None):
             engine_launcher()
-
-    def _forks(self, args: Any) -> bool:
-        """Whether this start's engine core may come from the launcher (else it is spawned; logged once, why)."""
-        if not launcher_enabled():
-            return False
-        device = detect_device()
-        if device != "cpu":
-            _spawn_because(f"engines on {device} start by spawn: the engine launcher is measured on CPU only")
-            return False
-        if getattr(args, "numa_bind", False):
-            _spawn_because("engines with numa_bind start by spawn: vLLM binds them through the executable it spawns")
-            return False
-        from vllm.ray.lazy_utils import is_in_ray_actor
-
-        if is_in_ray_actor():  # type: ignore[no-untyped-call]
-            _spawn_because("engines in a Ray replica start by spawn (vLLM forces it in a Ray actor)")
-            return False
-        return True
-
-    async def _launcher_for(self, args: Any) -> EngineLauncher | None:
-        """The ready launcher this start's engine core is forked from; None: it is spawned."""
-        if not self._forks(args):
-            return None
-        if running_launcher_pid() is None:
-            # vLLM's CPU platform sets variables for its children as it builds a config (LD_PRELOAD, read at exec
-            # only): built once first, the launcher starts with them, as `turnout serve`'s does after its plan.
-            from vllm.usage.usage_lib import UsageContext
-
-            await asyncio.to_thread(args.create_engine_config, UsageContext.OPENAI_API_SERVER)
-        launcher = engine_launcher()
-        # Waiting for a first warm-up (10-25 s, begun at the server's start) is quicker than a spawn (30-60 s).
-        if not await asyncio.to_thread(launcher.wait_ready, LAUNCHER_WAIT_S):
-            logger.info("the engine launcher is %s: this engine core is spawned", launcher.state)
-            return None
-        return launcher
 
     async def unload(self, engine: Any) -> KeptKV | None:
         if self.watches is not None:
@@ -288,53 +246,8 @@ async def _shut_down(engine: Any) -> None:
     await asyncio.to_thread(engine.shutdown)
 
 
-#: How long a start waits for the engine launcher's first warm-up before its core is spawned instead.
-LAUNCHER_WAIT_S = 60.0
 #: How long a killed start may take to fail before its thread is left behind (it holds no engine by then).
 _KILLED_START_GRACE_S = 30.0
-
-
-def _spawned_pids() -> set[int]:
-    """Pids of this process's engine processes and their workers (not multiprocessing's shared helpers, not the
-    engine launcher nor the engines it forked: a start kills those of its own by their process group)."""
-    import psutil
-
-    pids: set[int] = set()
-    launcher_pid = running_launcher_pid()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if launcher_pid is not None and (child.pid == launcher_pid or launcher_pid in _ancestors(child)):
-                continue
-            if "resource_tracker" not in " ".join(child.cmdline()):
-                pids.add(child.pid)
-        except psutil.Error:
-            continue
-    return pids
-
-
-def _ancestors(process: Any) -> set[int]:
-    return {parent.pid for parent in process.parents()}
-
-
-@contextlib.contextmanager
-def _launched_or_spawned(launcher: EngineLauncher | None) -> Iterator[LauncherContext | None]:
-    """Engine cores started inside are forked by ``launcher`` (None: spawned by vLLM, as it does on its own)."""
-    if launcher is None:
-        yield None
-        return
-    from server.engine.runtime.context import launched_starts
-
-    with launched_starts(launcher) as context:
-        yield context
-
-
-_spawn_reasons: set[str] = set()
-
-
-def _spawn_because(reason: str) -> None:
-    if reason not in _spawn_reasons:
-        _spawn_reasons.add(reason)
-        logger.info("%s", reason)
 
 
 async def _end_start(start: asyncio.Future[Any], spawned: set[int], name: str) -> None:
@@ -351,42 +264,6 @@ async def _end_start(start: asyncio.Future[Any], spawned: set[int], name: str) -
         return
     # The start finished while it was being stopped: an engine nobody holds must not stay.
     await _shut_down(engine)
-
-
-def detect_device() -> str:
-    """``hpu``, ``cuda`` or ``cpu``, as vLLM's platform detection sees this machine."""
-    from vllm.platforms import current_platform
-
-    device = str(getattr(current_platform, "device_type", "cpu") or "cpu")
-    return device if device in ("hpu", "cuda") else "cpu"
-
-
-def device_allows_another_engine(share: float) -> bool:
-    """The CUDA ``auto`` policy: another engine fits while ``share`` of device 0 is free (NVML; False without)."""
-    free = available_device_fraction()
-    return free is not None and free >= share
-
-
-def ram_allows_another_engine(reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> bool:
-    """The CPU ``auto`` policy: keep engines resident while the KV budget's reserve of host RAM stays available."""
-    import psutil
-
-    total_mb = float(psutil.virtual_memory().total) / (1024 * 1024)
-    return available_ram_mb() >= total_mb * reserve_fraction
-
-
-def memory_check(device: str, models: Mapping[str, ModelProfile]) -> Callable[[], bool]:
-    """The ``auto`` policy's "does another engine fit": host RAM on CPU, device memory on CUDA.
-
-    On CUDA an engine claims ``gpu_memory_utilization`` of the device (vLLM's default unless a model sets it), so
-    another fits while that share of the device is free for the most demanding model of the profile.
-    """
-    if device != "cuda":
-        return ram_allows_another_engine
-    share = max(
-        float(m.engine_args.get("gpu_memory_utilization", VLLM_DEFAULT_GPU_MEMORY_UTILIZATION)) for m in models.values()
-    )
-    return lambda: device_allows_another_engine(share)
 
 
 def stash_host_factory(make_host: Callable[[Mapping[str, ModelProfile]], Any] | None = None) -> StashHostFactory | None:
