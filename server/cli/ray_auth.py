@@ -5,7 +5,10 @@ started it. Ray 2.52.0 added token authentication (``RAY_AUTH_MODE=token``: ever
 needs the cluster's token; docs.ray.io "Ray token authentication": "available in Ray 2.52.0 or later", off by
 default there). The pinned Ray (2.60.0) turns it on by itself for a new local ``ray.init()`` unless
 ``RAY_AUTH_MODE`` is set (``enable_token_auth_by_default`` in ``ray/_private/worker.py``); Turnout sets
-``RAY_AUTH_MODE=token`` explicitly, so it is on with any Ray from 2.52.0, and says so when it cannot be.
+``RAY_AUTH_MODE=token`` explicitly, so it is on with any Ray from 2.52.0, and says so when it cannot be. It sets it
+before Ray is imported: Ray reads its configuration, the mode included, on import, and a mode set after starts a
+cluster that asks for the token its own driver never sends (``InvalidAuthToken``). So the version is read from
+Ray's package metadata (:func:`installed_ray_version`), not from ``ray.__version__``.
 
 The token: ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH`` when set, else Ray's default file ``~/.ray/auth_token``.
 Ray writes that file with the process's umask (mode 0644 under the usual 022), readable by other local users
@@ -16,6 +19,7 @@ operator's choice and is kept, with a warning. ``--address`` joins a cluster who
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import secrets
 from collections.abc import Mapping
@@ -23,7 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-__all__ = ["AUTH_MODE_ENV", "TOKEN_AUTH_SINCE", "RayAuth", "local_ray_auth", "private_token_file"]
+__all__ = [
+    "AUTH_MODE_ENV",
+    "TOKEN_AUTH_SINCE",
+    "RayAuth",
+    "installed_ray_version",
+    "local_ray_auth",
+    "private_token_file",
+]
 
 #: Ray's switch for its authentication (``disabled`` or ``token``).
 AUTH_MODE_ENV: Final = "RAY_AUTH_MODE"
@@ -51,6 +62,17 @@ def _version(text: str) -> tuple[int, ...]:
         digits = "".join(char for char in part if char.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
+
+
+def installed_ray_version() -> str | None:
+    """The installed Ray's version, from its package metadata (None: Ray is not installed).
+
+    Read without importing Ray: Ray reads ``RAY_AUTH_MODE`` when it is imported, so the mode must be set before.
+    """
+    try:
+        return importlib.metadata.version("ray")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def local_ray_auth(ray_version: str, environ: Mapping[str, str]) -> RayAuth:

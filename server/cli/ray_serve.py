@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from server.cli._output import err_console, out_console
-from server.cli.ray_auth import local_ray_auth, private_token_file
+from server.cli.ray_auth import installed_ray_version, local_ray_auth, private_token_file
 from server.cli.serve import (
     ServeOptions,
     engine_defaults,
@@ -86,6 +86,10 @@ def ray_serve(
     )
     # Before Ray and vLLM are imported (seconds).
     refuse_invalid_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
+    ray_version = installed_ray_version()
+    local = address == "local"
+    if local and ray_version is not None:  # before Ray is imported: it reads its authentication mode on import
+        _token_auth(ray_version)
     try:
         import ray
         from ray import serve
@@ -97,10 +101,8 @@ def ray_serve(
 
     loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     path = str(profile.resolve())
-    local = address == "local"
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
         settings_or_exit(loaded, ServingFlags(dev=dev))
-        _token_auth(ray.__version__)
     ray.init(
         address=address,
         include_dashboard=False,
