@@ -17,7 +17,7 @@ from server.tinymodels import build_tiny_models
 from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane, marks_engines
 from tests.reliability.conftest import ServerPool, broken_copy
 
-__all__ = ["live_servers", "reliability_models", "server_pool", "tiny_models"]
+__all__ = ["SET_ON_PURPOSE", "leaves_no_trace", "live_servers", "reliability_models", "server_pool", "tiny_models"]
 
 _LIVE_SERVERS = pytest.StashKey[LiveServers]()
 _SHARING = pytest.StashKey[set[str]]()
@@ -58,6 +58,66 @@ os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 settings.register_profile("suite", max_examples=40)
 settings.register_profile("thorough", max_examples=400)
 settings.load_profile("suite")
+
+
+#: Variables set in the test process on purpose, which a test may leave changed (each with its reason); any other
+#: change to ``os.environ`` fails the test that made it (:func:`leaves_no_trace`).
+SET_ON_PURPOSE = frozenset(
+    {
+        # pytest's own: the test being run, updated at every phase.
+        "PYTEST_CURRENT_TEST",
+        # vLLM's, on its first import in the process (vllm/env_override.py), for every process it starts after.
+        "LD_LIBRARY_PATH",  # its CUDA compatibility libraries first, where it finds them
+        "PYTORCH_NVML_BASED_CUDA_CHECK",  # torch asks NVML whether CUDA is there, without initializing CUDA
+        "TORCHINDUCTOR_COMPILE_THREADS",  # one inductor compile thread (also its CPU platform's)
+        "TRITON_CACHE_AUTOTUNING",  # Triton's autotuning results cached on disk
+        "TILELANG_CLEANUP_TEMP_FILES",  # TileLang's temporary folders per process, not one shared by all users
+        "AITER_SITUV2_A8W4",  # its ROCm AITER kernels' activation, synced on import (vllm/_aiter_ops.py)
+        "AITER_SITUV2_A4W4",
+        # Ray's, on its first import in the process (ray/_private/client_mode_hook.py): no Ray Client mode.
+        "RAY_CLIENT_MODE",
+        # vLLM's CPU platform, whenever an engine config is made in the process (vllm/platforms/cpu.py), for the
+        # engine processes it starts: spawned workers, thread counts, its allocator and OpenMP preloads.
+        "VLLM_WORKER_MULTIPROC_METHOD",
+        "NUMEXPR_MAX_THREADS",
+        "VLLM_DISABLE_SHARED_EXPERTS_STREAM",
+        "TORCHINDUCTOR_CPP_DYNAMIC_THREADS",
+        "LD_PRELOAD",
+        "LOCAL_WORLD_SIZE",
+        "VLLM_SSM_CONV_STATE_LAYOUT",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_trace() -> Iterator[None]:
+    """Fail a test that leaves ``os.environ`` (but :data:`SET_ON_PURPOSE`) or the working directory changed.
+
+    A test that needs a variable or another folder uses ``monkeypatch``, which puts them back: a leftover once made
+    the tests after it pass where a user's fresh shell fails (a ``RAY_AUTH_MODE`` hid a ``turnout ray-serve`` that
+    could not start), or fail for a reason of another test.
+    """
+    environ, cwd = dict(os.environ), os.getcwd()
+    yield
+    after = dict(os.environ)
+    changed = sorted(
+        name
+        for name in environ.keys() | after.keys()
+        if environ.get(name) != after.get(name) and name not in SET_ON_PURPOSE
+    )
+    now = os.getcwd()
+    moved = now != cwd
+    if moved:
+        os.chdir(cwd)  # the next tests run where they expect to
+    for name in changed:  # and with the environment they expect
+        if name in environ:
+            os.environ[name] = environ[name]
+        else:
+            os.environ.pop(name, None)
+    if changed or moved:
+        what = [f"os.environ: {', '.join(changed)}"] if changed else []
+        what += [f"working directory: {cwd} -> {now}"] if moved else []
+        pytest.fail(f"the test left {'; '.join(what)} changed (use monkeypatch)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

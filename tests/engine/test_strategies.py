@@ -179,10 +179,17 @@ async def test_the_stash_fake_follows_vllm_gaudis_contract() -> None:
     assert host.current_model is None
 
 
+def _unset(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """``name`` absent for the test and absent after it, whatever the code under test sets: ``delenv`` of an unset
+    variable records nothing to put back, so it is set first."""
+    monkeypatch.setenv(name, "set-by-the-test")
+    monkeypatch.delenv(name)
+
+
 def test_the_stash_host_gets_vllm_gaudis_multi_model_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from ruamel.yaml import YAML
 
-    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    _unset(monkeypatch, MULTI_MODEL_CONFIG_ENV)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     models = {
         "llama": ModelProfile(model="/m/llama", quant_config="/q/llama.json", engine_args={"max_model_len": 4096}),
@@ -206,8 +213,8 @@ async def test_insecure_serialization_lives_with_the_stash_host_only(
     """Set when the host's engine core is spawned (it inherits this process's environment), gone once the host
     is shut down or fails to start. Before: set in os.environ for the server's whole life. Fake host only: vLLM's
     sleep mode, which vLLM-Gaudi's reconfigure uses, is refused on CPU and vllm_gaudi needs Gaudi."""
-    monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
-    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    _unset(monkeypatch, INSECURE_SERIALIZATION_ENV)
+    _unset(monkeypatch, MULTI_MODEL_CONFIG_ENV)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     at_spawn: list[tuple[str | None, str | None]] = []
 
