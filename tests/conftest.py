@@ -31,6 +31,9 @@ _WORKER_STARTS = pytest.StashKey[list[str]]()
 BESIDE_THE_LANE = frozenset(
     {
         "tests/cluster/test_ray_serve.py",
+        # The entry points as a user starts them: servers and a Ray cluster of their own, minutes-long bounds.
+        "tests/entrypoints/test_ray_serve_entry.py",
+        "tests/entrypoints/test_serving_entries.py",
         "tests/api/test_live_frontend_flags.py",
         "tests/api/test_live_speech.py",
         "tests/api/test_live_trust.py",
