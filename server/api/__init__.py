@@ -43,13 +43,22 @@ from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
-from server.api.withheld_env import secret_env, withhold_secrets
+from server.api.withheld_env import (
+    FILE_SUFFIX,
+    SecretSourceInvalid,
+    check_secret_sources,
+    secret_env,
+    secret_names,
+    secrets_as_files,
+    withhold_secrets,
+)
 
 __all__ = [
     "ANTHROPIC_API",
     "ANTHROPIC_EXCEPTION_HANDLERS",
     "EDGE_CHECKED_ELSEWHERE",
     "EXCEPTION_HANDLERS",
+    "FILE_SUFFIX",
     "OPENAI_API",
     "RESPONSES_API",
     "AdminGuard",
@@ -64,6 +73,7 @@ __all__ = [
     "RequestOutOfBounds",
     "RouteTable",
     "RouteUnsupported",
+    "SecretSourceInvalid",
     "ServingBundle",
     "ServingFlags",
     "ServingStack",
@@ -72,6 +82,7 @@ __all__ = [
     "api_settings",
     "assemble_stack",
     "check_request_bounds",
+    "check_secret_sources",
     "check_serves_form",
     "create_app",
     "edge_settings",
@@ -84,6 +95,8 @@ __all__ = [
     "resolve_model_name",
     "retry_after_header",
     "secret_env",
+    "secret_names",
+    "secrets_as_files",
     "served_names",
     "visible",
     "watch_profile",

@@ -19,7 +19,7 @@ import msgspec
 from server.api.request_admission import ServingBundle
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
-from server.api.withheld_env import secret_env, withhold_secrets
+from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
 from server.engine import EngineManager, build_manager, prepare_profile
 from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.profiles import ModelProfile, Profile
@@ -108,9 +108,13 @@ def edge_settings(profile: Profile, flags: ServingFlags, extra_secrets: Iterable
     """The app's settings (``api_settings``) read from this process's environment, then the secrets moved out of it
     (with ``extra_secrets``), so that no engine process started later inherits them (``withheld_env.py``).
 
+    A secret may be given as ``VAR_FILE`` (a file holding it) rather than ``VAR``; both at once is refused.
+
     Raises:
         KeyNotSet: A ``server.api_keys`` item's variable is unset.
+        SecretSourceInvalid: A secret is given both ways, or its file cannot be read.
     """
+    check_secret_sources(secret_names(profile, extra_secrets))
     settings = api_settings(profile, flags, secret_env())
     withhold_secrets(profile, extra_secrets)
     return settings
@@ -148,7 +152,7 @@ def assemble_stack(
         warm_launcher: Start the engine launcher with the manager (``build_manager``).
 
     Raises:
-        KeyNotSet: As :func:`edge_settings`.
+        KeyNotSet, SecretSourceInvalid: As :func:`edge_settings`.
         EngineConfigInvalid, MemoryBudgetExceeded, StrategyUnavailable: The profile cannot be served here.
     """
     from server.frontend import build_renderer, set_fingerprint_mode  # they import vLLM

@@ -23,12 +23,15 @@ _TOKEN = click.option(
     "--token-env",
     default=DEFAULT_ADMIN_TOKEN_ENV,
     show_default=True,
-    help="Env var that holds the admin token (never pass secrets on the command line).",
+    help="Env var that holds the admin token, or NAME_FILE a file holding it (never pass secrets on the command "
+    "line); with neither set, the token turnout demo or serve generated into the state folder.",
 )
 
 
 def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = None) -> dict[str, Any]:
-    token = os.environ.get(token_env, "").strip()
+    from server.cli.admin_token import admin_token  # the server's secret reading: Litestar's import, a few 100 ms
+
+    token = admin_token(token_env)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.request(method, url, json=json, headers=headers, timeout=timeout)
@@ -44,9 +47,9 @@ def _call(method: str, url: str, token_env: str, *, timeout: float, json: Any = 
         if response.status_code in (401, 403) and not token:
             # The server's words are about the header; the cause is this shell's environment.
             message = (
-                f"${token_env} is not set here, so no admin token was sent; export it (turnout serve and turnout "
-                f"demo print the export line at start) or name another variable with --token-env "
-                f"(the server said: {message})"
+                f"neither ${token_env} nor ${token_env}_FILE is set here, and no generated token is in the state "
+                f"folder, so no admin token was sent; export one of them (a server that generates its token prints "
+                f"where it is) or name another variable with --token-env (the server said: {message})"
             )
         # Plain echo, not rich: each file:line:col issue of a refused reload stays one greppable line.
         click.echo(f"error: {response.status_code}: {message}", err=True)

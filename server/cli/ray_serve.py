@@ -4,10 +4,16 @@ Locally (the default) it starts a Ray cluster on this machine with one ``turnout
 each replica owns one accelerator set, with Ray's token authentication on (``ray_auth.py``); ``--address`` joins a
 running cluster instead. A real cluster (KubeRay) deploys the same application from a Ray Serve config file
 (docs/deploy.md: "Ray Serve").
+
+A local cluster's processes (Ray's own and every replica) start with a copy of this process's environment. So the
+secrets are handed over as files: each is written (mode 0600) into a fresh private folder of this run in the state
+folder, removed at exit; the replicas get only ``VAR_FILE`` (the path) in their runtime environment, and the values
+leave ``os.environ`` before ``ray.init`` (``server.api.secrets_as_files``).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -28,6 +34,8 @@ from server.cli.serve import (
 )
 from server.cli.stack_flags import ADMISSION_TIMEOUT_OPTION, NO_PRELOAD_OPTION, frontend_default_options
 from server.cluster import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
+from server.engine import StateDir, state_dir
+from server.profiles import Profile
 
 __all__ = ["ray_serve"]
 
@@ -101,13 +109,17 @@ def ray_serve(
 
     loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     path = str(profile.resolve())
+    secret_files: dict[str, str] = {}
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
         settings_or_exit(loaded, ServingFlags(dev=dev))
+        secret_files = _secrets_as_files(loaded)
     ray.init(
         address=address,
         include_dashboard=False,
         # A local cluster gets one accelerator set per replica; a real cluster's nodes declare their own.
         resources={ACCELERATOR: replicas} if local else None,
+        # Paths only: every process of the job (the replicas, the ingress) reads its secrets from these files.
+        runtime_env={"env_vars": secret_files} if secret_files else None,
     )
     try:
         serve.start(http_options={"host": host, "port": port})
@@ -127,6 +139,20 @@ def ray_serve(
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         if local:
             ray.shutdown()
+
+
+def _secrets_as_files(profile: Profile) -> dict[str, str]:
+    """``{VAR_FILE: path}`` of the secrets written into this run's private folder in the state folder (removed at
+    exit), the values then out of ``os.environ`` (``server.api.secrets_as_files``); exits 1 when it cannot."""
+    from server.api import secrets_as_files
+
+    try:
+        folder = state_dir().run_folder("ray-secrets")
+    except OSError as exc:
+        err_console.print(f"error: cannot hand the replicas their secrets: {exc}; not starting.", markup=False)
+        raise SystemExit(1) from None
+    atexit.register(state_dir().remove_folder, folder)  # Ctrl-C and SIGTERM end this process normally
+    return secrets_as_files(profile, StateDir(folder))
 
 
 def _replica_path(chat_template: str | None) -> str | None:

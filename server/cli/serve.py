@@ -174,10 +174,12 @@ def refuse_invalid_profile(
     result = _validated(path, registry, default_tool_call_parser, default_enable_auto_tool_choice)
     if result.profile is None:
         _refuse(result)
-    from server.api import read_keys  # Litestar, not vLLM: an unset key variable is also said in well under a second
+    # Litestar, not vLLM: an unset key variable, or one given twice (VAR and VAR_FILE), is said in well under a second
+    from server.api import check_secret_sources, read_keys, secret_env, secret_names
 
     with _unset_key_exits(result.profile):
-        read_keys(result.profile, os.environ)
+        check_secret_sources(secret_names(result.profile))
+        read_keys(result.profile, secret_env())
 
 
 def _refuse(result: ValidationResult) -> NoReturn:
@@ -267,12 +269,13 @@ def settings_or_exit(profile: Profile, flags: ServingFlags) -> ApiSettings:
 
 @contextmanager
 def _unset_key_exits(profile: Profile) -> Iterator[None]:
-    """Exit 1 naming the ``server.api_keys`` variable that is not set (one line: ``file: error: ...``)."""
-    from server.api import KeyNotSet
+    """Exit 1 naming the ``server.api_keys`` variable that is not set, or a secret given both as ``VAR`` and
+    ``VAR_FILE`` (one line: ``file: error: ...``)."""
+    from server.api import KeyNotSet, SecretSourceInvalid
 
     try:
         yield
-    except KeyNotSet as exc:
+    except (KeyNotSet, SecretSourceInvalid) as exc:
         err_console.print(f"{profile.path}: error: {exc}", markup=False)
         raise SystemExit(1) from None
 
@@ -310,6 +313,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         # Bound once vLLM accepted the engine arguments, before the engine launcher starts with the manager.
         sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
 
+    if options.generate_admin_token:  # the state folder its file goes to is refused before any engine starts
+        from server.cli.admin_token import open_state_folder
+
+        open_state_folder()
     stack_options = options.stack
     with _refused_stack(profile):
         # The secrets leave os.environ first, before any process (the launcher included) starts with a copy of it.
@@ -324,14 +331,19 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     profile, memory_plan, manager, settings = stack.profile, stack.memory_plan, stack.manager, stack.settings
     admin_token_env = settings.admin_token_env
     if settings.admin_token is None and options.generate_admin_token:
-        settings = dataclasses.replace(settings, admin_token=secrets.token_urlsafe(24))
-        out_console.print(f"Admin token (for this run only): [bold]{settings.admin_token}[/]")
-        out_console.print(f"  export {admin_token_env}={settings.admin_token}", markup=False)
+        from server.cli.admin_token import keep_generated_token
+
+        generated = secrets.token_urlsafe(24)
+        keep_generated_token(generated, admin_token_env, as_log=as_log)  # its path, never the token
+        settings = dataclasses.replace(settings, admin_token=generated)
     if settings.admin_token is None and not settings.dev_mode:
         if as_log:
-            logger.warning("Admin routes are disabled: set %s or pass --dev.", admin_token_env)
+            logger.warning(
+                "Admin routes are disabled: set %s (or %s_FILE) or pass --dev.", admin_token_env, admin_token_env
+            )
         else:
-            err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
+            disabled = f"Admin routes are disabled: set {admin_token_env} (or {admin_token_env}_FILE) or pass --dev."
+            err_console.print(f"[yellow]{disabled}[/]")
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
@@ -541,7 +553,9 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         refuse_invalid_profile(
             _profile_path(positionals), kwargs["tool_call_parser"], kwargs["enable_auto_tool_choice"]
         )
-    api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), os.environ)
+    from server.api import secret_env  # --api-key-env NAME: NAME, else the file NAME_FILE names
+
+    api_key = cli_api_key(kwargs["api_key_env"], kwargs.pop("api_key_file"), secret_env())
     refuse_taken_port(args, kwargs["host"], kwargs["port"])
     # Before vLLM is imported: it sets up its logging (from the file this names) when it is imported.
     setup = set_up_logging(kwargs["log_format"], kwargs["log_level"])

@@ -6,9 +6,9 @@ returns.
 
 This face is all other packages import (``tests/test_layers.py``): the manager and what it reports, its errors,
 the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine flags
-and the memory plan) and the counters the metrics read. The modules behind it are the engine's own to move.
-Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
-profile fast.
+and the memory plan), the counters the metrics read, and this user's private state folder (:class:`StateDir`).
+The modules behind it are the engine's own to move. Importing it does not import vLLM (the engines import it when
+they start), so ``turnout serve`` refuses a bad profile fast.
 
 Behind it the engine is in rooms by role, each a subpackage entered through its face (``faces.py``):
 ``switching`` (the device and one switch), ``admission`` (the scheduler), ``residency`` (who stays loaded),
@@ -59,7 +59,14 @@ from server.engine.residency import (
     ResidencyOutlook,
     residency_outlook,
 )
-from server.engine.runtime import EngineConfigInvalid, EngineFlagsInvalid, parse_engine_flags
+from server.engine.runtime import (
+    EngineConfigInvalid,
+    EngineFlagsInvalid,
+    StateDir,
+    parse_engine_flags,
+    state_dir,
+    state_home,
+)
 from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
 from server.engine.switching import PARKED, Lease, Published, Slot, SlotState
 from server.vllm_plugin import kept_bytes_by_model
@@ -101,6 +108,7 @@ __all__ = [
     "Slot",
     "SlotSnapshot",
     "SlotState",
+    "StateDir",
     "StrategyUnavailable",
     "SwitchAttempt",
     "SwitchConflict",
@@ -115,4 +123,6 @@ __all__ = [
     "prepare_profile",
     "residency_outlook",
     "resolve_strategy_name",
+    "state_dir",
+    "state_home",
 ]

@@ -183,3 +183,41 @@ def test_the_early_refusals_import_neither_vllm_nor_torch(tiny_models: dict[str,
     assert "unknown option --max-model-lenn" in done.stderr
     assert f"{bad}:3:12: error: model 'a': model path './missing' does not exist" in done.stderr
     assert "cannot listen on 127.0.0.1:" in done.stderr
+
+
+def test_a_secret_given_both_as_its_variable_and_its_file_stops_serve_before_any_engine(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    profile = tmp_path / "twice.yaml"
+    profile.write_text(f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n")
+    key = tmp_path / "key"
+    key.write_text("the-file-key\n")
+    key.chmod(0o600)
+    result = _serve(
+        str(profile), "--port", "1", env={"TURNOUT_API_KEY": "the-plain-key", "TURNOUT_API_KEY_FILE": str(key)}
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    expected = f"{profile}: error: both TURNOUT_API_KEY and TURNOUT_API_KEY_FILE are set"
+    assert any(line.startswith(expected) for line in result.stderr.splitlines()), result.stderr[-2000:]
+    shown = result.stderr + result.stdout
+    assert "the-plain-key" not in shown and "the-file-key" not in shown
+    assert "Traceback" not in shown and "Loading" not in shown
+
+
+def test_a_scoped_key_given_as_a_file_is_read_from_it(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    profile = tmp_path / "keys.yaml"
+    profile.write_text(
+        f"models:\n  tools:\n    model: {tiny_models['tiny-tools']}\n"
+        "server:\n  api_keys:\n    - {key_env: T48_TEAM_KEY, models: [tools]}\n"
+    )
+    key = tmp_path / "team"
+    key.write_text("team-key\n")
+    key.chmod(0o600)
+    with socket.socket() as taken:  # the check after the keys': it stops serve before any engine
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(str(profile), "--port", str(port), env={"T48_TEAM_KEY_FILE": str(key)})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "T48_TEAM_KEY is not set" not in result.stderr, result.stderr[-2000:]
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr, result.stderr[-2000:]

@@ -13,7 +13,9 @@ On CPU an engine core is forked from a warm launcher (a process of Turnout's tha
 not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
 launcher process, ``launcher.py`` Turnout's handle on it, ``process.py`` the process object vLLM keeps for a forked
 core, ``context.py`` the one hook into vLLM (imported by the loader only: it imports vLLM). ``framing.py`` is the
-wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache.
+wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache;
+``state_folder.py`` is this user's private state folder (the generated admin token, the secrets handed to Ray's
+replicas as files).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
     from server.engine.runtime.process import LaunchedProcess
     from server.engine.runtime.start_phases import ENGINE_STARTS
+    from server.engine.runtime.state_folder import StateDir, state_dir, state_home
     from server.engine.runtime.vllm_configs import (
         EngineConfigInvalid,
         build_engine_configs,
@@ -64,6 +67,7 @@ __all__ = [
     "ModelTasks",
     "PluginMissing",
     "RendererFactory",
+    "StateDir",
     "TaskReader",
     "VllmEngineLoader",
     "build_engine_configs",
@@ -78,5 +82,7 @@ __all__ = [
     "read_device_memory",
     "running_launcher_pid",
     "stash_host_factory",
+    "state_dir",
+    "state_home",
     "stop_engine_launcher",
 ]
