@@ -19,7 +19,7 @@ from server.api.assembly import (
     without_preloads,
 )
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
-from server.api.edge import EDGE_CHECKED_ELSEWHERE, EdgeChecks, EdgePolicy
+from server.api.edge import EDGE_CHECKED_ELSEWHERE, LOOPBACK_HOSTS, EdgeChecks, EdgePolicy
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -50,6 +50,7 @@ __all__ = [
     "ANTHROPIC_EXCEPTION_HANDLERS",
     "EDGE_CHECKED_ELSEWHERE",
     "EXCEPTION_HANDLERS",
+    "LOOPBACK_HOSTS",
     "OPENAI_API",
     "RESPONSES_API",
     "AdminGuard",

@@ -283,7 +283,16 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import KeyRing, Reloader, ServingFlags, assemble_stack, create_app, prepare_stack, watch_profile
+    from server.api import (
+        LOOPBACK_HOSTS,
+        KeyRing,
+        Reloader,
+        ServingFlags,
+        assemble_stack,
+        create_app,
+        prepare_stack,
+        watch_profile,
+    )
     from server.cli.connection_limits import limited_protocol
     from server.frontend import request_body_schemas
 
@@ -293,6 +302,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     flags = ServingFlags(
         api_key=options.api_key,
         host=options.host,
+        machine_names=True,
         dev=options.dev,
         cors=options.frontend.cors(),
         sse_keep_alive_interval_s=float(server_flags.get("sse_keep_alive_interval", 0) or 0),
@@ -327,11 +337,24 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         settings = dataclasses.replace(settings, admin_token=secrets.token_urlsafe(24))
         out_console.print(f"Admin token (for this run only): [bold]{settings.admin_token}[/]")
         out_console.print(f"  export {admin_token_env}={settings.admin_token}", markup=False)
-    if settings.admin_token is None and not settings.dev_mode:
+
+    def warn(message: str) -> None:
         if as_log:
-            logger.warning("Admin routes are disabled: set %s or pass --dev.", admin_token_env)
+            logger.warning("%s", message)
         else:
-            err_console.print(f"[yellow]Admin routes are disabled: set {admin_token_env} or pass --dev.[/]")
+            err_console.print(message, style="yellow", markup=False)
+
+    if settings.admin_token is None and not settings.dev_mode:
+        warn(f"Admin routes are disabled: set {admin_token_env} or pass --dev.")
+    for message in options.frontend.cors_warnings():
+        warn(message)
+    if profile.server.allowed_hosts is None and settings.allowed_hosts not in (None, LOOPBACK_HOSTS):
+        names = ", ".join(settings.allowed_hosts or ())
+        warn(
+            f"server.allowed_hosts is not set: bound to {options.host}, the server answers only this machine's "
+            f"names and addresses ({names}); list in server.allowed_hosts the names clients use besides these "
+            "(a DNS alias, a proxy's name)."
+        )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
