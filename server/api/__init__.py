@@ -19,6 +19,7 @@ from server.api.assembly import (
     without_preloads,
 )
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
+from server.api.connection_limits import ConnectionLimits, OpenConnections, limited_protocol
 from server.api.edge import EDGE_CHECKED_ELSEWHERE, LOOPBACK_HOSTS, EdgeChecks, EdgePolicy
 from server.api.errors import (
     ANTHROPIC_API,
@@ -57,10 +58,12 @@ __all__ = [
     "ApiKeyGuard",
     "ApiSettings",
     "ApiShape",
+    "ConnectionLimits",
     "EdgeChecks",
     "EdgePolicy",
     "KeyNotSet",
     "KeyRing",
+    "OpenConnections",
     "Reloader",
     "RequestOutOfBounds",
     "RouteTable",
@@ -79,6 +82,7 @@ __all__ = [
     "engine_error_body",
     "error_response",
     "is_admin",
+    "limited_protocol",
     "model_card",
     "prepare_stack",
     "read_keys",

@@ -38,8 +38,7 @@ from server.profiles import (
 if TYPE_CHECKING:
     import socket
 
-    from server.api import ApiSettings, ServingFlags, StackOptions
-    from server.cli.connection_limits import ConnectionLimits
+    from server.api import ApiSettings, ConnectionLimits, ServingFlags, StackOptions
     from server.engine import MemoryPlan
 
 __all__ = [
@@ -290,10 +289,10 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         ServingFlags,
         assemble_stack,
         create_app,
+        limited_protocol,
         prepare_stack,
         watch_profile,
     )
-    from server.cli.connection_limits import limited_protocol
     from server.frontend import request_body_schemas
 
     setup = options.logging_setup
@@ -410,7 +409,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     drain_timeout = profile.switching.drain_timeout
     limits = _connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
-    # httptools protocol with Turnout's header timeout and connection cap (connection_limits.py).
+    # httptools protocol with Turnout's header and body timeouts and connection cap (api/connection_limits.py).
     config = uvicorn.Config(
         served,
         host=options.host,
@@ -440,11 +439,11 @@ _FD_RESERVE = 256
 
 
 def _connection_limits(profile: Profile) -> ConnectionLimits:
-    """The HTTP server's header timeout and connection cap (``server.*``); warns when the open-file limit would
-    refuse connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
+    """The HTTP server's timeouts and connection cap (``server.*``); warns when the open-file limit would refuse
+    connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
     import resource
 
-    from server.cli.connection_limits import ConnectionLimits
+    from server.api import ConnectionLimits
 
     server = profile.server
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -456,7 +455,7 @@ def _connection_limits(profile: Profile) -> ConnectionLimits:
             soft,
             server.max_connections + _FD_RESERVE,
         )
-    return ConnectionLimits(header_timeout_s=server.header_timeout_s, max_connections=server.max_connections)
+    return ConnectionLimits.of(server)
 
 
 def _listener_or_exit(host: str, port: int) -> socket.socket:
