@@ -19,8 +19,9 @@ included, so an attacker who holds the connections starves those too.
   not count. Answers are not timed here (``server.stream_stall_timeout_s`` times a stream's reader).
 - **Connection cap.** At most ``server.max_connections`` connections are open. A new connection past the cap
   closes one that has not been served: first the oldest that never completed a request's headers (a slow-loris,
-  or a client that connected and said nothing), then the one whose request body has waited longest for its next
-  bytes (a slow body; a steady upload reads all the time, so it is the last of them), then the one idle longest
+  or a client that connected and said nothing), then the one whose request body has come slowest so far in bytes
+  a second (a slow body; a steady upload comes at its link's speed, so it is the last of them; a burst of new
+  connections does not make it the slowest), then the one idle longest
   between two requests (HTTP lets a server close an idle keep-alive connection; its client opens a new one).
   Connections whose request is complete and in flight are never closed for a newcomer; when all are, the
   newcomer gets a 503 with ``Retry-After`` and is closed.
@@ -135,7 +136,8 @@ class OpenConnections:
             elif connection.idle_since is not None:
                 idle.append(connection)
         if bodies:
-            return min(bodies, key=lambda connection: connection.body_read_at or 0.0)
+            now = time.monotonic()
+            return min(bodies, key=lambda connection: connection.body_rate(now))  # the oldest of equals
         return min(idle, key=lambda connection: connection.idle_since or 0.0, default=None)
 
     def _warn(self) -> None:
@@ -188,6 +190,8 @@ class _LimitedProtocol(HttpToolsProtocol):
         #: While a request's body is incomplete: when bytes of it last arrived (or its headers, or the server
         #: resumed reading); None when no body is owed.
         self.body_read_at: float | None = None
+        self._body_started_at = 0.0
+        self._body_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -224,10 +228,12 @@ class _LimitedProtocol(HttpToolsProtocol):
         self._cancel_header_timer()
         self.completed_headers = True
         super().on_headers_complete()
-        self.body_read_at = time.monotonic()  # until the message completes (at once when it has no body)
+        self.body_read_at = self._body_started_at = time.monotonic()  # until the message completes
+        self._body_bytes = 0
 
     def on_body(self, body: bytes) -> None:
         self.body_read_at = time.monotonic()
+        self._body_bytes += len(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
@@ -248,6 +254,11 @@ class _LimitedProtocol(HttpToolsProtocol):
         self._cancel_timers()
         self.body_read_at = None
         super().handle_websocket_upgrade()
+
+    def body_rate(self, now: float) -> float:
+        """Bytes a second the request's body has come at so far (over at least a second, so a connection that
+        just sent its headers is not the fastest): a slow body's is tiny, a steady upload's is its link's."""
+        return self._body_bytes / max(now - self._body_started_at, 1.0)
 
     def close_now(self) -> None:
         """Close the connection (it is evicted for a newcomer past the cap)."""

@@ -366,8 +366,8 @@ class ServerSection(Base, frozen=True, kw_only=True):
             connection and the 60 s of common proxies, so the server's close never races a client's next request
             on a connection the client still trusts (that request would get a reset). Applies at a restart.
         max_connections: Most client connections open at once. Past it a new connection closes one that serves
-            nothing (the oldest that never completed a request's headers, else the one whose request body waited
-            longest for its next bytes, else the one idle longest between two requests); it gets a 503 with
+            nothing (the oldest that never completed a request's headers, else the one whose request body came
+            slowest so far, else the one idle longest between two requests); it gets a 503 with
             ``Retry-After`` only when every connection has a complete request in flight. So half-sent requests
             never starve ``/health`` or clients with requests in flight. Default 1024: far
             more than one device serves at once (``switching.max_queue`` waits per model, engine batches of a

@@ -186,3 +186,30 @@ async def test_past_the_cap_slow_bodies_starve_neither_health_nor_served_clients
                 assert limits.count <= 8
             finally:
                 await slow.close()
+
+
+async def test_a_steady_upload_outlives_a_slow_body_flood_past_the_cap() -> None:
+    chunk, size = b"x" * 65536, 4 * 1024 * 1024
+
+    async def steady() -> AsyncIterator[bytes]:
+        for _ in range(size // len(chunk)):
+            await asyncio.sleep(0.03)
+            yield chunk
+
+    async with serving(max_connections=8, body_timeout_s=30.0) as (url, _, _):
+        slow = SlowBodies(url, every_s=0.3)
+        try:
+            await slow.open(16)
+
+            async def flood() -> None:
+                for _ in range(6):
+                    await asyncio.sleep(0.3)
+                    await slow.open(4)
+
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                upload, _ = await asyncio.gather(
+                    client.post("/upload", content=steady(), headers={"content-length": str(size)}), flood()
+                )
+            assert upload.status_code == 200 and int(upload.text) == size
+        finally:
+            await slow.close()
