@@ -336,8 +336,11 @@ class ServerSection(Base, frozen=True, kw_only=True):
             token is accepted too). Unset: open on a server without keys, as vLLM's; on a server with keys
             (``api_key_env``'s or ``api_keys``) only the admin token opens it, unless ``metrics_public``.
         allowed_hosts: The ``Host`` names the server answers, each a name, ``*.domain`` (its subdomains) or
-            ``*`` (any); others get 403. Default: ``localhost`` and loopback addresses when bound to loopback
-            (a defence against DNS rebinding), any otherwise.
+            ``*`` (any); others get 403 (a defence against DNS rebinding). Default: ``localhost`` and loopback
+            addresses when bound to loopback; under ``turnout serve`` bound to another address, this machine's
+            names and addresses (host name, fully qualified name, its interfaces' addresses, the bind address),
+            with a warning at start: list the other names clients use (a DNS alias, a proxy's). Any ``Host``
+            under ``turnout ray-serve`` off loopback.
         reload_dirs: Folders ``POST /admin/reload`` may read a profile from (relative ones from the profile's
             folder); default: the served profile's folder. Any other path is refused without being opened.
         stream_stall_timeout_s: Seconds a stream may wait for its client to take a chunk (a client that stopped
