@@ -19,7 +19,8 @@ from server.api.assembly import (
     without_preloads,
 )
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
-from server.api.edge import EDGE_CHECKED_ELSEWHERE, EdgeChecks, EdgePolicy
+from server.api.connection_limits import ConnectionLimits, OpenConnections, limited_protocol
+from server.api.edge import EDGE_CHECKED_ELSEWHERE, LOOPBACK_HOSTS, EdgeChecks, EdgePolicy
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -59,16 +60,19 @@ __all__ = [
     "EDGE_CHECKED_ELSEWHERE",
     "EXCEPTION_HANDLERS",
     "FILE_SUFFIX",
+    "LOOPBACK_HOSTS",
     "OPENAI_API",
     "RESPONSES_API",
     "AdminGuard",
     "ApiKeyGuard",
     "ApiSettings",
     "ApiShape",
+    "ConnectionLimits",
     "EdgeChecks",
     "EdgePolicy",
     "KeyNotSet",
     "KeyRing",
+    "OpenConnections",
     "Reloader",
     "RequestOutOfBounds",
     "RouteTable",
@@ -89,6 +93,7 @@ __all__ = [
     "engine_error_body",
     "error_response",
     "is_admin",
+    "limited_protocol",
     "model_card",
     "prepare_stack",
     "read_keys",

@@ -6,11 +6,13 @@ without a CORS preflight as long as the body is a "simple" one (``text/plain``, 
 so a route that reads JSON refuses every other content type with 415, as vLLM's FastAPI routes do, and a form
 route every type but its own. DNS rebinding lets a page read the answers of a server it reaches under a name it
 controls: so a server bound to loopback answers only requests addressed to a loopback name (403 otherwise), as
-Ollama does. And a browser's cross-site request that uses or changes a model (any ``POST``, ``PUT``, ``PATCH`` or
-``DELETE``: the serving, switch, admin and reload routes), a bodyless one included, is refused with 403 unless CORS
-allows its ``Origin``: a page's simple form can move the device or load a model without ever reading an answer.
-A browser says so in ``Sec-Fetch-Site: cross-site``; one that does not send it is judged by its ``Origin`` against
-the ``Host`` it addressed. Requests without either header (curl, the SDKs) are no browser's and pass.
+Ollama does, and ``turnout serve`` bound to another address only this machine's names and addresses unless
+``server.allowed_hosts`` lists others. And a browser's cross-site request that uses or changes a model (any
+``POST``, ``PUT``, ``PATCH`` or ``DELETE``: the serving, switch, admin and reload routes), a bodyless one included,
+is refused with 403 unless CORS allows its ``Origin``: a page's simple form can move the device or load a model
+without ever reading an answer. A browser says so in ``Sec-Fetch-Site: cross-site`` or ``same-site`` (a page on
+a sibling subdomain is another origin too); one that does not send it is judged by its ``Origin`` against the
+``Host`` it addressed. Requests without either header (curl, the SDKs) are no browser's and pass.
 
 :class:`EdgePolicy` holds these checks once: :class:`EdgeChecks` runs them on a node's routes, and the Ray ingress
 runs them (``server/cluster/gate.py``) before it places a request, with the body kind of the node's route.
@@ -19,6 +21,7 @@ runs them (``server/cluster/gate.py``) before it places a request, with the body
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
@@ -40,6 +43,7 @@ __all__ = [
     "EdgePolicy",
     "default_allowed_hosts",
     "host_allowed",
+    "machine_hosts",
 ]
 
 #: The names a server bound to loopback answers to by default (with any port): ``localhost`` and its
@@ -51,7 +55,9 @@ _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 #: The methods that use or change a model: a cross-site one is refused. (GET, HEAD and OPTIONS only read.)
 _UNSAFE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: ``Sec-Fetch-Site`` values of a request that is not cross-site (``none``: the user typed it, or a bookmark).
-_NOT_CROSS_SITE: Final = frozenset({"same-origin", "same-site", "none"})
+#: ``same-site`` is not among them: a page on a sibling subdomain (another team's, or one an attacker can publish
+#: on) is another origin, and crosses only when CORS lists it.
+_NOT_CROSS_SITE: Final = frozenset({"same-origin", "none"})
 #: A route handler's ``opt`` key that skips :class:`EdgeChecks` (the Ray ingress's catch-all route, whose gate
 #: runs the same checks with the body kind of the node's route).
 EDGE_CHECKED_ELSEWHERE: Final = "turnout_edge_checked_elsewhere"
@@ -66,12 +72,45 @@ def _is_loopback(address: str) -> bool:
         return address == "localhost"
 
 
-def default_allowed_hosts(bind: str | None, configured: Iterable[str] | None) -> tuple[str, ...] | None:
-    """``server.allowed_hosts`` when set; else loopback names for a server bound to loopback, None (any) otherwise
-    (``bind`` None: a Ray node, which binds nothing itself)."""
+def default_allowed_hosts(
+    bind: str | None, configured: Iterable[str] | None, *, machine_names: bool = False
+) -> tuple[str, ...] | None:
+    """``server.allowed_hosts`` when set; else loopback names for a server bound to loopback; else, with
+    ``machine_names``, this machine's names and addresses (:func:`machine_hosts`); else None (any ``Host``).
+
+    ``bind`` None: a Ray node, which binds nothing itself. ``machine_names`` is for a server that binds ``bind``
+    on this machine itself (``turnout serve``); a Ray cluster's requests may arrive under any machine's name.
+    """
     if configured is not None:
         return tuple(configured)
-    return LOOPBACK_HOSTS if bind is not None and _is_loopback(bind) else None
+    if bind is None:
+        return None
+    if _is_loopback(bind):
+        return LOOPBACK_HOSTS
+    return machine_hosts(bind) if machine_names else None
+
+
+#: Bind addresses that name no one address (every interface): not a name a client sends.
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def machine_hosts(bind: str) -> tuple[str, ...]:
+    """The ``Host`` names a server bound to ``bind`` answers by default: loopback names, this machine's host name
+    and fully qualified name, the addresses of its network interfaces, and ``bind`` itself unless it is a wildcard.
+
+    A DNS rebinding page reaches the server only under a name its attacker controls, never one of these; a name
+    clients use that is not among them (a DNS alias, a load balancer's) goes in ``server.allowed_hosts``.
+    """
+    import psutil
+
+    names = dict.fromkeys([*LOOPBACK_HOSTS, socket.gethostname().lower(), socket.getfqdn().lower()])
+    if bind.strip().lower() not in _WILDCARDS:
+        names[bind.strip().lower()] = None
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family in (socket.AF_INET, socket.AF_INET6):
+                names[_canonical(address.address)] = None  # without an IPv6 zone (no browser sends one)
+    return tuple(name for name in names if name)
 
 
 def _hostname(header: str) -> str:
@@ -81,15 +120,25 @@ def _hostname(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+def _canonical(name: str) -> str:
+    """``name`` lower-cased, an IP address in its one spelling (no brackets, IPv6 zone or leading zeros)."""
+    name = name.strip().lower()
+    try:
+        return str(ipaddress.ip_address(name.strip("[]").split("%", 1)[0]))
+    except ValueError:
+        return name
+
+
 def host_allowed(header: str, allowed: Iterable[str]) -> bool:
-    """Whether a ``Host`` header names one of ``allowed`` (``*``: any; ``*.example.com``: its subdomains).
+    """Whether a ``Host`` header names one of ``allowed`` (``*``: any; ``*.example.com``: its subdomains; an IP
+    address in any spelling, IPv6 with or without brackets).
 
     A loopback address is allowed whenever ``localhost`` is: no rebinding page can put an address in ``Host``.
     """
-    host = _hostname(header)
+    host = _canonical(_hostname(header))
     for pattern in allowed:
         pattern = pattern.lower()
-        if pattern == "*" or host == pattern:
+        if pattern == "*" or host == _canonical(pattern):
             return True
         if pattern.startswith("*.") and host.endswith(pattern[1:]):
             return True
@@ -179,7 +228,7 @@ class EdgePolicy:
         if origin is not None and self._cors is not None and self._cors.is_origin_allowed(origin):
             return False
         site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
-        if site == "cross-site":
+        if site in ("cross-site", "same-site"):
             return True
         if site in _NOT_CROSS_SITE or origin is None:
             return False  # a browser that says it is not cross-site, or no browser at all (curl, the SDKs)

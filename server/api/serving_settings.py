@@ -31,6 +31,10 @@ class ServingFlags:
             ``api_key_env``.
         host: The address the server is bound to (``--host``): on loopback, ``server.allowed_hosts`` defaults to
             loopback names; None (a Ray node, reached only through its ingress): any ``Host``.
+        machine_names: ``host`` is bound by this process on this machine (``turnout serve``): on another address
+            than loopback, ``server.allowed_hosts`` defaults to this machine's names and addresses
+            (``edge.machine_hosts``). False (a Ray node or ingress, whose requests may come under any machine's
+            name): any ``Host`` there.
         dev: ``--dev``: open the admin routes without a token.
         cors: vLLM's CORS flags as Litestar's ``CORSConfig`` arguments; None: no CORS.
         sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval`` (0: never); it paces the waiting
@@ -41,6 +45,7 @@ class ServingFlags:
 
     api_key: str | None = field(default=None, repr=False)
     host: str | None = None
+    machine_names: bool = False
     dev: bool = False
     cors: Mapping[str, Any] | None = None
     sse_keep_alive_interval_s: float = 0.0
@@ -69,7 +74,7 @@ def api_settings(profile: Profile, flags: ServingFlags, env: Mapping[str, str]) 
         api_key=keys.api_key,
         scoped_keys=keys.scoped,
         api_key_cache_group=keys.api_key_cache_group,
-        allowed_hosts=default_allowed_hosts(flags.host, server.allowed_hosts),
+        allowed_hosts=default_allowed_hosts(flags.host, server.allowed_hosts, machine_names=flags.machine_names),
         metrics_token=_secret(env, server.metrics_token_env) if server.metrics_token_env else None,
         metrics_public=server.metrics_public,
         dev_mode=flags.dev or env.get(DEV_MODE_ENV) == "1",

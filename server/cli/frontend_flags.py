@@ -50,7 +50,8 @@ SERVER_FLAGS: Final = {
     "ssl_cert_reqs": "TLS: whether a client certificate is required (ssl.CERT_NONE=0, OPTIONAL=1, REQUIRED=2)",
     "ssl_ciphers": "TLS: the cipher list (uvicorn)",
     "enable_ssl_refresh": "TLS: reload the certificate chain (and CA bundle) when its files change",
-    "allowed_origins": "CORS: allowed origins (JSON list); any CORS flag turns CORS on, vLLM's defaults fill the rest",
+    "allowed_origins": "CORS: allowed origins (JSON list); CORS is on only when given (no default '*'; an explicit "
+    "'[\"*\"]' is taken, with a warning)",
     "allowed_methods": "CORS: allowed methods (JSON list; default all)",
     "allowed_headers": "CORS: allowed headers (JSON list; default all)",
     "allow_credentials": "CORS: allow credentials",
@@ -158,16 +159,43 @@ class FrontendFlags:
         return frozenset(path.strip() for path in given.split(",") if path.strip())
 
     def cors(self) -> dict[str, Any] | None:
-        """CORS settings (vLLM's defaults for the flags not given), or None when no CORS flag was given."""
-        keys = ("allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials")
-        if not any(key in self.server for key in keys):
+        """CORS settings, or None when ``--allowed-origins`` was not given.
+
+        Only the origins ``--allowed-origins`` lists may cross (the edge's cross-site check lets an origin CORS
+        allows through): no default ``*`` (older vLLM's, which Turnout once filled in for any CORS flag) lets any
+        site's page use the models. The other flags keep vLLM's defaults.
+        """
+        if "allowed_origins" not in self.server:
             return None
         return {
-            "allow_origins": list(self.server.get("allowed_origins", ["*"])),
+            "allow_origins": list(self.server["allowed_origins"]),
             "allow_methods": list(self.server.get("allowed_methods", ["*"])),
             "allow_headers": list(self.server.get("allowed_headers", ["*"])),
             "allow_credentials": bool(self.server.get("allow_credentials", False)),
         }
+
+    def cors_warnings(self) -> list[str]:
+        """What to warn about at start: CORS flags that do nothing without ``--allowed-origins``, and an origin
+        list that lets every site's pages in."""
+        others = [key for key in _CORS_DETAIL_FLAGS if key in self.server]
+        if "allowed_origins" not in self.server:
+            if not others:
+                return []
+            named = ", ".join(f"--{key.replace('_', '-')}" for key in others)
+            return [
+                f"{named} without --allowed-origins: CORS stays off and no other site's page may use the server "
+                "(the origins do not default to '*'); list them with --allowed-origins."
+            ]
+        if "*" in self.server["allowed_origins"]:
+            return [
+                "--allowed-origins includes '*': a page of any web site the server's users open may use and change "
+                "its models (the cross-site check lets every origin through); list the origins that need it instead."
+            ]
+        return []
+
+
+#: The CORS flags besides ``--allowed-origins``: they shape what a listed origin may do.
+_CORS_DETAIL_FLAGS: Final = ("allowed_methods", "allowed_headers", "allow_credentials")
 
 
 def split_frontend_flags(given: Mapping[str, Any]) -> FrontendFlags:

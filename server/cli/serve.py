@@ -38,8 +38,7 @@ from server.profiles import (
 if TYPE_CHECKING:
     import socket
 
-    from server.api import ApiSettings, ServingFlags, StackOptions
-    from server.cli.connection_limits import ConnectionLimits
+    from server.api import ApiSettings, ConnectionLimits, ServingFlags, StackOptions
     from server.engine import MemoryPlan
 
 __all__ = [
@@ -286,8 +285,17 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     import msgspec
     import uvicorn
 
-    from server.api import KeyRing, Reloader, ServingFlags, assemble_stack, create_app, prepare_stack, watch_profile
-    from server.cli.connection_limits import limited_protocol
+    from server.api import (
+        LOOPBACK_HOSTS,
+        KeyRing,
+        Reloader,
+        ServingFlags,
+        assemble_stack,
+        create_app,
+        limited_protocol,
+        prepare_stack,
+        watch_profile,
+    )
     from server.frontend import request_body_schemas
 
     setup = options.logging_setup
@@ -296,6 +304,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     flags = ServingFlags(
         api_key=options.api_key,
         host=options.host,
+        machine_names=True,
         dev=options.dev,
         cors=options.frontend.cors(),
         sse_keep_alive_interval_s=float(server_flags.get("sse_keep_alive_interval", 0) or 0),
@@ -336,14 +345,24 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         generated = secrets.token_urlsafe(24)
         keep_generated_token(generated, admin_token_env, as_log=as_log)  # its path, never the token
         settings = dataclasses.replace(settings, admin_token=generated)
-    if settings.admin_token is None and not settings.dev_mode:
+
+    def warn(message: str) -> None:
         if as_log:
-            logger.warning(
-                "Admin routes are disabled: set %s (or %s_FILE) or pass --dev.", admin_token_env, admin_token_env
-            )
+            logger.warning("%s", message)
         else:
-            disabled = f"Admin routes are disabled: set {admin_token_env} (or {admin_token_env}_FILE) or pass --dev."
-            err_console.print(f"[yellow]{disabled}[/]")
+            err_console.print(message, style="yellow", markup=False)
+
+    if settings.admin_token is None and not settings.dev_mode:
+        warn(f"Admin routes are disabled: set {admin_token_env} (or {admin_token_env}_FILE) or pass --dev.")
+    for message in options.frontend.cors_warnings():
+        warn(message)
+    if profile.server.allowed_hosts is None and settings.allowed_hosts not in (None, LOOPBACK_HOSTS):
+        names = ", ".join(settings.allowed_hosts or ())
+        warn(
+            f"server.allowed_hosts is not set: bound to {options.host}, the server answers only this machine's "
+            f"names and addresses ({names}); list in server.allowed_hosts the names clients use besides these "
+            "(a DNS alias, a proxy's name)."
+        )
 
     def prepare_reloaded(new: Profile) -> tuple[Profile, MemoryPlan | None]:
         # The same command-line defaults, and the start-up memory reading: the engines running now are part of
@@ -399,7 +418,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     drain_timeout = profile.switching.drain_timeout
     limits = _connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
-    # httptools protocol with Turnout's header timeout and connection cap (connection_limits.py).
+    # httptools protocol with Turnout's header and body timeouts and connection cap (api/connection_limits.py).
     config = uvicorn.Config(
         served,
         host=options.host,
@@ -429,11 +448,11 @@ _FD_RESERVE = 256
 
 
 def _connection_limits(profile: Profile) -> ConnectionLimits:
-    """The HTTP server's header timeout and connection cap (``server.*``); warns when the open-file limit would
-    refuse connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
+    """The HTTP server's timeouts and connection cap (``server.*``); warns when the open-file limit would refuse
+    connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
     import resource
 
-    from server.cli.connection_limits import ConnectionLimits
+    from server.api import ConnectionLimits
 
     server = profile.server
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -445,7 +464,7 @@ def _connection_limits(profile: Profile) -> ConnectionLimits:
             soft,
             server.max_connections + _FD_RESERVE,
         )
-    return ConnectionLimits(header_timeout_s=server.header_timeout_s, max_connections=server.max_connections)
+    return ConnectionLimits.of(server)
 
 
 def _listener_or_exit(host: str, port: int) -> socket.socket:

@@ -336,8 +336,11 @@ class ServerSection(Base, frozen=True, kw_only=True):
             token is accepted too). Unset: open on a server without keys, as vLLM's; on a server with keys
             (``api_key_env``'s or ``api_keys``) only the admin token opens it, unless ``metrics_public``.
         allowed_hosts: The ``Host`` names the server answers, each a name, ``*.domain`` (its subdomains) or
-            ``*`` (any); others get 403. Default: ``localhost`` and loopback addresses when bound to loopback
-            (a defence against DNS rebinding), any otherwise.
+            ``*`` (any); others get 403 (a defence against DNS rebinding). Default: ``localhost`` and loopback
+            addresses when bound to loopback; under ``turnout serve`` bound to another address, this machine's
+            names and addresses (host name, fully qualified name, its interfaces' addresses, the bind address),
+            with a warning at start: list the other names clients use (a DNS alias, a proxy's). Any ``Host``
+            under ``turnout ray-serve`` off loopback.
         reload_dirs: Folders ``POST /admin/reload`` may read a profile from (relative ones from the profile's
             folder); default: the served profile's folder. Any other path is refused without being opened.
         stream_stall_timeout_s: Seconds a stream may wait for its client to take a chunk (a client that stopped
@@ -353,15 +356,23 @@ class ServerSection(Base, frozen=True, kw_only=True):
             closed, so a client that trickles a request (a slow-loris) holds no connection longer. Bodies and
             answers are not timed by it. Default 30: a client sends its headers at once, and a half-sent request
             is closed within a minute (nginx's ``client_header_timeout`` is 60 s). Applies at a restart.
+        body_timeout_s: Seconds that may pass between two reads of a request's body while it is incomplete (as
+            nginx's ``client_body_timeout``); past it the client is answered 408 (when nothing was answered yet)
+            and the connection closed, so a client that trickles a body holds no connection longer. A large body
+            sent steadily (an audio upload) takes as long as it needs; time the server itself waits to read does
+            not count. While a body is incomplete its connection also counts as not served at the connection cap
+            (``max_connections``). Default 30: a client sends a body as fast as its link allows, and nginx's 60 s
+            is the most a slow link should need between two packets. Applies at a restart.
         keep_alive_timeout_s: Seconds an idle keep-alive connection stays open between two requests (uvicorn's
             ``timeout_keep_alive``; ``turnout serve --timeout-keep-alive`` overrides it). Default 65, not
             uvicorn's and vLLM's 5: above the 5 s after which httpx (so the OpenAI SDK) expires an idle
             connection and the 60 s of common proxies, so the server's close never races a client's next request
             on a connection the client still trusts (that request would get a reset). Applies at a restart.
         max_connections: Most client connections open at once. Past it a new connection closes one that serves
-            nothing (the oldest that never completed a request's headers, else the one idle longest between two
-            requests); it gets a 503 with ``Retry-After`` only when every connection has a request in flight. So
-            half-open connections never starve ``/health`` or clients with requests in flight. Default 1024: far
+            nothing (the oldest that never completed a request's headers, else the one whose request body came
+            slowest so far, else the one idle longest between two requests); it gets a 503 with
+            ``Retry-After`` only when every connection has a complete request in flight. So half-sent requests
+            never starve ``/health`` or clients with requests in flight. Default 1024: far
             more than one device serves at once (``switching.max_queue`` waits per model, engine batches of a
             few hundred). Keep it below the process's open-file limit (``ulimit -n``) less what the engines use;
             the server warns at start when it is not. Applies at a restart.
@@ -378,6 +389,7 @@ class ServerSection(Base, frozen=True, kw_only=True):
     stream_stall_timeout_s: PositiveFloat = 60.0
     api_key_cache_group: str | None = None
     header_timeout_s: PositiveFloat = 30.0
+    body_timeout_s: PositiveFloat = 30.0
     keep_alive_timeout_s: PositiveInt = 65
     max_connections: PositiveInt = 1024
     metrics_public: bool = False

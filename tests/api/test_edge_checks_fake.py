@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import httpx
 import pytest
 
-from server.api.edge import LOOPBACK_HOSTS, default_allowed_hosts, host_allowed
-from server.profiles.schema import ModelProfile, Switching
+from server.api import ServingFlags, api_settings
+from server.api.edge import LOOPBACK_HOSTS, default_allowed_hosts, host_allowed, machine_hosts
+from server.profiles.schema import ModelProfile, Profile, Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 
@@ -56,6 +58,48 @@ async def test_a_foreign_host_is_403_on_a_loopback_server(make_client: MakeClien
         assert response.json()["error"]["message"] and "evil" not in response.text
     response = await client.post("/v1/chat/completions", json=CHAT, headers={"host": "evil.example"})
     assert response.status_code == 403
+
+
+async def test_a_server_bound_to_every_interface_answers_only_this_machines_names(make_client: MakeClient) -> None:
+    # Bound to 0.0.0.0 without server.allowed_hosts, any Host was answered: a DNS rebinding page could read the
+    # answers. The settings as turnout serve assembles them (no socket is bound here).
+    profile = Profile(path="/p/profile.yaml", default_model="tools", models={"tools": ModelProfile(model="/m/tools")})
+    settings = api_settings(profile, ServingFlags(host="0.0.0.0", machine_names=True), {})
+    assert settings.allowed_hosts is not None
+    client, _ = await make_client(allowed_hosts=settings.allowed_hosts)
+    name = socket.gethostname()
+    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", name, f"{name}:8000", f"{name.upper()}:8000"):
+        response = await client.get("/v1/models", headers={"host": host})
+        assert response.status_code == 200, (host, response.text)
+    for host in ("evil.example", "evil.example:8000", f"{name}.evil.example"):
+        for response in (
+            await client.get("/v1/models", headers={"host": host}),
+            await client.post("/v1/chat/completions", json=CHAT, headers={"host": host}),
+        ):
+            assert response.status_code == 403, (host, response.text)
+            error = response.json()["error"]  # the API's error shape, naming the key that lets it in
+            assert "server.allowed_hosts" in error["message"] and "evil" not in response.text
+
+
+def test_machine_hosts_name_the_machine_its_addresses_and_a_specific_bind_address() -> None:
+    import psutil
+
+    hosts = machine_hosts("0.0.0.0")
+    assert {socket.gethostname().lower(), socket.getfqdn().lower(), *LOOPBACK_HOSTS} <= set(hosts)
+    assert "0.0.0.0" not in hosts and "*" not in hosts
+    addresses = [
+        address.address
+        for entries in psutil.net_if_addrs().values()
+        for address in entries
+        if address.family in (socket.AF_INET, socket.AF_INET6)
+    ]
+    for address in addresses:
+        bare = address.split("%", 1)[0]
+        assert host_allowed(f"[{bare}]:8000" if ":" in bare else f"{bare}:8000", hosts), address
+    assert "turnout.lan" in machine_hosts("turnout.lan")  # a name given as --host is one clients use
+    assert default_allowed_hosts("0.0.0.0", None, machine_names=True) == hosts
+    assert default_allowed_hosts("0.0.0.0", ["api.example.com"], machine_names=True) == ("api.example.com",)
+    assert host_allowed("[FE80:0::1]:8000", ["fe80::1"]) and host_allowed("fe80::1", ["[fe80::1]"])
 
 
 def test_allowed_hosts_default_by_bind_address_and_patterns() -> None:
@@ -125,7 +169,7 @@ async def test_same_origin_typed_and_headerless_requests_and_cors_allowed_origin
     passing = [
         {},  # curl, the SDKs
         {"sec-fetch-site": "same-origin", "origin": "http://turnout.test"},
-        {"sec-fetch-site": "same-site", "origin": "http://ui.turnout.test"},
+        {"sec-fetch-site": "same-site", "origin": "https://app.example"},  # a sibling that CORS lists
         {"sec-fetch-site": "none"},
         {"origin": "http://turnout.test"},  # an older browser on this server's own page
         {"origin": "https://app.example", "sec-fetch-site": "cross-site"},  # CORS allows it
@@ -135,6 +179,33 @@ async def test_same_origin_typed_and_headerless_requests_and_cors_allowed_origin
         assert response.status_code == 200, (headers, response.text)
     refused = await client.post("/v1/chat/completions", json=CHAT, headers=EVIL)
     assert refused.status_code == 403
+
+
+async def test_a_same_site_page_is_cross_site_unless_cors_lists_its_origin(make_client: MakeClient) -> None:
+    # A page on a sibling subdomain (another team's app, a user's pages on a shared domain) is another origin.
+    client, manager = await _auto_client(make_client, cors={"allow_origins": ["https://app.turnout.test"]})
+    sibling = {"sec-fetch-site": "same-site", "origin": "http://ui.turnout.test"}
+    for path, body in (("/v1/chat/completions", {"json": {**CHAT, "model": "plain"}}), ("/admin/reload", {})):
+        response = await client.post(path, headers=sibling, **body)
+        assert response.status_code == 403, (path, response.text)
+        assert "cross-site" in response.json()["error"]["message"]
+    assert manager.active_model == "tools" and manager.switching_to is None
+    listed = {"sec-fetch-site": "same-site", "origin": "https://app.turnout.test"}
+    assert (await client.post("/v1/chat/completions", json={**CHAT, "model": "tools"}, headers=listed)).is_success
+
+
+@pytest.mark.parametrize("flag", ["--allowed-headers", "--allowed-methods"])
+async def test_cors_flags_without_allowed_origins_let_no_page_cross(make_client: MakeClient, flag: str) -> None:
+    # vLLM defaults the origins to '*' once any CORS flag is given, which let every page through the cross-site
+    # check; Turnout takes only the origins listed.
+    from server.cli.frontend_flags import split_frontend_flags
+    from server.frontend import parse_frontend_flags
+
+    given, _ = parse_frontend_flags([flag, '["POST", "content-type"]'])
+    client, manager = await _auto_client(make_client, cors=split_frontend_flags(given).cors())
+    response = await client.post("/v1/chat/completions", json={**CHAT, "model": "plain"}, headers=EVIL)
+    assert response.status_code == 403, response.text
+    assert manager.active_model == "tools" and manager.switching_to is None
 
 
 async def test_a_form_naming_a_model_that_cannot_serve_it_is_refused_before_admission(

@@ -1,12 +1,14 @@
-"""Slow HTTP clients for the connection-limit tests: raw connections that never finish their request's headers,
-and a raw keep-alive client whose requests provably share one connection. 127.0.0.1 only."""
+"""Slow HTTP clients for the connection-limit tests: raw connections that never finish their request's headers or
+body, and a raw keep-alive client whose requests provably share one connection. 127.0.0.1 only."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from typing import Any
 
-__all__ = ["KeepAliveClient", "SlowLoris"]
+__all__ = ["KeepAliveClient", "SlowBodies", "SlowLoris", "answer_of"]
 
 
 class SlowLoris:
@@ -52,6 +54,43 @@ class SlowLoris:
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
+
+
+class SlowBodies(SlowLoris):
+    """Raw connections that each sent a POST's headers and a little of its body, then trickle a body byte every
+    ``every_s`` (a slow POST)."""
+
+    def __init__(self, url: str, every_s: float = 0.3, path: str = "/upload", length: int = 1_000_000) -> None:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            f"content-length: {length}\r\n\r\n"
+        )
+        super().__init__(url, every_s, line=head.encode() + b'{"model": "')
+
+    async def _trickle(self, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while not writer.is_closing():
+                await asyncio.sleep(self._every_s)
+                writer.write(b"x")
+                await writer.drain()
+
+    async def answers(self, within_s: float) -> list[bytes]:
+        """What each connection got before the server closed it within ``within_s`` (b"" for nothing; a
+        connection still open fails the test)."""
+
+        async def rest(reader: asyncio.StreamReader) -> bytes:
+            try:
+                return await asyncio.wait_for(reader.read(), within_s)
+            except ConnectionError:
+                return b""
+
+        return list(await asyncio.gather(*(rest(reader) for reader, _ in self.connections)))
+
+
+def answer_of(raw: bytes) -> tuple[int, Any]:
+    """The status and JSON body of one raw HTTP/1.1 answer."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
 
 
 class KeepAliveClient:

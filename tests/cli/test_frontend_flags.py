@@ -18,6 +18,7 @@ from server.cli.frontend_flags import (
     SERVER_FLAGS,
     TURNOUT_OPTIONS,
     FrontendFlagError,
+    FrontendFlags,
     split_frontend_flags,
     wrap_middleware,
 )
@@ -81,6 +82,30 @@ def test_frontend_flags_are_parsed_by_vllm_and_split_by_where_they_apply() -> No
         "allow_credentials": False,
     }
     assert split_frontend_flags({}).cors() is None
+    assert flags.cors_warnings() == []
+
+
+def test_only_listed_origins_cross_and_an_explicit_star_is_taken_with_a_warning() -> None:
+    from server.frontend.vllm_adapter import parse_frontend_flags
+
+    def flags(*tokens: str) -> FrontendFlags:
+        return split_frontend_flags(parse_frontend_flags(list(tokens))[0])
+
+    # Turnout filled the origins with '*' (older vLLM's default) once any CORS flag was given: no longer.
+    headers_only = flags("--allowed-headers", '["x-team"]', "--allow-credentials")
+    assert headers_only.cors() is None
+    (warning,) = headers_only.cors_warnings()
+    assert "--allowed-headers, --allow-credentials without --allowed-origins" in warning
+    # Given, '*' is taken as vLLM takes it, and warned of.
+    star = flags("--allowed-origins", '["*"]')
+    assert star.cors() == {
+        "allow_origins": ["*"],
+        "allow_methods": ["*"],
+        "allow_headers": ["*"],
+        "allow_credentials": False,
+    }
+    (warning,) = star.cors_warnings()
+    assert "'*'" in warning and "any web site" in warning
 
 
 def test_the_newer_frontend_flags_are_server_flags_or_model_defaults() -> None:

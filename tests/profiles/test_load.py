@@ -129,18 +129,25 @@ def test_stream_stall_timeout_loads_and_must_be_positive(check: Check) -> None:
 
 
 def test_connection_limits_load_with_defaults_and_must_be_positive(check: Check) -> None:
+    from server.api import ConnectionLimits
+
     defaults = check("models: {a: {model: models/tiny}}\n").profile
     assert defaults is not None
     server = defaults.server
-    assert (server.header_timeout_s, server.keep_alive_timeout_s, server.max_connections) == (30.0, 65, 1024)
-    limits = "{header_timeout_s: 2, keep_alive_timeout_s: 5, max_connections: 8}"
+    assert (server.header_timeout_s, server.body_timeout_s, server.keep_alive_timeout_s, server.max_connections) == (
+        30.0,
+        30.0,
+        65,
+        1024,
+    )
+    limits = "{header_timeout_s: 2, body_timeout_s: 3, keep_alive_timeout_s: 5, max_connections: 8}"
     text = f"models: {{a: {{model: models/tiny}}}}\nserver: {limits}\n"
     profile = check(text).profile
     assert profile is not None
-    assert (profile.server.header_timeout_s, profile.server.keep_alive_timeout_s, profile.server.max_connections) == (
-        2.0,
-        5,
-        8,
+    assert profile.server.keep_alive_timeout_s == 5
+    # The one definition turnout serve's protocol (and Ray's ingress) take the limits from.
+    assert ConnectionLimits.of(profile.server) == ConnectionLimits(
+        header_timeout_s=2.0, body_timeout_s=3.0, max_connections=8
     )
     broken = check("models: {a: {model: models/tiny}}\nserver: {header_timeout_s: 0, max_connections: 0}\n")
     assert broken.profile is None
@@ -148,6 +155,8 @@ def test_connection_limits_load_with_defaults_and_must_be_positive(check: Check)
     assert any("server.header_timeout_s" in m for m in messages) and any(
         "server.max_connections" in m for m in messages
     )
+    broken = check("models: {a: {model: models/tiny}}\nserver: {body_timeout_s: -1}\n")
+    assert [issue.message for issue in broken.errors] == ["server.body_timeout_s must be a number > 0, got -1"]
 
 
 def test_request_bounds_are_model_settings_with_defaults(check: Check) -> None:
