@@ -30,7 +30,8 @@ Operation = Literal[
     "audio.translations",
 ]
 """A serving operation. ``responses.retrieve`` and ``responses.cancel`` take ``{"response_id", ...}`` bodies
-built from the path and query; the two ``audio.*`` operations take the request's multipart form fields, its
+built from the path and query (with ``"withheld": True`` they answer as for an id vLLM's store lacks, whatever it
+holds: another API key's response); the two ``audio.*`` operations take the request's multipart form fields, its
 ``file`` an `AudioUpload`; the others take the request's JSON body."""
 
 #: Every operation, in the order the API documents them (the Literal's own order: one list, not two).

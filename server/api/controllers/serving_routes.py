@@ -19,7 +19,7 @@ from litestar.response import Stream
 from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
-from server.api.key_scopes import allowed_model, request_scope, visible
+from server.api.key_scopes import allowed_model, request_holder, request_scope, visible
 from server.api.openapi import request_body
 from server.api.request_admission import AdmittedRequest, Holder, ServingBundle, install_abort_hook
 from server.api.responses import answer, respond
@@ -42,19 +42,27 @@ class ResponsesController(Controller):
 
     @post("/", operation_class=request_body("ResponsesRequest"), dependencies=ADMITTED, status_code=200)
     async def create_response(
-        self, admitted: NamedDependency[Any], stored_responses: NamedDependency[StoredResponses]
+        self,
+        request: Request[Any, Any, Any],
+        admitted: NamedDependency[Any],
+        stored_responses: NamedDependency[StoredResponses],
     ) -> Response[Any] | Stream:
-        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
+        """Create a response (``stream: true`` for SSE events); its id is kept to find its model (and key) again.
 
         A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
         ``admitted`` is a ``waiting.AdmittedOrWaiting`` (declared Any: msgspec refuses a union of two dataclasses).
         """
+        holder = request_holder(request)
 
-        async def create(request: AdmittedRequest) -> Any:
-            lease = request.lease
-            stored_responses.record(lease.request_id, lease.model, lease.bundle)
-            result = await request.bundle.call("responses.create", request.body, lease.request_id)
-            hold_background_response(request, result)
+        async def create(admitted: AdmittedRequest) -> Any:
+            lease = admitted.lease
+            previous = admitted.body.get("previous_response_id")
+            if isinstance(previous, str) and stored_responses.withheld(previous, holder):
+                # Another key's response: vLLM's create answers an unknown previous id with its retrieve's 404.
+                return await admitted.bundle.call("responses.retrieve", _withheld(previous), lease.request_id)
+            stored_responses.record(lease.request_id, lease.model, lease.bundle, holder)
+            result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
+            hold_background_response(admitted, result)
             return result
 
         return await answer(admitted, create, RESPONSES_API)
@@ -96,11 +104,16 @@ async def _on_owner(
 ) -> Response[Any] | Stream:
     """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot.
 
-    A response of a model the API key may not use is looked up as an id this server never made.
+    A response of a model the API key may not use, or created with another key, is looked up as an id this
+    server never made: the active model's bundle answers vLLM's own "not found" (``withheld``), by the path an
+    unknown id takes.
     """
-    owner = stored.owner(response_id)
+    holder = request_holder(request)
+    owner = stored.owner(response_id, holder)
     if owner is not None and not visible(request, owner.model):
         owner = None
+    if owner is None and holder is not None:
+        args = {**args, **_withheld(response_id)}
     active = manager.active_model
     owner_model = owner.model if owner is not None else None
     name = allowed_model(request, owner_model, owner_model, active, manager.switching_to)
@@ -125,6 +138,11 @@ async def _on_owner(
         return respond(admitted, result, RESPONSES_API)
     finally:
         admitted.let_go(Holder.ROUTE)
+
+
+def _withheld(response_id: str) -> dict[str, Any]:
+    """A stored-response operation's arguments that the bundle answers as for an id vLLM's store lacks."""
+    return {"response_id": response_id, "withheld": True}
 
 
 class MessagesController(Controller):

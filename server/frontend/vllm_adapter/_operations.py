@@ -316,14 +316,24 @@ class ServingOperations:
         def present(serving: Any, call: _Call) -> _Call | None:
             return call if serving is not None else None
 
+        async def not_found(response_id: str) -> Any:
+            assert responses is not None
+            return responses._make_not_found_error(response_id)
+
+        # ``withheld``: the API layer asks for vLLM's answer to an id its store lacks (another API key's response),
+        # whatever the store holds: vLLM's store is one per model, shared by every key.
         def retrieve(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
+            if args.get("withheld"):
+                return not_found(str(args["response_id"]))
             return responses.retrieve_responses(
                 str(args["response_id"]), starting_after=args.get("starting_after"), stream=bool(args.get("stream"))
             )
 
         def cancel(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
+            if args.get("withheld"):
+                return not_found(str(args["response_id"]))
             return responses.cancel_responses(str(args["response_id"]))
 
         def pooled(serving: Any) -> _Call | None:
