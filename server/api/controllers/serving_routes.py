@@ -167,12 +167,11 @@ class MessagesController(Controller):
         _operation("messages.count_tokens"),
         "Count the prompt tokens of a Messages request, rendered with the model's chat template.",
         ANTHROPIC_API,
-        salted=False,
     )
 
 
-def _route(path: str, component: str, name: str, operation: Operation, summary: str, *, salted: bool = True) -> Any:
-    return bundle_route(path, component, name, _operation(operation), summary, salted=salted)
+def _route(path: str, component: str, name: str, operation: Operation, summary: str) -> Any:
+    return bundle_route(path, component, name, _operation(operation), summary)
 
 
 class ServingController(Controller):
@@ -209,10 +208,7 @@ class ServingController(Controller):
     rerank = _route("/rerank", "RerankRequest", "rerank", "rerank", "Rerank documents for a query (Jina/Cohere style).")
     rerank_v1 = _route("/v1/rerank", "RerankRequest", "rerank_v1", "rerank", "As /rerank.")
     rerank_v2 = _route("/v2/rerank", "RerankRequest", "rerank_v2", "rerank", "As /rerank.")
-    # vLLM's Cohere request has no cache_salt: its prompts are not salted (the docs say so).
-    cohere_embed = _route(
-        "/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.", salted=False
-    )
+    cohere_embed = _route("/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.")
 
 
 class SpeechController(Controller):
@@ -232,7 +228,6 @@ class SpeechController(Controller):
         _operation("audio.transcriptions"),
         "Transcribe an audio file (speech models).",
         form="Transcriptions",
-        salted=False,
     )
     create_translation = bundle_route(
         "/translations",
@@ -241,5 +236,4 @@ class SpeechController(Controller):
         _operation("audio.translations"),
         "Translate an audio file into English text (speech models).",
         form="Translations",
-        salted=False,
     )
