@@ -23,7 +23,6 @@ import pydantic
 from vllm.engine.protocol import EngineClient
 from vllm.entrypoints.anthropic.protocol import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
-from vllm.entrypoints.generate.base.protocol import validate_cache_salt
 from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScoringRequest, ServingGenerativeScoring
 from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
@@ -33,7 +32,6 @@ from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
 from vllm.entrypoints.pooling.classify.protocol import ClassificationRequest
 from vllm.entrypoints.pooling.classify.serving import ServingClassification
-from vllm.entrypoints.pooling.embed.protocol import CohereEmbedRequest as _VllmCohereEmbedRequest
 from vllm.entrypoints.pooling.pooling.protocol import PoolingRequest
 from vllm.entrypoints.pooling.pooling.serving import ServingPooling
 from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreRequest
@@ -48,34 +46,13 @@ from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
 from server.frontend.vllm_adapter._moved import moved, optional, supported_kwargs
+from server.frontend.vllm_adapter._salted_requests import CohereEmbedRequest
 from server.frontend.vllm_adapter._speech import REQUEST_BODIES as SPEECH_REQUEST_BODIES
 from server.frontend.vllm_adapter._speech import VALIDATE_TRANSCRIPTION, VALIDATE_TRANSLATION, SpeechOperations
 
-__all__ = [
-    "OPERATIONS_VLLM_LACKS",
-    "REQUEST_BODIES",
-    "CohereEmbedRequest",
-    "ServingContext",
-    "ServingOperations",
-    "chat_template_config",
-]
+__all__ = ["OPERATIONS_VLLM_LACKS", "REQUEST_BODIES", "ServingContext", "ServingOperations", "chat_template_config"]
 
 _log = logging.getLogger("server.frontend.vllm_adapter")
-
-
-class CohereEmbedRequest(_VllmCohereEmbedRequest):
-    """vLLM's Cohere embed request with the ``cache_salt`` its other requests take (the API layer salts every body
-    with the key's group: ``server/api/cache_salts.py``). vLLM's pooling serving reads ``cache_salt`` off any
-    request into the prompts it hands the engine (its ``prompt_extras``), so the salt reaches the prefix cache as
-    an embeddings request's does; vLLM's own model declares no such field and would drop it."""
-
-    cache_salt: str | None = None
-
-    @pydantic.field_validator("cache_salt")
-    @classmethod
-    def _checked_salt(cls, value: str | None) -> str | None:
-        validate_cache_salt(value)
-        return value
 
 
 #: The request model of each of these routes' bodies, named as its OpenAPI component.
