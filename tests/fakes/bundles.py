@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from server.frontend.openai_errors import error_body
-from server.frontend.operations import AudioUpload
+from server.frontend.operations import WITHHELD, AudioUpload
 from server.frontend.results import JsonResult, StreamResult
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine
@@ -92,8 +92,8 @@ class FakeServingBundle:
         """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
         self.received.append((operation, body))
         if operation in ("responses.retrieve", "responses.cancel"):
-            # As the real bundle: ``withheld`` answers as for an id the store lacks (another key's response).
-            stored = None if body.get("withheld") else self._stored.get(body["response_id"])
+            # As the real bundle: WITHHELD answers as for an id the store lacks (another key's response).
+            stored = None if body.get(WITHHELD) else self._stored.get(body["response_id"])
             if stored is None:
                 return _not_found(body["response_id"])
             if operation == "responses.cancel":
@@ -103,7 +103,7 @@ class FakeServingBundle:
                 self._background[body["response_id"]].cancel()
             return JsonResult(200, stored)
         previous = body.get("previous_response_id") if operation == "responses.create" else None
-        if previous is not None and previous not in self._stored:
+        if previous is not None and (body.get(WITHHELD) or previous not in self._stored):
             return _not_found(previous)
         if operation in ("audio.transcriptions", "audio.translations") and self.speech:
             return await self._speech(body, request_id)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from server.frontend import (
+    WITHHELD,
     FrontendBundle,
     FrontendConfigError,
     FrontendSettings,
@@ -414,8 +415,18 @@ async def test_a_withheld_response_is_answered_as_an_unknown_id(
     assert isinstance(stored, JsonResult) and stored.status_code == 200, stored
     unknown_id = new_id()
     for operation in ("responses.retrieve", "responses.cancel"):
-        withheld = await bundle.call(operation, {"response_id": response_id, "withheld": True}, new_id())
+        withheld = await bundle.call(operation, {"response_id": response_id, WITHHELD: True}, new_id())
         unknown = await bundle.call(operation, {"response_id": unknown_id}, new_id())
         assert isinstance(withheld, JsonResult) and isinstance(unknown, JsonResult)
         assert withheld.status_code == unknown.status_code == 404, withheld
+        assert json.dumps(withheld.payload).replace(response_id, unknown_id) == json.dumps(unknown.payload)
+    # Continuing it: the body is checked first (a bad one gets the same 400 either way), then vLLM's 404.
+    for extra, status in (({}, 404), ({"temperature": "hot"}, 400)):
+        body = {"input": "and then?", "max_output_tokens": 2, **extra}
+        withheld = await bundle.call(
+            "responses.create", {**body, "previous_response_id": response_id, WITHHELD: True}, new_id()
+        )
+        unknown = await bundle.call("responses.create", {**body, "previous_response_id": unknown_id}, new_id())
+        assert isinstance(withheld, JsonResult) and isinstance(unknown, JsonResult)
+        assert withheld.status_code == unknown.status_code == status, withheld
         assert json.dumps(withheld.payload).replace(response_id, unknown_id) == json.dumps(unknown.payload)

@@ -25,7 +25,7 @@ from server.api.request_admission import AdmittedRequest, Holder, ServingBundle,
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
-from server.frontend import Operation
+from server.frontend import WITHHELD, Operation
 
 __all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
 
@@ -55,13 +55,14 @@ class ResponsesController(Controller):
         holder = request_holder(request)
 
         async def create(admitted: AdmittedRequest) -> Any:
-            lease = admitted.lease
-            previous = admitted.body.get("previous_response_id")
+            lease, body = admitted.lease, admitted.body
+            previous = body.get("previous_response_id")
             if isinstance(previous, str) and stored_responses.withheld(previous, holder):
-                # Another key's response: vLLM's create answers an unknown previous id with its retrieve's 404.
-                return await admitted.bundle.call("responses.retrieve", _withheld(previous), lease.request_id)
+                # Another key's response: the bundle checks the body as for any create, then answers as vLLM does
+                # an unknown previous id (checked first, a bad body would tell a withheld id from an unknown one).
+                body = {**body, WITHHELD: True}
             stored_responses.record(lease.request_id, lease.model, lease.bundle, holder)
-            result = await admitted.bundle.call("responses.create", admitted.body, lease.request_id)
+            result = await admitted.bundle.call("responses.create", body, lease.request_id)
             hold_background_response(admitted, result)
             return result
 
@@ -142,7 +143,7 @@ async def _on_owner(
 
 def _withheld(response_id: str) -> dict[str, Any]:
     """A stored-response operation's arguments that the bundle answers as for an id vLLM's store lacks."""
-    return {"response_id": response_id, "withheld": True}
+    return {"response_id": response_id, WITHHELD: True}
 
 
 class MessagesController(Controller):

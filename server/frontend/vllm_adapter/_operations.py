@@ -41,7 +41,7 @@ from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import POOLING_TASKS, SupportedTask
 
-from server.frontend.operations import Operation
+from server.frontend.operations import WITHHELD, Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
@@ -321,11 +321,18 @@ class ServingOperations:
             assert responses is not None
             return responses._make_not_found_error(response_id)
 
-        # ``withheld``: the API layer asks for vLLM's answer to an id its store lacks (another API key's response),
+        # WITHHELD: the API layer asks for vLLM's answer to an id its store lacks (another API key's response),
         # whatever the store holds: vLLM's store is one per model, shared by every key.
+        def create(request: Any) -> Awaitable[Any]:
+            assert responses is not None
+            # The body was checked as for any create; vLLM looks the previous id up first thing after.
+            if (request.model_extra or {}).get(WITHHELD) and request.previous_response_id is not None:
+                return not_found(request.previous_response_id)
+            return responses.create_responses(request, None)
+
         def retrieve(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
-            if args.get("withheld"):
+            if args.get(WITHHELD):
                 return not_found(str(args["response_id"]))
             return responses.retrieve_responses(
                 str(args["response_id"]), starting_after=args.get("starting_after"), stream=bool(args.get("stream"))
@@ -333,7 +340,7 @@ class ServingOperations:
 
         def cancel(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
-            if args.get("withheld"):
+            if args.get(WITHHELD):
                 return not_found(str(args["response_id"]))
             return responses.cancel_responses(str(args["response_id"]))
 
@@ -344,7 +351,7 @@ class ServingOperations:
             "responses.create": _Route(
                 "Responses",
                 _validator(ResponsesRequest),
-                present(responses, lambda request: responses.create_responses(request, None)),  # type: ignore[union-attr]
+                present(responses, create),
                 _by_alias,
                 named_events=True,
             ),
