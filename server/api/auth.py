@@ -20,7 +20,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from server.api.cache_salts import record_cache_salt
 from server.api.key_ring import NO_MATCH, KeyRing, digest
-from server.api.key_scopes import record_scope
+from server.api.key_scopes import record_holder, record_scope
 from server.api.settings import ApiSettings
 
 __all__ = ["AdminGuard", "ApiKeyGuard", "Viewer", "check_metrics_token", "is_admin", "provide_viewer"]
@@ -124,7 +124,8 @@ class ApiKeyGuard:
     Accepted as OpenAI's clients send them (``Authorization: Bearer <key>``) and as Anthropic's do (``x-api-key``),
     on every serving route: a client picks its header by SDK, not by path. The single key may use every model;
     a key of ``server.api_keys`` only its own, which the guard records for the routes (``key_scopes.py``), with
-    the salt of the key's cache group (``cache_salts.py``). The keys are the ring's as of this request: a reload
+    the salt of the key's cache group (``cache_salts.py``) and the key's identity (``key_scopes.request_holder``:
+    a stored response is its key's alone). The keys are the ring's as of this request: a reload
     that revokes one applies from the next request.
     """
 
@@ -138,6 +139,7 @@ class ApiKeyGuard:
         if matched is not NO_MATCH:
             record_scope(connection, matched.models)
             record_cache_salt(connection, matched.cache_salt)
+            record_holder(connection, matched.holder)
             return
         raise NotAuthorizedException(
             "Missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."

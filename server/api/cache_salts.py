@@ -10,6 +10,10 @@ the key and nobody outside the server can compute a group's salt from its name. 
 prefix cache carries its key's salt, combined with the request's own ``cache_salt`` (an HMAC of that under the
 group's salt): a client may narrow its sharing within its group, never reach another group's blocks. Without keys
 nothing is added (one group, as in vLLM), and a request's own ``cache_salt`` goes to vLLM unchanged.
+
+Every route that admits a request to a model is salted, a new one too, but those in :data:`UNSALTED_ROUTES`, each
+with the reason it never reaches the prefix cache. Where vLLM's request takes no ``cache_salt`` (Cohere's embed,
+the speech forms), the frontend carries the salt into the engine's prompts itself.
 """
 
 from __future__ import annotations
@@ -17,25 +21,34 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from litestar.connection import ASGIConnection
 from litestar.exceptions import ValidationException
 
 __all__ = [
-    "UNSALTED",
+    "UNSALTED_ROUTES",
     "group_salt",
     "new_salt_secret",
     "record_cache_salt",
     "request_cache_salt",
+    "route_salted",
     "salted",
 ]
 
 #: The connection state key the guard records the key's salt under (absent: no key, nothing added).
 _STATE_KEY: Final = "turnout_cache_salt"
-#: A route option: the route's vLLM request takes no ``cache_salt`` (tokenizing, counting tokens, Cohere's embed,
-#: speech forms), so its body is left alone. Every other admitted route is salted: a new route is salted by default.
-UNSALTED: Final = "turnout_unsalted"
+#: The admitted routes whose body is left unsalted (by path), each with the reason: they never run the model, so
+#: nothing they do reaches (or shows) the prefix cache. Every other admitted route is salted.
+UNSALTED_ROUTES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "/tokenize": "only renders and tokenizes the prompt; the model never runs",
+        "/detokenize": "only turns token ids back into text; the model never runs",
+        "/v1/messages/count_tokens": "only renders the prompt and counts its tokens; the model never runs",
+    }
+)
 
 
 def new_salt_secret() -> bytes:
@@ -58,6 +71,11 @@ def request_cache_salt(connection: ASGIConnection[Any, Any, Any, Any]) -> str | 
     """The salt of the connection's key's cache group; None when no key was matched (a server without keys)."""
     salt: str | None = connection.state.get(_STATE_KEY)
     return salt
+
+
+def route_salted(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether the connection's route carries the key's salt: every admitted route but :data:`UNSALTED_ROUTES`."""
+    return connection.scope.get("path_template") not in UNSALTED_ROUTES
 
 
 def salted(body: dict[str, Any], salt: str | None) -> dict[str, Any]:

@@ -37,10 +37,12 @@ class KeyMatch:
     Attributes:
         models: The models it may use (None: every model).
         cache_salt: Its cache group's salt (``cache_salts.group_salt``).
+        holder: The key's own identity (its digest): what it creates (a stored response) is its alone.
     """
 
     models: frozenset[str] | None
     cache_salt: str = field(repr=False)
+    holder: bytes = field(repr=False)
 
 
 #: The keys as the ring holds them: each key's digest and what it grants.
@@ -85,7 +87,8 @@ def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None 
 def _entries(keys: KeySet, secret: bytes) -> KeyEntries:
     def entry(key: str, models: frozenset[str] | None, cache_group: str | None) -> tuple[bytes, KeyMatch]:
         key_digest = digest(key)
-        return key_digest, KeyMatch(models=models, cache_salt=group_salt(secret, key_digest, cache_group))
+        salt = group_salt(secret, key_digest, cache_group)
+        return key_digest, KeyMatch(models=models, cache_salt=salt, holder=key_digest)
 
     every: Iterable[tuple[bytes, KeyMatch]] = (
         [entry(keys.api_key, None, keys.api_key_cache_group)] if keys.api_key else []

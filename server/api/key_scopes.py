@@ -23,7 +23,9 @@ __all__ = [
     "ScopedKey",
     "allowed_model",
     "hidden_names",
+    "record_holder",
     "record_scope",
+    "request_holder",
     "request_scope",
     "scoped_keys",
     "shown_to",
@@ -32,6 +34,8 @@ __all__ = [
 
 #: The connection state key the guard records the key's models under (absent: every model).
 _STATE_KEY: Final = "turnout_model_scope"
+#: The connection state key the guard records the key's identity under (absent: a server without keys).
+_HOLDER_KEY: Final = "turnout_key_holder"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +102,17 @@ def request_scope(connection: ASGIConnection[Any, Any, Any, Any]) -> frozenset[s
     """The models the connection's key may use; None (every model) when no limited key was used."""
     scope: frozenset[str] | None = connection.state.get(_STATE_KEY)
     return scope
+
+
+def record_holder(connection: ASGIConnection[Any, Any, Any, Any], holder: bytes) -> None:
+    """Note which key the connection's request came with (an opaque identity, never shown)."""
+    connection.state[_HOLDER_KEY] = holder
+
+
+def request_holder(connection: ASGIConnection[Any, Any, Any, Any]) -> bytes | None:
+    """The identity of the connection's key; None when no key was matched (a server without keys)."""
+    holder: bytes | None = connection.state.get(_HOLDER_KEY)
+    return holder
 
 
 def visible(connection: ASGIConnection[Any, Any, Any, Any], model: str) -> bool:

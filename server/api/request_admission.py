@@ -21,7 +21,7 @@ from litestar import Request
 from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
-from server.api.cache_salts import UNSALTED, request_cache_salt, salted
+from server.api.cache_salts import request_cache_salt, route_salted, salted
 from server.api.errors import OPENAI_API, ApiShape, RouteUnsupported
 from server.api.forms import FORM_BODY, FORM_TASK, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
@@ -226,7 +226,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     """Read the body and the model it names; refuse a model the request's API key may not use.
 
     The body gets the ``cache_salt`` of the key's cache group (``cache_salts.salted``), on every route but those
-    marked :data:`~server.api.cache_salts.UNSALTED`: the Ray node admits here too, so both salt alike.
+    listed in :data:`~server.api.cache_salts.UNSALTED_ROUTES`: the Ray node admits here too, so both salt alike.
 
     Raises:
         ValidationException: the body is not a JSON object, its ``model`` not a string, or its ``cache_salt`` not
@@ -248,7 +248,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     if form_api:
         await check_serves_form(manager, name or manager.switching_to or manager.active_model, form_api)
     scope = request_scope(request)
-    if not request.route_handler.opt.get(UNSALTED):
+    if route_salted(request):
         body = salted(body, request_cache_salt(request))
     # Before admission: a request no engine should run never waits for the device, nor moves it.
     bounded_by = manager.models.get(name or manager.switching_to or manager.active_model or "")

@@ -17,11 +17,15 @@ from server.profiles import ModelProfile
 
 __all__ = ["BATCH_FIELDS", "RequestOutOfBounds", "check_request_bounds"]
 
-#: The body fields whose list items are prompts of one batch, across vLLM's routes: completions' ``prompt``,
-#: embeddings' and pooling's ``input``, batch chat's ``messages``, score's and rerank's inputs, generative
-#: scoring's ``items``, Cohere's embed lists.
+#: The body fields whose items are prompts of one batch, across vLLM's routes: completions' ``prompt`` and
+#: ``prompt_embeds``, embeddings' and pooling's ``input``, batch chat's ``messages``, score's and rerank's inputs,
+#: generative scoring's ``items``, Cohere's embed lists, and the structured decisions' ``questions`` (a mapping of
+#: question id to question, each read by the engine on its own). vLLM bounds ``prompt_embeds`` and ``questions``
+#: itself, but only once the model is loaded: checked here too, so that a huge one is refused before it waits for
+#: a switch (or makes one).
 BATCH_FIELDS: Final = (
     "prompt",
+    "prompt_embeds",
     "input",
     "messages",
     "documents",
@@ -34,6 +38,7 @@ BATCH_FIELDS: Final = (
     "texts",
     "images",
     "inputs",
+    "questions",
 )
 #: Fields whose items may be the parts of one prompt (a token list's ids, a conversation's messages, the
 #: Responses API's input items): only items that are themselves a prompt (a string or a list) count.
@@ -87,6 +92,8 @@ _PROFILE_KEYS: Final = {"n": "max_n", "best_of": "max_best_of"}
 
 
 def _prompt_count(param: str, value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) if param == "questions" else 0
     if not isinstance(value, list):
         return 0
     if param in _PROMPT_PARTS:

@@ -99,6 +99,15 @@ class RouteTable:
             debug=False,
         )
 
+    def admitting_routes(self) -> list[tuple[str, NodeRoute]]:
+        """Every route of the node that admits a request to a model, with its path (its path template)."""
+        return [
+            (route.path, NodeRoute(handler))
+            for route in self._app.routes
+            for handler in getattr(route, "route_handlers", ())
+            if isinstance(handler, HTTPRouteHandler) and NodeRoute(handler).admits_model
+        ]
+
     def route(self, path: str, method: str) -> NodeRoute | None:
         """The node's route for ``method path``; None where the node has none (or not for that method)."""
         try:

@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from server.frontend.openai_errors import error_body, unsupported_route_body
-from server.frontend.operations import AudioUpload, Operation
+from server.frontend.operations import WITHHELD, AudioUpload, Operation
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "WITHHELD",
     "AudioUpload",
     "BundleResult",
     "FrontendBundle",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-__all__ = ["OPERATIONS", "AudioUpload", "Operation"]
+__all__ = ["OPERATIONS", "WITHHELD", "AudioUpload", "Operation"]
 
 Operation = Literal[
     "responses.create",
@@ -30,8 +30,14 @@ Operation = Literal[
     "audio.translations",
 ]
 """A serving operation. ``responses.retrieve`` and ``responses.cancel`` take ``{"response_id", ...}`` bodies
-built from the path and query; the two ``audio.*`` operations take the request's multipart form fields, its
-``file`` an `AudioUpload`; the others take the request's JSON body."""
+built from the path and query (with :data:`WITHHELD` they answer as for an id vLLM's store lacks, whatever it
+holds: another API key's response; so does ``responses.create`` for its ``previous_response_id``); the two
+``audio.*`` operations take the request's multipart form fields, its ``file`` an `AudioUpload`; the others take
+the request's JSON body."""
+
+#: The body key (set true) by which the API layer asks the Responses operations to answer the response id they
+#: name as one vLLM's store lacks: another API key's response (vLLM's store is one per model, shared by every key).
+WITHHELD: Final = "turnout_withheld"
 
 #: Every operation, in the order the API documents them (the Literal's own order: one list, not two).
 OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)

@@ -166,9 +166,10 @@ class ModelProfile(Base, frozen=True, kw_only=True):
         max_best_of: The largest ``best_of`` (candidates generated per prompt) a request may ask for; default 128,
             as ``max_n``. Checked the same way.
         max_batch_prompts: The most prompts one request may carry: the items of a batch field (``prompt`` and
-            ``input`` lists of strings or token lists, batch chat's conversations, ``documents``, ``texts``,
-            ``queries``, ``items``, ``text_1``/``text_2``, ``data_1``/``data_2``, ...). A token list counts as one
-            prompt, and a conversation's messages as one. Default 2048, OpenAI's bound on an embeddings
+            ``input`` lists of strings or token lists, ``prompt_embeds``, batch chat's conversations,
+            ``documents``, ``texts``, ``queries``, ``items``, ``text_1``/``text_2``, ``data_1``/``data_2``, the
+            structured decisions' ``questions``, ...). A token list counts as one prompt, and a conversation's
+            messages as one. Default 2048, OpenAI's bound on an embeddings
             ``input`` list: each prompt is an engine request, so 2048 still fill the largest engine batches,
             and a client with more splits them. Checked the same way.
         engine_args: Every other key of the model's mapping, passed unchanged to vLLM's ``AsyncEngineArgs``.

@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from server.api import ApiSettings, create_app
-from server.api.cache_salts import UNSALTED
+from server.api.cache_salts import UNSALTED_ROUTES
+from server.api.route_table import NodeRoute, RouteTable
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy
 from server.profiles.schema import ModelProfile
 from tests.api.served_profile import Served, serve_profile
+from tests.audio import sine_wav
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader
 
@@ -44,25 +45,6 @@ server:
       models: [tools]
 """
 CHAT = {"model": "tools", "messages": [{"role": "user", "content": "hi"}]}
-#: Every route whose vLLM request takes ``cache_salt``, and those whose request takes none (left alone).
-SALTED = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/embeddings",
-    "/v1/responses",
-    "/v1/messages",
-    "/v1/chat/completions/batch",
-    "/generative_scoring",
-    "/v1/systemone",
-    "/pooling",
-    "/classify",
-    "/score",
-    "/v1/score",
-    "/rerank",
-    "/v1/rerank",
-    "/v2/rerank",
-)
-UNSALTED_PATHS = ("/tokenize", "/detokenize", "/v1/messages/count_tokens", "/v2/embed")
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -131,17 +113,41 @@ async def test_a_requests_own_salt_is_combined_with_its_keys_never_replaces_it(t
         await served.close()
 
 
-async def test_every_route_that_reaches_the_prefix_cache_is_salted_and_no_other(tmp_path: Path) -> None:
+async def _route_salt(served: Served, key: str, path: str, route: NodeRoute) -> Any:
+    """The ``cache_salt`` of the body that reached the bundle by ``path`` (a form for a form route)."""
+    published = served.manager.published
+    assert published is not None
+    before = len(published.bundle.received)
+    if route.body_kind == "form":
+        files = {"file": ("tone.wav", sine_wav(), "audio/wav")}
+        response = await served.client.post(path, data={"model": "tools"}, files=files, headers=bearer(key))
+    else:
+        response = await served.client.post(path, json=CHAT, headers=bearer(key))
+    assert response.status_code < 500 and response.status_code != 401, (path, response.text)
+    assert len(published.bundle.received) == before + 1, f"{path}: the request never reached the bundle"
+    return _last_body(served).get("cache_salt")
+
+
+async def test_every_serving_route_is_salted_or_listed_unsalted_with_its_reason(tmp_path: Path) -> None:
+    """Every route of the route table that admits a request to a model: the body that reaches the bundle carries
+    the key's salt, or the route is in ``UNSALTED_ROUTES`` with the reason it never reaches the prefix cache."""
+    routes = RouteTable(ApiSettings(api_key="k")).admitting_routes()
+    paths = {path for path, _ in routes}
+    assert len(paths) == len(routes) and len(paths) >= 20, sorted(paths)  # a route lost from the table shows
+    assert set(UNSALTED_ROUTES) <= paths, "an unsalted route the server no longer has"
     served = await _served(tmp_path)
     try:
         bare = await _salt(served, TEAM_A)
-        for path in SALTED:
-            assert await _salt(served, TEAM_A, path) == bare, path
+        for path, route in routes:
+            salt = await _route_salt(served, TEAM_A, path, route)
+            if path in UNSALTED_ROUTES:
+                assert "never" in UNSALTED_ROUTES[path], (path, UNSALTED_ROUTES[path])  # the reason says why
+                assert salt is None, path
+            else:
+                assert salt == bare, path
         # The Anthropic route takes the key as Anthropic's clients send it.
         response = await served.client.post("/v1/messages", json=CHAT, headers={"x-api-key": TEAM_A})
         assert response.status_code == 200 and _last_body(served)["cache_salt"] == bare
-        for path in UNSALTED_PATHS:
-            assert await _salt(served, TEAM_A, path) is None, path
     finally:
         await served.close()
 
@@ -176,35 +182,3 @@ async def test_without_keys_the_body_reaches_the_bundle_unchanged() -> None:
                 assert published is not None and published.bundle.received[-1][1] == {**CHAT, **extra}
     finally:
         await manager.shutdown()
-
-
-@pytest.fixture(scope="module")
-def vllm_schemas() -> dict[str, Any]:
-    from server.frontend.vllm_adapter import request_body_schemas
-
-    return request_body_schemas()
-
-
-def _properties(schema: dict[str, Any], schemas: dict[str, Any]) -> set[str]:
-    found = set(schema.get("properties", {}))
-    for option in (*schema.get("anyOf", ()), *schema.get("oneOf", ())):
-        ref = option.get("$ref", "")
-        found |= _properties(schemas[ref.rsplit("/", 1)[-1]] if ref else option, schemas)
-    return found
-
-
-def test_the_routes_salted_are_those_whose_vllm_request_takes_a_cache_salt(vllm_schemas: dict[str, Any]) -> None:
-    manager: EngineManager[Any] = EngineManager(
-        {"tools": ModelProfile(model="/m/tools")}, KeepStrategy(FakeLoader()), build_fake_serving_bundle
-    )
-    app = create_app(manager, ApiSettings(api_key="k"))
-    checked = {}
-    for route in app.routes:
-        for handler in getattr(route, "route_handlers", ()):
-            if "admitted" not in (handler.dependencies or {}):
-                continue
-            component = handler.operation_class.__name__.removesuffix("Operation")
-            takes_salt = "cache_salt" in _properties(vllm_schemas[component], vllm_schemas)
-            checked[route.path] = takes_salt
-            assert takes_salt is not bool(handler.opt.get(UNSALTED)), (route.path, component)
-    assert {path for path, salted in checked.items() if salted} == set(SALTED)

@@ -124,7 +124,7 @@ async def test_no_model_named_while_another_keys_model_is_active(client: httpx.A
 
 
 async def test_stored_responses_of_hidden_models_look_like_unknown_ids(client: httpx.AsyncClient) -> None:
-    created = await client.post("/v1/responses", json={"model": "tools", "input": "hi"}, headers=bearer(FULL))
+    created = await client.post("/v1/responses", json={"model": "tools", "input": "hi"}, headers=bearer(TOOLS_ONLY))
     response_id = created.json()["id"]
     own = await client.get(f"/v1/responses/{response_id}", headers=bearer(TOOLS_ONLY))
     assert own.status_code == 200 and own.json()["id"] == response_id

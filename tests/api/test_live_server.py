@@ -396,18 +396,44 @@ def test_vllm_engine_metrics_share_the_metrics_page(auto_server: LiveServer) -> 
 
 
 @pytest.mark.live_server("auto")
-def test_a_request_past_a_bound_is_refused_at_once_without_a_switch(auto_server: LiveServer) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "param", "code"),
+    [
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 1, "n": 100000},
+            "n",
+            "integer_above_max_value",
+        ),
+        # vLLM bounds these two itself, but only in the model's own serving objects: after a switch.
+        (
+            "/v1/completions",
+            {"prompt_embeds": ["AAAA"] * 2049, "max_tokens": 1},
+            "prompt_embeds",
+            "array_above_max_length",
+        ),
+        (
+            "/v1/systemone",
+            {"state": "s", "questions": {f"q{i}": {"type": "yes_no"} for i in range(2049)}},
+            "questions",
+            "array_above_max_length",
+        ),
+    ],
+)
+def test_a_request_past_a_bound_is_refused_at_once_without_a_switch(
+    auto_server: LiveServer, path: str, body: dict[str, Any], param: str, code: str
+) -> None:
     """``n=100000`` naming the model that is not active: before the bounds it was admitted, waited for a switch
-    and got vLLM's 400 after it (43 s); now the 400 names ``n`` at once, and the device stays where it was."""
+    and got vLLM's 400 after it (43 s); now the 400 names ``n`` at once, and the device stays where it was. So do
+    the prompts of a batch (``max_batch_prompts``, 2048 by default)."""
     active = httpx.get(f"{auto_server.url}/health", timeout=30).json()["active_model"]
     other = "plain" if active == "tools" else "tools"
     before = _switch_count(auto_server)
     started = time.monotonic()
-    body = {"model": other, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 1, "n": 100000}
-    response = httpx.post(f"{auto_server.url}/v1/chat/completions", json=body, timeout=300)
+    response = httpx.post(f"{auto_server.url}{path}", json={**body, "model": other}, timeout=300)
     elapsed = time.monotonic() - started
     assert response.status_code == 400, response.text
-    assert (response.json()["error"]["param"], response.json()["error"]["code"]) == ("n", "integer_above_max_value")
+    assert (response.json()["error"]["param"], response.json()["error"]["code"]) == (param, code)
     assert elapsed < 5, f"answered after {elapsed:.1f} s"
     assert httpx.get(f"{auto_server.url}/health", timeout=30).json()["active_model"] == active
     assert _switch_count(auto_server) == before

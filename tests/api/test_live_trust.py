@@ -62,6 +62,7 @@ def server(profile: Path) -> Iterator[LiveServer]:
         "TRUST_TOOLS_KEY": TOOLS_ONLY,
         "TRUST_REVOKED_KEY": REVOKED,
         "TRUST_TEAMMATE_KEY": TEAMMATE,
+        "VLLM_ENABLE_RESPONSES_API_STORE": "1",  # as vllm serve turns it on: the stored responses test reads it
     }
     live = start_server(profile, profile.parent / "serve.log", env)
     try:
@@ -149,6 +150,35 @@ def test_cached_prefixes_serve_only_their_keys_cache_group_across_a_reload(serve
     assert cached_tokens(TOOLS_ONLY) > 0  # the prefix cache works, and the key's salt outlived the reload
     assert cached_tokens(FULL) == 0  # another key's team learns nothing of the prompt
     assert cached_tokens(TEAMMATE) > 0  # a key of the same cache group shares the cache
+
+
+def test_another_keys_stored_response_reads_as_an_unknown_id(server: LiveServer) -> None:
+    """Two keys that may both use tools share its engine's response store: neither reads, continues or cancels the
+    other's responses, which answer exactly as ids never made."""
+    body = {"model": "tools", "input": "hi", "max_output_tokens": 2, "temperature": 0}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, headers=bearer(FULL), timeout=120)
+    assert created.status_code == 200, created.text
+    response_id, unknown_id = created.json()["id"], "resp_00000000000000000000000000000000"
+    own = httpx.get(f"{server.url}/v1/responses/{response_id}", headers=bearer(FULL), timeout=60)
+    assert own.status_code == 200 and own.json()["id"] == response_id, own.text
+
+    def as_tools_key(some_id: str) -> list[tuple[int, str]]:
+        """The tools-only key's retrieve, cancel and continuation of ``some_id``, the id written as the unknown one."""
+        answers = [
+            httpx.get(f"{server.url}/v1/responses/{some_id}", headers=bearer(TOOLS_ONLY), timeout=60),
+            httpx.post(f"{server.url}/v1/responses/{some_id}/cancel", headers=bearer(TOOLS_ONLY), timeout=60),
+            httpx.post(
+                f"{server.url}/v1/responses",
+                json={**body, "previous_response_id": some_id},
+                headers=bearer(TOOLS_ONLY),
+                timeout=120,
+            ),
+        ]
+        return [(answer.status_code, answer.text.replace(some_id, unknown_id)) for answer in answers]
+
+    unknown = as_tools_key(unknown_id)
+    assert [status for status, _ in unknown] == [404] * 3, unknown
+    assert as_tools_key(response_id) == unknown  # the other key's id reads exactly as an unknown one
 
 
 def test_during_a_stop_switch_the_limited_key_naming_no_model_never_gets_the_other(server: LiveServer) -> None:

@@ -48,6 +48,19 @@ def _refusal(response: Any, param: str, code: str) -> str:
         ("/v1/embeddings", {"model": "plain", "input": ["a", "b", "c", "d"]}, "input", "array_above_max_length"),
         ("/v1/chat/completions/batch", {"model": "plain", "messages": [[]] * 4}, "messages", "array_above_max_length"),
         ("/rerank", {"model": "plain", "query": "q", "documents": ["d"] * 4}, "documents", "array_above_max_length"),
+        # vLLM bounds these two itself, but only once the model is loaded: a switch first, then its 400.
+        (
+            "/v1/completions",
+            {"model": "plain", "prompt_embeds": ["AAAA"] * 4},
+            "prompt_embeds",
+            "array_above_max_length",
+        ),
+        (
+            "/v1/systemone",
+            {"model": "plain", "state": "s", "questions": {f"q{i}": {"type": "yes_no"} for i in range(4)}},
+            "questions",
+            "array_above_max_length",
+        ),
     ],
 )
 async def test_a_request_past_a_bound_gets_a_400_at_once_and_never_moves_the_device(

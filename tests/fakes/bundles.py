@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from server.frontend.openai_errors import error_body
-from server.frontend.operations import AudioUpload
+from server.frontend.operations import WITHHELD, AudioUpload
 from server.frontend.results import JsonResult, StreamResult
 from server.profiles.schema import ModelProfile
 from tests.fakes.engines import FakeEngine
@@ -91,11 +91,20 @@ class FakeServingBundle:
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
         """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
         self.received.append((operation, body))
-        if operation == "responses.retrieve":
-            stored = self._stored.get(body["response_id"])
+        if operation in ("responses.retrieve", "responses.cancel"):
+            # As the real bundle: WITHHELD answers as for an id the store lacks (another key's response).
+            stored = None if body.get(WITHHELD) else self._stored.get(body["response_id"])
             if stored is None:
-                return JsonResult(404, error_body(404, f"Response with id '{body['response_id']}' not found."))
+                return _not_found(body["response_id"])
+            if operation == "responses.cancel":
+                if stored["status"] != "queued":
+                    return JsonResult(400, error_body(400, "Cannot cancel a synchronous response."))
+                stored["status"] = "cancelled"
+                self._background[body["response_id"]].cancel()
             return JsonResult(200, stored)
+        previous = body.get("previous_response_id") if operation == "responses.create" else None
+        if previous is not None and (body.get(WITHHELD) or previous not in self._stored):
+            return _not_found(previous)
         if operation in ("audio.transcriptions", "audio.translations") and self.speech:
             return await self._speech(body, request_id)
         if operation not in ("responses.create", "messages.create"):
@@ -181,6 +190,11 @@ class FakeServingBundle:
             self._running.pop(request_id, None)
         last = "response.completed" if operation == "responses.create" else "message_stop"
         yield f'event: {last}\ndata: {{"type": "{last}"}}\n\n'
+
+
+def _not_found(response_id: str) -> JsonResult:
+    """vLLM's answer for a response id its store lacks."""
+    return JsonResult(404, error_body(404, f"Response with id '{response_id}' not found.", param="response_id"))
 
 
 async def build_fake_serving_bundle(name: str, profile: ModelProfile, engine: FakeEngine) -> FakeServingBundle:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from server.frontend import FrontendBundle, FrontendSettings, JsonResult, build_bundle
-from tests.frontend.tiny import EMBED_MODEL, running_engine_ids
+from tests.frontend.tiny import EMBED_MODEL, engine_cache_salts, running_engine_ids
 
 pytestmark = pytest.mark.engine
 
@@ -119,6 +119,21 @@ async def test_vllms_other_pooling_routes_on_an_embedding_model(embed: FrontendB
     assert [result["index"] for result in ranked["results"]] == [1, 0]  # the identical document first
     cohere = ok(await embed.call("embed.cohere", {"texts": ["hello"]}, uuid.uuid4().hex))
     assert len(cohere["embeddings"]["float"][0]) == HIDDEN_SIZE
+
+
+async def test_cohere_embed_carries_its_cache_salt_to_the_engine(
+    embed_engine: Any, embed: FrontendBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's Cohere request declares no ``cache_salt``: the frontend's does, so the key's salt the API layer adds
+    reaches the prefix cache, for plain texts and for inputs rendered through the chat template alike."""
+    salts = engine_cache_salts(embed_engine, monkeypatch)
+    ok(await embed.call("embed.cohere", {"texts": ["a", "b"], "cache_salt": "group-salt"}, uuid.uuid4().hex))
+    inputs = {"inputs": [{"content": [{"type": "text", "text": "a"}]}], "cache_salt": "group-salt"}
+    ok(await embed.call("embed.cohere", inputs, uuid.uuid4().hex))
+    ok(await embed.call("embed.cohere", {"texts": ["c"]}, uuid.uuid4().hex))
+    assert salts == ["group-salt", "group-salt", "group-salt", None]
+    refused = await embed.call("embed.cohere", {"texts": ["a"], "cache_salt": ""}, uuid.uuid4().hex)
+    assert refused.status_code == 400 and "cache_salt" in str(refused.payload)  # type: ignore[union-attr]
 
 
 async def test_a_generate_route_on_a_pooling_model_is_a_404_naming_it(embed: FrontendBundle) -> None:

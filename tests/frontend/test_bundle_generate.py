@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from server.frontend import (
+    WITHHELD,
     FrontendBundle,
     FrontendConfigError,
     FrontendSettings,
@@ -399,3 +400,33 @@ async def test_generative_scoring_reads_label_token_probabilities(plain: Fronten
     body = {"query": "Is Paris in France?", "items": [" Yes", " No"], "label_token_ids": token_ids}
     payload = ok(await asyncio.wait_for(plain.call("generative_scoring", body, new_id()), 60))
     assert len(payload["data"]) == 2 and all(0.0 <= item["score"] <= 1.0 for item in payload["data"])
+
+
+async def test_a_withheld_response_is_answered_as_an_unknown_id(
+    tools_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API layer asks for another key's stored response ``withheld``: vLLM's own "not found", whatever its
+    store holds, so the id reads exactly as one never made (for retrieve and cancel alike)."""
+    monkeypatch.setenv("VLLM_ENABLE_RESPONSES_API_STORE", "1")  # as turnout serve sets it
+    bundle = await build_bundle(TOOLS_MODEL, tools_engine, FrontendSettings())
+    response_id = new_id()
+    ok(await bundle.call("responses.create", {"input": "Hello!", "max_output_tokens": 2}, response_id))
+    stored = await bundle.call("responses.retrieve", {"response_id": response_id}, new_id())
+    assert isinstance(stored, JsonResult) and stored.status_code == 200, stored
+    unknown_id = new_id()
+    for operation in ("responses.retrieve", "responses.cancel"):
+        withheld = await bundle.call(operation, {"response_id": response_id, WITHHELD: True}, new_id())
+        unknown = await bundle.call(operation, {"response_id": unknown_id}, new_id())
+        assert isinstance(withheld, JsonResult) and isinstance(unknown, JsonResult)
+        assert withheld.status_code == unknown.status_code == 404, withheld
+        assert json.dumps(withheld.payload).replace(response_id, unknown_id) == json.dumps(unknown.payload)
+    # Continuing it: the body is checked first (a bad one gets the same 400 either way), then vLLM's 404.
+    for extra, status in (({}, 404), ({"temperature": "hot"}, 400)):
+        body = {"input": "and then?", "max_output_tokens": 2, **extra}
+        withheld = await bundle.call(
+            "responses.create", {**body, "previous_response_id": response_id, WITHHELD: True}, new_id()
+        )
+        unknown = await bundle.call("responses.create", {**body, "previous_response_id": unknown_id}, new_id())
+        assert isinstance(withheld, JsonResult) and isinstance(unknown, JsonResult)
+        assert withheld.status_code == unknown.status_code == status, withheld
+        assert json.dumps(withheld.payload).replace(response_id, unknown_id) == json.dumps(unknown.payload)

@@ -18,7 +18,7 @@ from server.frontend import FrontendBundle, FrontendSettings, StreamResult, buil
 from server.frontend.operations import AudioUpload
 from server.tinymodels.speech import WHISPER_ANSWER_TOKEN, build_tiny_whisper
 from tests.audio import sine_wav
-from tests.frontend.tiny import running_engine_ids, start_engine
+from tests.frontend.tiny import engine_cache_salts, running_engine_ids, start_engine
 
 pytestmark = pytest.mark.engine
 
@@ -64,3 +64,23 @@ async def test_a_translation_answers_and_a_bad_upload_is_vllms_400(speech: Front
     assert answer.status_code == 200 and answer.payload == {"text": WHISPER_ANSWER_TOKEN * 3}  # type: ignore[union-attr]
     broken = await speech.call("audio.transcriptions", _form(file=AudioUpload(b"no audio")), uuid.uuid4().hex)
     assert broken.status_code == 400 and "Traceback" not in json.dumps(broken.payload)  # type: ignore[union-attr]
+
+
+async def test_the_speech_routes_carry_the_forms_cache_salt_to_the_engine(
+    whisper_engine: Any, speech: FrontendBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's speech requests take no ``cache_salt``: the frontend puts the form's (the key's group salt, added by
+    the API layer) on every engine prompt, Whisper's language detection's too."""
+    salts = engine_cache_salts(whisper_engine, monkeypatch)
+    form = _form(max_completion_tokens=2, cache_salt="group-salt")
+    for operation in ("audio.transcriptions", "audio.translations"):
+        answer = await speech.call(operation, form, uuid.uuid4().hex)
+        assert answer.status_code == 200, answer.payload  # type: ignore[union-attr]
+    detected = await speech.call("audio.transcriptions", {**form, "language": None}, uuid.uuid4().hex)
+    assert detected.status_code == 200, detected.payload  # type: ignore[union-attr]
+    streamed = await speech.call("audio.transcriptions", {**form, "stream": True}, uuid.uuid4().hex)
+    assert isinstance(streamed, StreamResult)
+    assert [chunk async for chunk in streamed.chunks][-1] == "data: [DONE]\n\n"
+    assert salts == ["group-salt"] * 5  # two answers, a detection and its answer, a stream
+    unsalted = await speech.call("audio.transcriptions", _form(max_completion_tokens=2), uuid.uuid4().hex)
+    assert unsalted.status_code == 200 and salts[-1] is None  # type: ignore[union-attr]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLASSIFY_MODEL", "EMBED_MODEL", "MAX_MODEL_LEN", "TOOLS_MODEL", "running_engine_ids", "start_engine"]
+__all__ = [
+    "CLASSIFY_MODEL",
+    "EMBED_MODEL",
+    "MAX_MODEL_LEN",
+    "TOOLS_MODEL",
+    "engine_cache_salts",
+    "running_engine_ids",
+    "start_engine",
+]
 
 TOOLS_MODEL = "tiny-tools"
 EMBED_MODEL = "tiny-embed"
@@ -36,3 +44,18 @@ def running_engine_ids(engine: Any, request_id: str) -> tuple[str, ...]:
     what the bundle recorded. A stream's request appears only once its first chunk is read (vLLM adds it then).
     """
     return tuple(sorted(name for name in engine.output_processor.external_req_ids if request_id in name))
+
+
+def engine_cache_salts(engine: Any, monkeypatch: Any) -> list[str | None]:
+    """The ``cache_salt`` of each request the engine's core gets from now on (in order): what its prefix cache
+    hashes, past every layer that builds the request (monkeypatch undoes the spy)."""
+    salts: list[str | None] = []
+    core = engine.engine_core
+    add = core.add_request_async
+
+    async def recorded(request: Any) -> Any:
+        salts.append(request.cache_salt)
+        return await add(request)
+
+    monkeypatch.setattr(core, "add_request_async", recorded)
+    return salts

@@ -9,7 +9,6 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
-from server.api.cache_salts import UNSALTED
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, form_body_limit
 from server.api.openapi import request_body
@@ -35,7 +34,6 @@ def bundle_route(
     api: ApiShape = OPENAI_API,
     *,
     form: str | None = None,
-    salted: bool = True,
 ) -> HTTPRouteHandler:
     """A POST route (a controller method named ``name``) that admits the request and answers with ``call``.
 
@@ -48,7 +46,6 @@ def bundle_route(
         api: The API the route speaks: its error bodies and how its streams end.
         form: The body is a multipart form (vLLM's speech routes), limited to vLLM's audio upload size: the name
             of the route's API (``Transcriptions``), named in the 404 of a model without ``forms.FORM_TASK``.
-        salted: The body gets the key's ``cache_salt`` (``cache_salts.py``); False where vLLM's request takes none.
     """
 
     # `admitted` is a `waiting.AdmittedOrWaiting` (declared Any: msgspec refuses a union of two dataclasses).
@@ -59,7 +56,7 @@ def bundle_route(
     handler.__doc__ = summary
     # A form route has its own body limit (vLLM's audio upload limit) and tells the admission to read a form.
     form_options: dict[str, Any] = {"request_max_body_size": form_body_limit()} if form else {}
-    opt = {FORM_BODY: form, UNSALTED: not salted}
+    opt = {FORM_BODY: form}
     decorate = post(
         path,
         operation_class=request_body(component, "multipart/form-data" if form else "application/json"),

@@ -106,7 +106,6 @@ class TokenizeController(Controller):
         "tokenize",
         lambda admitted: admitted.bundle.tokenize(admitted.body),
         "Tokenize a prompt or a chat (rendered with the model's chat template).",
-        salted=False,
     )
     detokenize = bundle_route(
         "/detokenize",
@@ -114,7 +113,6 @@ class TokenizeController(Controller):
         "detokenize",
         lambda admitted: admitted.bundle.detokenize(admitted.body),
         "Turn token ids back into text.",
-        salted=False,
     )
 
 

@@ -19,13 +19,13 @@ from litestar.response import Stream
 from server.api.background_responses import hold_background_response
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
-from server.api.key_scopes import allowed_model, request_scope, visible
+from server.api.key_scopes import allowed_model, request_holder, request_scope, visible
 from server.api.openapi import request_body
 from server.api.request_admission import AdmittedRequest, Holder, ServingBundle, install_abort_hook
 from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
-from server.frontend import Operation
+from server.frontend import WITHHELD, Operation
 
 __all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
 
@@ -42,19 +42,28 @@ class ResponsesController(Controller):
 
     @post("/", operation_class=request_body("ResponsesRequest"), dependencies=ADMITTED, status_code=200)
     async def create_response(
-        self, admitted: NamedDependency[Any], stored_responses: NamedDependency[StoredResponses]
+        self,
+        request: Request[Any, Any, Any],
+        admitted: NamedDependency[Any],
+        stored_responses: NamedDependency[StoredResponses],
     ) -> Response[Any] | Stream:
-        """Create a response (``stream: true`` for SSE events); its id is kept to find its model again.
+        """Create a response (``stream: true`` for SSE events); its id is kept to find its model (and key) again.
 
         A ``background: true`` response holds its model until it ends; a switch ends it as ``failed``.
         ``admitted`` is a ``waiting.AdmittedOrWaiting`` (declared Any: msgspec refuses a union of two dataclasses).
         """
+        holder = request_holder(request)
 
-        async def create(request: AdmittedRequest) -> Any:
-            lease = request.lease
-            stored_responses.record(lease.request_id, lease.model, lease.bundle)
-            result = await request.bundle.call("responses.create", request.body, lease.request_id)
-            hold_background_response(request, result)
+        async def create(admitted: AdmittedRequest) -> Any:
+            lease, body = admitted.lease, admitted.body
+            previous = body.get("previous_response_id")
+            if isinstance(previous, str) and stored_responses.withheld(previous, holder):
+                # Another key's response: the bundle checks the body as for any create, then answers as vLLM does
+                # an unknown previous id (checked first, a bad body would tell a withheld id from an unknown one).
+                body = {**body, WITHHELD: True}
+            stored_responses.record(lease.request_id, lease.model, lease.bundle, holder)
+            result = await admitted.bundle.call("responses.create", body, lease.request_id)
+            hold_background_response(admitted, result)
             return result
 
         return await answer(admitted, create, RESPONSES_API)
@@ -96,11 +105,16 @@ async def _on_owner(
 ) -> Response[Any] | Stream:
     """Run a stored-response operation on the bundle that stores ``response_id``, or 404 saying why it cannot.
 
-    A response of a model the API key may not use is looked up as an id this server never made.
+    A response of a model the API key may not use, or created with another key, is looked up as an id this
+    server never made: the active model's bundle answers vLLM's own "not found" (``withheld``), by the path an
+    unknown id takes.
     """
-    owner = stored.owner(response_id)
+    holder = request_holder(request)
+    owner = stored.owner(response_id, holder)
     if owner is not None and not visible(request, owner.model):
         owner = None
+    if owner is None and holder is not None:
+        args = {**args, **_withheld(response_id)}
     active = manager.active_model
     owner_model = owner.model if owner is not None else None
     name = allowed_model(request, owner_model, owner_model, active, manager.switching_to)
@@ -127,6 +141,11 @@ async def _on_owner(
         admitted.let_go(Holder.ROUTE)
 
 
+def _withheld(response_id: str) -> dict[str, Any]:
+    """A stored-response operation's arguments that the bundle answers as for an id vLLM's store lacks."""
+    return {"response_id": response_id, WITHHELD: True}
+
+
 class MessagesController(Controller):
     """``/v1/messages``: Anthropic's Messages API; every error in Anthropic's shape, streams end in its events."""
 
@@ -149,12 +168,11 @@ class MessagesController(Controller):
         _operation("messages.count_tokens"),
         "Count the prompt tokens of a Messages request, rendered with the model's chat template.",
         ANTHROPIC_API,
-        salted=False,
     )
 
 
-def _route(path: str, component: str, name: str, operation: Operation, summary: str, *, salted: bool = True) -> Any:
-    return bundle_route(path, component, name, _operation(operation), summary, salted=salted)
+def _route(path: str, component: str, name: str, operation: Operation, summary: str) -> Any:
+    return bundle_route(path, component, name, _operation(operation), summary)
 
 
 class ServingController(Controller):
@@ -191,10 +209,7 @@ class ServingController(Controller):
     rerank = _route("/rerank", "RerankRequest", "rerank", "rerank", "Rerank documents for a query (Jina/Cohere style).")
     rerank_v1 = _route("/v1/rerank", "RerankRequest", "rerank_v1", "rerank", "As /rerank.")
     rerank_v2 = _route("/v2/rerank", "RerankRequest", "rerank_v2", "rerank", "As /rerank.")
-    # vLLM's Cohere request has no cache_salt: its prompts are not salted (the docs say so).
-    cohere_embed = _route(
-        "/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.", salted=False
-    )
+    cohere_embed = _route("/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.")
 
 
 class SpeechController(Controller):
@@ -214,7 +229,6 @@ class SpeechController(Controller):
         _operation("audio.transcriptions"),
         "Transcribe an audio file (speech models).",
         form="Transcriptions",
-        salted=False,
     )
     create_translation = bundle_route(
         "/translations",
@@ -223,5 +237,4 @@ class SpeechController(Controller):
         _operation("audio.translations"),
         "Translate an audio file into English text (speech models).",
         form="Translations",
-        salted=False,
     )

@@ -32,7 +32,6 @@ from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
 from vllm.entrypoints.pooling.classify.protocol import ClassificationRequest
 from vllm.entrypoints.pooling.classify.serving import ServingClassification
-from vllm.entrypoints.pooling.embed.protocol import CohereEmbedRequest
 from vllm.entrypoints.pooling.pooling.protocol import PoolingRequest
 from vllm.entrypoints.pooling.pooling.serving import ServingPooling
 from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreRequest
@@ -42,17 +41,19 @@ from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import POOLING_TASKS, SupportedTask
 
-from server.frontend.operations import Operation
+from server.frontend.operations import WITHHELD, Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
 from server.frontend.vllm_adapter._moved import moved, optional, supported_kwargs
+from server.frontend.vllm_adapter._salted_requests import CohereEmbedRequest
 from server.frontend.vllm_adapter._speech import REQUEST_BODIES as SPEECH_REQUEST_BODIES
 from server.frontend.vllm_adapter._speech import VALIDATE_TRANSCRIPTION, VALIDATE_TRANSLATION, SpeechOperations
 
 __all__ = ["OPERATIONS_VLLM_LACKS", "REQUEST_BODIES", "ServingContext", "ServingOperations", "chat_template_config"]
 
 _log = logging.getLogger("server.frontend.vllm_adapter")
+
 
 #: The request model of each of these routes' bodies, named as its OpenAPI component.
 REQUEST_BODIES: dict[str, Any] = {
@@ -316,14 +317,31 @@ class ServingOperations:
         def present(serving: Any, call: _Call) -> _Call | None:
             return call if serving is not None else None
 
+        async def not_found(response_id: str) -> Any:
+            assert responses is not None
+            return responses._make_not_found_error(response_id)
+
+        # WITHHELD: the API layer asks for vLLM's answer to an id its store lacks (another API key's response),
+        # whatever the store holds: vLLM's store is one per model, shared by every key.
+        def create(request: Any) -> Awaitable[Any]:
+            assert responses is not None
+            # The body was checked as for any create; vLLM looks the previous id up first thing after.
+            if (request.model_extra or {}).get(WITHHELD) and request.previous_response_id is not None:
+                return not_found(request.previous_response_id)
+            return responses.create_responses(request, None)
+
         def retrieve(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
+            if args.get(WITHHELD):
+                return not_found(str(args["response_id"]))
             return responses.retrieve_responses(
                 str(args["response_id"]), starting_after=args.get("starting_after"), stream=bool(args.get("stream"))
             )
 
         def cancel(args: Mapping[str, Any]) -> Awaitable[Any]:
             assert responses is not None
+            if args.get(WITHHELD):
+                return not_found(str(args["response_id"]))
             return responses.cancel_responses(str(args["response_id"]))
 
         def pooled(serving: Any) -> _Call | None:
@@ -333,7 +351,7 @@ class ServingOperations:
             "responses.create": _Route(
                 "Responses",
                 _validator(ResponsesRequest),
-                present(responses, lambda request: responses.create_responses(request, None)),  # type: ignore[union-attr]
+                present(responses, create),
                 _by_alias,
                 named_events=True,
             ),

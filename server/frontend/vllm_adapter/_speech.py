@@ -11,6 +11,11 @@ vLLM's request models declare ``file`` as FastAPI's ``UploadFile``, which valida
 frontend imports no web framework (``tests/frontend/test_boundaries.py``), so the class is taken from the request
 model's own field: this module follows vLLM's contract, whatever class that names.
 
+vLLM's speech requests take no ``cache_salt``, and its speech serving builds the engine's prompts itself (one per
+audio chunk, and Whisper's language detection): the salt the API layer put in the form (its key's group:
+``server/api/cache_salts.py``) is put on each prompt as the speech objects submit it (`_SaltingEngine`), so a key's
+audio reaches only its own group's prefix-cache blocks.
+
 Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check); what other
 supported vLLMs differ in is `_moved`'s table.
 """
@@ -18,12 +23,14 @@ supported vLLMs differ in is `_moved`'s table.
 from __future__ import annotations
 
 import io
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from vllm.engine.protocol import EngineClient
+from vllm.entrypoints.generate.base.protocol import validate_cache_salt
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.entrypoints.speech_to_text.base.utils import read_upload_with_limit
@@ -87,6 +94,47 @@ def _validator(model: type[TranscriptionRequest | TranslationRequest]) -> Callab
     return validate
 
 
+#: The ``cache_salt`` of the speech call under way in this task (None: none), for the prompts it submits.
+_CALL_SALT: ContextVar[str | None] = ContextVar("turnout_speech_cache_salt", default=None)
+
+
+def _salted(prompt: Any, salt: str) -> Any:
+    """``prompt`` (a prompt dict, or a rendered engine input) with ``cache_salt`` set to ``salt``.
+
+    An encoder-decoder prompt (Whisper) gets it on both sides: vLLM reads a rendered input's salt off its decoder
+    side, and a prompt's off its encoder side as it renders it. A text prompt (never built by the speech serving)
+    is left alone.
+    """
+    if not isinstance(prompt, dict):
+        return prompt
+    if "decoder_prompt" in prompt:
+        sides = ("encoder_prompt", "decoder_prompt")
+        return {**prompt, **{side: _salted(prompt[side], salt) for side in sides if side in prompt}}
+    return {**prompt, "cache_salt": salt}
+
+
+class _SaltingEngine:
+    """The engine as the speech objects see it: each prompt they submit carries the call's ``cache_salt``.
+
+    Only `generate` is intercepted (speech models generate); every other attribute is the engine's, read on each
+    access. The salt is read when the prompt is submitted, within the call (a stream's engine requests are
+    submitted before its stream is handed back).
+    """
+
+    def __init__(self, engine: EngineClient) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def generate(self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        """`EngineClient.generate`, the prompt salted with the call's salt (unchanged without one)."""
+        salt = _CALL_SALT.get()
+        return self._engine.generate(
+            _salted(prompt, salt) if salt is not None else prompt, sampling_params, request_id, **kwargs
+        )
+
+
 #: Validates a transcription / translation form (``parse_request`` adds ``model`` and ``request_id``).
 VALIDATE_TRANSCRIPTION: Final = _validator(TranscriptionRequest)
 VALIDATE_TRANSLATION: Final = _validator(TranslationRequest)
@@ -107,8 +155,9 @@ class SpeechOperations:
             "request_logger": logger,
             "enable_force_include_usage": enable_force_include_usage,
         }
-        self._transcription = OpenAIServingTranscription(engine, models, **common)
-        self._translation = OpenAIServingTranslation(engine, models, **common)
+        salting = cast(EngineClient, _SaltingEngine(engine))
+        self._transcription = OpenAIServingTranscription(salting, models, **common)
+        self._translation = OpenAIServingTranslation(salting, models, **common)
 
     @classmethod
     def for_tasks(
@@ -135,7 +184,14 @@ class SpeechOperations:
 
     @staticmethod
     async def _run(call: SpeechCall, create: Callable[..., Awaitable[Any]]) -> Any:
-        # The size check raises VLLMValidationError (400), mapped by the caller as vLLM's exception handlers do.
+        # The size and salt checks raise VLLMValidationError (400), mapped by the caller as vLLM's handlers do.
         audio = await read_upload_with_limit(call.request.file)
+        # An extra field of vLLM's request (its model keeps them), checked as vLLM checks its other requests' salts.
+        salt = (call.request.model_extra or {}).get("cache_salt")
+        validate_cache_salt(salt)
         raw = _RawRequest(headers={"X-Request-Id": call.request_id})
-        return await create(audio, call.request, raw)
+        token = _CALL_SALT.set(salt)
+        try:
+            return await create(audio, call.request, raw)
+        finally:
+            _CALL_SALT.reset(token)
