@@ -196,6 +196,36 @@ def test_an_operators_cache_folder_reached_through_a_safe_link_is_used_by_its_re
     assert compile_cache_env(LLAMA)[COMPILE_CACHE_ENV] == str(real.resolve())
 
 
+async def test_the_stash_host_compiles_into_a_private_folder_of_its_models(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache_home: Path
+) -> None:
+    """vLLM-Gaudi's stash host is one engine core for its models: its start gets the compile cache as any other
+    (it got none: torch's shared /tmp default). Fake host only: vllm_gaudi needs Gaudi hardware."""
+    from server.engine.runtime.stash_config import MULTI_MODEL_CONFIG_ENV
+    from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV
+    from tests.fakes.stash import FakeStashHost
+
+    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
+    seen: list[dict[str, str | None]] = []
+
+    class Host(FakeStashHost):
+        async def initialize(self, first: str) -> None:  # where vLLM-Gaudi spawns the engine core
+            seen.append({name: os.environ.get(name) for name in (COMPILE_CACHE_ENV, COMPILE_HEADERS_ENV)})
+            await super().initialize(first)
+
+    models = {"llama": LLAMA, "qwen": QWEN}
+    build = vllm_loader.stash_host_factory(make_host=lambda given: Host(given))
+    assert build is not None
+    host = await build("llama", models)
+    host.shutdown()
+    root = cache_home / "turnout" / "compile"
+    identity = compile_identity(LLAMA, QWEN)
+    assert identity not in (compile_identity(LLAMA), compile_identity(QWEN))
+    assert seen == [{COMPILE_CACHE_ENV: str(root / identity), COMPILE_HEADERS_ENV: str(root / "headers")}]
+    _assert_private(root / identity)
+
+
 def _write_cache_env(path: str) -> None:
     """An engine core's stand-in, run in the process the launcher forks: writes down its compile cache."""
     Path(path).write_text(os.environ.get(COMPILE_CACHE_ENV, "unset"))
