@@ -84,7 +84,7 @@ async def test_an_engines_sockets_sit_in_a_private_folder_of_its_own_removed_at_
 
 #: Planted in the folder `turnout serve` starts in: writes down the process that imported it, then steps aside for
 #: the real module (so that an engine that imports it still starts, and the test sees every import, not the first).
-PLANTED = '''
+PLANTED = """
 import importlib, os, sys
 with open({marker!r}, "a") as _f:
     _f.write(f"{{__name__}} {{os.getpid()}} {{sys.argv!r}}\\n")
@@ -96,7 +96,7 @@ try:
     sys.modules[__name__] = importlib.import_module(__name__)
 finally:
     sys.path[:] = _path
-'''
+"""
 
 
 @pytest.mark.parametrize("start", START)
