@@ -56,6 +56,13 @@ BESIDE_THE_LANE = frozenset(
 # the other idles. Serving outside the tests keeps vLLM's binding.
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
+# An engine's import path never holds the working directory unless $PYTHONPATH names it
+# (server/engine/runtime/import_path.py): the run names the checkout, whose tests/ holds the targets the launcher
+# tests have engines run (a user's engines need nothing but the installed package).
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
+if _CHECKOUT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")]))
+
 # Property tests and the randomized concurrency test draw this many cases each: few in the suite (CI runs it),
 # ten times as many with `pytest --hypothesis-profile thorough`.
 settings.register_profile("suite", max_examples=40)

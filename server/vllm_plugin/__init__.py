@@ -31,7 +31,7 @@ from server.vllm_plugin.kv_keep_core import (
     server_kv_pool,
     with_kv_keep,
 )
-from server.vllm_plugin.private_folder import FolderNotPrivate, check_private, private_subfolder
+from server.vllm_plugin.private_folder import FolderNotPrivate, check_private, check_private_path, private_subfolder
 from server.vllm_plugin.protocol import WORKER_EXTENSION
 from server.vllm_plugin.start_log import START_LOG_ENV, StartEvent
 
@@ -43,6 +43,7 @@ __all__ = [
     "FolderNotPrivate",
     "StartEvent",
     "check_private",
+    "check_private_path",
     "close_kv_pool",
     "keep_before_stop",
     "kept_bytes_by_model",

@@ -5,6 +5,9 @@ cache, ``server/engine/runtime/compile_cache.py``). Another local user who could
 link where it is expected, could read what is kept there or plant what an engine loads (compiled code). So each such
 folder is checked without following links (``lstat``): a real folder, of this user, mode 0700; anything else is
 refused, never used and never "repaired" (a ``chmod`` would act on what an attacker planted).
+
+A folder an operator names (``TORCHINDUCTOR_CACHE_DIR``) may sit anywhere: :func:`check_private_path` checks it
+and every folder above it, as ``sshd`` checks the folders above ``authorized_keys``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["FolderNotPrivate", "check_private", "private_subfolder"]
+__all__ = ["FolderNotPrivate", "check_private", "check_private_path", "private_subfolder"]
 
 
 class FolderNotPrivate(OSError):
@@ -56,3 +59,27 @@ def private_subfolder(parent: Path, name: str) -> Path:
         os.mkdir(folder, 0o700)  # the umask can only take bits away: never more than 0700
     check_private(folder)
     return folder
+
+
+def check_private_path(folder: Path) -> Path:
+    """``folder``'s real path, once it and each folder above it are safe from other users; else raise.
+
+    ``folder`` itself (links resolved) must be this user's folder that nobody else may write (``0755`` passes); each
+    folder above it must be this user's or root's, and either writable by its owner only or sticky (``/tmp``: there
+    nobody may rename or remove another's entry). So no other user can replace ``folder``, or a link on the way to
+    it, between this check and its use. The real path is what to use: a link on the way is not followed again.
+
+    Raises:
+        FolderNotPrivate: ``folder`` or a folder above it fails.
+        FileNotFoundError: There is no ``folder``.
+    """
+    real = Path(os.path.realpath(folder))
+    check_private(real, others_may_read=True)
+    for above in real.parents:
+        st = os.lstat(above)
+        if st.st_uid not in (0, os.geteuid()):
+            raise FolderNotPrivate(f"{above}, above {folder}, belongs to uid {st.st_uid}: {folder} not used")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            mode = stat.S_IMODE(st.st_mode)
+            raise FolderNotPrivate(f"{above}, above {folder}, has mode {mode:o}, writable by others: not used")
+    return real

@@ -74,6 +74,11 @@ async def test_an_operators_cache_folder_is_kept_and_torchs_shared_default_is_no
 ) -> None:
     monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "mine"))
     assert await _started_with(monkeypatch, LLAMA) == [str(tmp_path / "mine")]
+    _assert_private(tmp_path / "mine")  # made by Turnout, as torch would not: mode 0700
+    # torch's precompiled headers ignore the variable (they would go to /tmp/torchinductor_<user>): still private.
+    headers = compile_cache_env(LLAMA)[COMPILE_HEADERS_ENV]
+    assert headers == str(cache_home / "turnout" / "compile" / "headers")
+    _assert_private(Path(headers))
     # torch writes its default into the environment of a process that used its cache: not an operator's choice.
     monkeypatch.setenv(COMPILE_CACHE_ENV, torch_default_cache())
     assert await _started_with(monkeypatch, LLAMA) == [
@@ -132,6 +137,93 @@ def test_a_planted_folder_is_never_used(
     again = compile_cache_env(LLAMA)
     assert again[COMPILE_CACHE_ENV] == used and again[COMPILE_HEADERS_ENV] == str(Path(used).parent / "headers")
     _assert_private(Path(again[COMPILE_HEADERS_ENV]))
+
+
+def _operators_folder(kind: str, tmp_path: Path) -> Path:
+    """A ``TORCHINDUCTOR_CACHE_DIR`` an operator might name, that another local user could write into or replace."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may rename or replace what is in it
+    if kind == "open":
+        folder = tmp_path / "mine"
+        folder.mkdir()
+        folder.chmod(0o777)
+    elif kind == "group-writable":
+        folder = tmp_path / "mine"
+        folder.mkdir()
+        folder.chmod(0o770)
+    elif kind == "below an open folder":
+        folder = shared / "mine"
+        folder.mkdir(mode=0o700)
+    elif kind == "link into an open folder":
+        (shared / "mine").mkdir(mode=0o700)
+        folder = tmp_path / "mine"
+        folder.symlink_to(shared / "mine")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("a folder of another user's is made by root")
+        folder = tmp_path / "mine"
+        folder.mkdir(mode=0o700)
+        os.chown(folder, NOBODY, NOBODY)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "kind", ["open", "group-writable", "below an open folder", "link into an open folder", "another user's"]
+)
+def test_an_operators_cache_folder_others_could_write_is_not_used(
+    kind: str, tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _operators_folder(kind, tmp_path)
+    monkeypatch.setenv(COMPILE_CACHE_ENV, str(folder))
+    before = os.lstat(folder)
+    env = compile_cache_env(LLAMA)
+    root = cache_home / "turnout" / "compile"
+    assert env == {COMPILE_CACHE_ENV: str(root / compile_identity(LLAMA)), COMPILE_HEADERS_ENV: str(root / "headers")}
+    assert COMPILE_CACHE_ENV in caplog.text and str(folder) in caplog.text  # the operator is told why
+    after = os.lstat(folder)
+    assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid), "the operator's folder was changed"
+
+
+def test_an_operators_cache_folder_reached_through_a_safe_link_is_used_by_its_real_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)  # others may read it, not write it
+    real.chmod(0o755)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "link"))
+    assert compile_cache_env(LLAMA)[COMPILE_CACHE_ENV] == str(real.resolve())
+
+
+async def test_the_stash_host_compiles_into_a_private_folder_of_its_models(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache_home: Path
+) -> None:
+    """vLLM-Gaudi's stash host is one engine core for its models: its start gets the compile cache as any other
+    (it got none: torch's shared /tmp default). Fake host only: vllm_gaudi needs Gaudi hardware."""
+    from server.engine.runtime.stash_config import MULTI_MODEL_CONFIG_ENV
+    from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV
+    from tests.fakes.stash import FakeStashHost
+
+    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
+    monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
+    seen: list[dict[str, str | None]] = []
+
+    class Host(FakeStashHost):
+        async def initialize(self, first: str) -> None:  # where vLLM-Gaudi spawns the engine core
+            seen.append({name: os.environ.get(name) for name in (COMPILE_CACHE_ENV, COMPILE_HEADERS_ENV)})
+            await super().initialize(first)
+
+    models = {"llama": LLAMA, "qwen": QWEN}
+    build = vllm_loader.stash_host_factory(make_host=lambda given: Host(given))
+    assert build is not None
+    host = await build("llama", models)
+    host.shutdown()
+    root = cache_home / "turnout" / "compile"
+    identity = compile_identity(LLAMA, QWEN)
+    assert identity not in (compile_identity(LLAMA), compile_identity(QWEN))
+    assert seen == [{COMPILE_CACHE_ENV: str(root / identity), COMPILE_HEADERS_ENV: str(root / "headers")}]
+    _assert_private(root / identity)
 
 
 def _write_cache_env(path: str) -> None:

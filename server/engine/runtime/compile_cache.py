@@ -18,8 +18,15 @@ environment its processes start with) sets ``TORCHINDUCTOR_CACHE_DIR`` to ``<cac
 
 torch's precompiled C++ headers (150 MB each, in ``/tmp/torchinductor_<user>`` whatever the variable says) go to
 ``compile/headers`` beside the identities' folders (``COMPILE_HEADERS_ENV``, applied by the plugin in the engine's
-processes). A value the operator set is theirs and kept, except torch's own default (the path above), which torch
-writes into the environment of a process that used its cache. With ``VLLM_USE_AOT_COMPILE=1`` (off on CPU unless
+processes), whoever chose the compile cache.
+
+A folder the operator set in ``TORCHINDUCTOR_CACHE_DIR`` is used (by its real path) once it passes
+``check_private_path``: this user's real folder that nobody else may write, below folders nobody else may write
+(``/tmp`` itself passes: it is sticky). One that fails is not used, with a warning naming why, and the engine
+compiles into Turnout's folder as if the variable were unset: a warning the operator reads beats a server that
+refuses to start, and never an engine that loads what another user could plant. A missing one is created (mode
+0700) and then checked. torch's own default (the path above), which torch writes into the environment of a
+process that used its cache, counts as unset. With ``VLLM_USE_AOT_COMPILE=1`` (off on CPU unless
 set: see ``vllm_loader.AOT_COMPILE_ENV``) vLLM points the variable at its own AOT cache under ``VLLM_CACHE_ROOT``
 (``~/.cache/vllm``), this user's. An engine that swaps models in place keeps the folder of the model it started with.
 """
@@ -27,6 +34,7 @@ set: see ``vllm_loader.AOT_COMPILE_ENV``) vLLM points the variable at its own AO
 from __future__ import annotations
 
 import atexit
+import contextlib
 import getpass
 import hashlib
 import json
@@ -39,7 +47,7 @@ import threading
 from pathlib import Path
 
 from server.profiles.schema import ModelProfile
-from server.vllm_plugin import COMPILE_HEADERS_ENV, check_private, private_subfolder
+from server.vllm_plugin import COMPILE_HEADERS_ENV, check_private, check_private_path, private_subfolder
 
 __all__ = ["COMPILE_CACHE_ENV", "compile_cache_env", "compile_cache_root", "compile_identity", "torch_default_cache"]
 
@@ -55,9 +63,14 @@ _fallback: Path | None = None
 _fallback_lock = threading.Lock()
 
 
-def compile_identity(model: ModelProfile) -> str:
-    """A digest of what an engine for ``model`` is started from: its compiled kernels are this identity's."""
-    parts = [model.model, model.engine_args, model.quant_config]
+def compile_identity(*models: ModelProfile) -> str:
+    """A digest of what an engine for ``models`` is started from: its compiled kernels are this identity's.
+
+    One model for an engine of its own; every model of a stash host (one engine core compiles them all).
+    """
+    parts: list[object] = [[model.model, model.engine_args, model.quant_config] for model in models]
+    if len(parts) == 1:
+        parts = parts[0]  # type: ignore[assignment]  # one model's digest as it always was: its cache survives
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -76,32 +89,54 @@ def torch_default_cache() -> str:
     return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
-def compile_cache_env(model: ModelProfile, root: Path | None = None) -> dict[str, str]:
-    """The environment an engine for ``model`` starts with for its compile cache (see the module's docstring).
+def compile_cache_env(*models: ModelProfile, root: Path | None = None) -> dict[str, str]:
+    """The environment an engine for ``models`` starts with for its compile cache (see the module's docstring).
 
     Args:
-        model: The model's profile.
+        models: The profile of the engine's model (every model of a stash host).
         root: The folder of the identities' folders (default :func:`compile_cache_root`).
     """
-    own = os.environ.get(COMPILE_CACHE_ENV)
-    if own and os.path.abspath(own) != torch_default_cache():
-        return {}
-    cache = _private_cache(compile_identity(model), root or compile_cache_root())
+    root = root or compile_cache_root()
+    own = _operator_cache()
+    if own is not None:  # the operator's folder is theirs: torch's headers still go to Turnout's private one
+        return {COMPILE_CACHE_ENV: str(own), COMPILE_HEADERS_ENV: str(_private_folder(root, HEADERS))}
+    cache = _private_folder(root, compile_identity(*models))
     # torch's precompiled headers depend on the compiler and its flags only: one folder beside the identities'.
     return {COMPILE_CACHE_ENV: str(cache), COMPILE_HEADERS_ENV: str(private_subfolder(cache.parent, HEADERS))}
 
 
-def _private_cache(identity: str, root: Path) -> Path:
-    """``root/identity``, each folder Turnout makes on the way checked; the fallback folder's when one fails."""
+_refused: set[str] = set()
+
+
+def _operator_cache() -> Path | None:
+    """The operator's ``TORCHINDUCTOR_CACHE_DIR`` (its real path) when it is safe from other users; else None."""
+    own = os.environ.get(COMPILE_CACHE_ENV)
+    if not own or os.path.abspath(own) == torch_default_cache():
+        return None
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(os.path.realpath(own), 0o700)  # only when missing; what it is gets checked below
+        return check_private_path(Path(own))
+    except OSError as exc:
+        if own not in _refused:
+            _refused.add(own)
+            logger.warning(
+                "%s=%s is not used (%s): engines compile into Turnout's own folder", COMPILE_CACHE_ENV, own, exc
+            )
+        return None
+
+
+def _private_folder(root: Path, name: str) -> Path:
+    """``root/name``, each folder Turnout makes on the way checked; the fallback folder's when one fails."""
     try:
         root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache home above it: the user's, unchecked
         check_private(root.parent, others_may_read=True)
         folder = root.parent
-        for name in (root.name, identity):
-            folder = private_subfolder(folder, name)
+        for part in (root.name, name):
+            folder = private_subfolder(folder, part)
         return folder
     except OSError as exc:
-        return private_subfolder(_fallback_folder(root, exc), identity)
+        return private_subfolder(_fallback_folder(root, exc), name)
 
 
 def _fallback_folder(root: Path, why: OSError) -> Path:

@@ -1,11 +1,12 @@
 """The Turnout side of the engine launcher: one launcher process per Turnout process, started early, kept healthy.
 
 :class:`EngineLauncher` owns the launcher process (``launcher_main.py``) and the socket to it: it starts it (Turnout's
-environment of that moment, Turnout's ``sys.path``), reads its messages on a thread of its own (the ready or unfit
-answer, each launch's pid, each child's exit code, handed to that child's :class:`LaunchedProcess`), and sends one
-launch at a time. A launcher that dies is noticed by its reader (the socket ends), logged once, and started again in
-the background; starts spawn meanwhile. A launcher that never got ready (it said unfit, or died warming up) is not
-started again: engines spawn from then on, as they did before the launcher.
+environment of that moment, Turnout's ``sys.path`` without the working directory: ``import_path.py``), reads its
+messages on a thread of its own (the ready or unfit answer, each launch's pid, each child's exit code, handed to that
+child's :class:`LaunchedProcess`), and sends one launch at a time. A launcher that dies is noticed by its reader (the
+socket ends), logged once, and started again in the background; starts spawn meanwhile. A launcher that never got
+ready (it said unfit, or died warming up) is not started again: engines spawn from then on, as they did before the
+launcher.
 
 :func:`engine_launcher` is the process's one launcher: ``turnout serve`` starts it beside the API's own start (its
 preload takes 10-25 s, once); an in-process engine (the tests) starts it at its first load.
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from server.engine.runtime.framing import read_frame, write_frame
+from server.engine.runtime.import_path import engine_sys_path
 from server.engine.runtime.process import LaunchedProcess
 from server.engine.runtime.start_env import between_starts
 
@@ -117,14 +119,15 @@ class EngineLauncher:
             self._stopping = False
             parent, child = socket.socketpair()
             env = between_starts()  # not the variables of a start under way (glibc reads MALLOC_* at exec)
-            # Turnout's own import path (a test run's, a source checkout's), as spawn would hand it on.
-            env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+            # Turnout's own import path as a spawned engine gets it: never the working directory (import_path.py).
+            env["PYTHONPATH"] = os.pathsep.join(engine_sys_path())
             # Else OpenMP starts its thread pool as torch is imported (measured: 4 threads), and a fork copies one
             # thread. A forked core gets Turnout's environment back, and vLLM sets its threads itself (the core
             # reduces torch's to 1, the CPU worker binds its own): only libgomp's initial default differs.
             env["OMP_NUM_THREADS"] = "1"
             fd = child.fileno()
-            command = [sys.executable, "-m", "server.engine.runtime.launcher_main", str(os.getpid()), str(fd)]
+            # -P: `python -m` would put the working directory first on the launcher's path, and so its children's.
+            command = [sys.executable, "-P", "-m", "server.engine.runtime.launcher_main", str(os.getpid()), str(fd)]
             self._process = subprocess.Popen(
                 [*command, *self._preload], env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL
             )

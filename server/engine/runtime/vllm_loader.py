@@ -9,7 +9,8 @@ model being loaded, and removed for a model without one: an engine never inherit
 Engines the reconfigure strategy starts get ``IN_PLACE_ENGINE_ENV`` too (a marker for the plugin in their workers
 and glibc's malloc settings for in-place swaps, see ``server/vllm_plugin/protocol.py``; a core forked by the engine
 launcher has them applied through ``mallopt``, ``runtime/launcher_main.py``).
-Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``).
+Each engine compiles into a private folder of its model's (``runtime/compile_cache.py``), imports nothing from the
+working directory (``runtime/import_path.py``) and keeps its sockets in a private folder (``runtime/rpc_folder.py``).
 Each start is timed phase by phase (``start_phases.py``): logged in one line, and kept for the slot that takes
 the engine. Whether its core is forked by the warm launcher or spawned is ``start_process.py``'s; what the host has
 (its device, room for another engine) is ``host.py``'s.
@@ -24,11 +25,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.runtime.compile_cache import compile_cache_env
+from server.engine.runtime.import_path import SAFE_PATH_ENV, spawns_with_engine_path
 from server.engine.runtime.launcher import engine_launcher
+from server.engine.runtime.rpc_folder import RPC_BASE_ENV, new_rpc_folder, remove_rpc_folder
 from server.engine.runtime.start_env import spawn_env
 from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_start
 from server.engine.runtime.start_process import forks, launched_or_spawned, launcher_for, spawned_pids
@@ -140,31 +144,38 @@ class VllmEngineLoader:
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
+            rpc_folder = new_rpc_folder()
             env = {
                 QUANT_CONFIG_ENV: model.quant_config,
                 LOG_MODEL_ENV: name,
                 **in_place_env,
                 **_compile_env(),
-                **compile_cache_env(model),
+                **_isolation_env(rpc_folder, model),
             }
-            with (
-                timed_start() as timer,
-                spawn_env({**env, **timer.env}),
-                launched_or_spawned(launcher) as launched,
-            ):
-                before, started_at = spawned_pids(), time.perf_counter()
-                start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
-                try:
-                    engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
-                except (TimeoutError, asyncio.CancelledError) as exc:
-                    forked = launched.kill_started() if launched is not None else []
-                    await _end_start(start, (spawned_pids() - before) | set(forked), name)
-                    if isinstance(exc, TimeoutError):
-                        raise LoadTimedOut(name, "loading", self.load_timeout_s) from None
-                    raise
-                # Still under the lock, so no other engine's start has replaced its collectors yet.
-                ENGINE_METRICS.capture(engine)
-                _record_start(name, engine, timer)
+            try:
+                with (
+                    timed_start() as timer,
+                    spawn_env({**env, **timer.env}),
+                    spawns_with_engine_path(),
+                    launched_or_spawned(launcher) as launched,
+                ):
+                    before, started_at = spawned_pids(), time.perf_counter()
+                    start = asyncio.ensure_future(asyncio.to_thread(_start_engine, AsyncLLM, args, timer))
+                    try:
+                        engine = await asyncio.wait_for(asyncio.shield(start), self.load_timeout_s)
+                    except (TimeoutError, asyncio.CancelledError) as exc:
+                        forked = launched.kill_started() if launched is not None else []
+                        await _end_start(start, (spawned_pids() - before) | set(forked), name)
+                        if isinstance(exc, TimeoutError):
+                            raise LoadTimedOut(name, "loading", self.load_timeout_s) from None
+                        raise
+                    # Still under the lock, so no other engine's start has replaced its collectors yet.
+                    ENGINE_METRICS.capture(engine)
+                    _record_start(name, engine, timer)
+            except BaseException:
+                remove_rpc_folder(rpc_folder)
+                raise
+            _rpc_folders[id(engine)] = rpc_folder
             how = "spawned" if launched is None or not launched.processes else "forked by the engine launcher"
             logger.info("%s: engine ready in %.1f s (engine core %s)", name, time.perf_counter() - started_at, how)
         if self.watches is not None:
@@ -181,7 +192,12 @@ class VllmEngineLoader:
             await self.watches.forget(engine)  # first: a shutdown on purpose is no death
         ENGINE_METRICS.forget(engine)
         kept = await keep_before_stop(engine)  # the model's prefix blocks outlive its engine (kv_keep_bytes)
-        await _shut_down(engine)
+        try:
+            await _shut_down(engine)
+        finally:
+            folder = _rpc_folders.pop(id(engine), None)
+            if folder is not None:
+                remove_rpc_folder(folder)
         return kept
 
 
@@ -190,6 +206,17 @@ class VllmEngineLoader:
 #: and pays the save too: measured on the tiny model, a compiled start's warm-up took 5.4-6.0 s with it, 2.5 s
 #: without it (inductor's own cache warm in both). Turned off for CPU engines unless the environment sets it.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+
+#: Each running engine's socket folder (``rpc_folder.py``), by the engine's id: removed once it has stopped.
+_rpc_folders: dict[int, Path] = {}
+
+
+def _isolation_env(rpc_folder: Path, *models: ModelProfile) -> dict[str, str]:
+    """What keeps an engine's processes from what another local user may write: its private compile cache
+    (``compile_cache.py``), no working directory on its import path (``import_path.py``), its own socket folder
+    (``rpc_folder.py``). Every start sets it: an engine of its own, a reconfigure engine, the stash host."""
+    return {**compile_cache_env(*models), **SAFE_PATH_ENV, RPC_BASE_ENV: str(rpc_folder)}
 
 
 def _compile_env() -> dict[str, str]:
@@ -286,9 +313,20 @@ def stash_host_factory(make_host: Callable[[Mapping[str, ModelProfile]], Any] | 
         set_multi_model_config(first, models)  # or vLLM-Gaudi's engine core lacks its reconfigure utility
         host = build_host(models)
         async with _env_lock:  # no other load spawns while the host's core is spawned with this environment
-            # One engine core serves every model of the host: its log lines name them all.
-            with spawn_env({QUANT_CONFIG_ENV: models[first].quant_config, LOG_MODEL_ENV: ",".join(models)}):
-                stash_host: StashHost = await start_serializing(host, first)
+            # One engine core serves every model of the host: its log lines name them all. Its socket folder lives
+            # as long as this process (removed at exit; now if the start fails).
+            rpc_folder = new_rpc_folder()
+            env = {
+                QUANT_CONFIG_ENV: models[first].quant_config,
+                LOG_MODEL_ENV: ",".join(models),
+                **_isolation_env(rpc_folder, *models.values()),
+            }
+            try:
+                with spawn_env(env), spawns_with_engine_path():
+                    stash_host: StashHost = await start_serializing(host, first)
+            except BaseException:
+                remove_rpc_folder(rpc_folder)
+                raise
         return stash_host
 
     return build
