@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ServeOptions",
+    "listener_or_exit",
     "load_serving_profile",
+    "profile_connection_limits",
     "refuse_invalid_profile",
     "run_server",
     "serve",
@@ -308,7 +310,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         nonlocal sockets
         _report_plan(served, plan, as_log)
         # Bound once vLLM accepted the engine arguments, before the engine launcher starts with the manager.
-        sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
+        sockets = None if "uds" in uvicorn_options else [listener_or_exit(options.host, options.port)]
 
     stack_options = options.stack
     with _refused_stack(profile):
@@ -385,7 +387,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     else:
         out_console.print(serving)
     drain_timeout = profile.switching.drain_timeout
-    limits = _connection_limits(profile)
+    limits = profile_connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
     # httptools protocol with Turnout's header timeout and connection cap (connection_limits.py).
     config = uvicorn.Config(
@@ -416,9 +418,10 @@ _DRAIN_SLACK_S = 15.0
 _FD_RESERVE = 256
 
 
-def _connection_limits(profile: Profile) -> ConnectionLimits:
-    """The HTTP server's header timeout and connection cap (``server.*``); warns when the open-file limit would
-    refuse connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
+def profile_connection_limits(profile: Profile) -> ConnectionLimits:
+    """The HTTP server's header timeout and connection cap (``server.*``; ``turnout ray-serve``'s ingress takes
+    them too); warns when the open-file limit would refuse connections before the cap does (accept then fails,
+    and nobody, health checks included, gets in)."""
     import resource
 
     from server.cli.connection_limits import ConnectionLimits
@@ -436,7 +439,7 @@ def _connection_limits(profile: Profile) -> ConnectionLimits:
     return ConnectionLimits(header_timeout_s=server.header_timeout_s, max_connections=server.max_connections)
 
 
-def _listener_or_exit(host: str, port: int) -> socket.socket:
+def listener_or_exit(host: str, port: int) -> socket.socket:
     """The bound socket (``listener.bind_listener``): before any engine loads; exit 1 in one line if it cannot."""
     try:
         return bind_listener(host, port)
