@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import click
 
@@ -28,6 +24,7 @@ from server.cli.ray_auth import installed_ray_version, local_ray_auth, private_t
 from server.cli.serve import (
     ServeOptions,
     engine_defaults,
+    listener_or_exit,
     load_serving_profile,
     refuse_invalid_profile,
     settings_or_exit,
@@ -39,12 +36,15 @@ from server.profiles import Profile
 
 __all__ = ["ray_serve"]
 
+#: The Serve application's name (its cluster registry is named after it).
+APPLICATION = "turnout"
+
 
 @click.command("ray-serve")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="Node replicas.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address Ray Serve's HTTP proxy binds.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port of Ray Serve's HTTP proxy.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the ingress binds.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port the ingress binds.")
 @click.option(
     "--address", default="local", show_default=True, help="Ray cluster to join ('local' starts one on this machine)."
 )
@@ -80,6 +80,7 @@ def ray_serve(
     OpenAI ingress that routes each request to a replica holding its model. Ctrl-C stops everything.
 
     The frontend defaults, --admission-timeout and --no-preload reach every replica as under `turnout serve`.
+    The ingress is served from this process under the profile's server.* connection limits, as `turnout serve`.
     """
     options = ServeOptions(
         host=host,
@@ -105,11 +106,13 @@ def ray_serve(
         err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
         raise SystemExit(1) from None
     from server.api import ServingFlags
-    from server.cluster import build_application
+    from server.cli.ray_ingress import run_ingress
+    from server.cluster import node_application
 
     loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     path = str(profile.resolve())
     secret_files: dict[str, str] = {}
+    listener = listener_or_exit(host, port)  # a taken port fails before the cluster starts
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
         settings_or_exit(loaded, ServingFlags(dev=dev))
         secret_files = _secrets_as_files(loaded)
@@ -122,19 +125,22 @@ def ray_serve(
         runtime_env={"env_vars": secret_files} if secret_files else None,
     )
     try:
-        serve.start(http_options={"host": host, "port": port})
-        application = build_application(
+        # Ray's HTTP proxy takes no header timeout or connection cap: this process serves the ingress instead.
+        serve.start(proxy_location="Disabled")
+        served = node_options(path, dev=dev, host=host, stack=options.stack)
+        application = node_application(
             replicas=replicas,
-            options=node_options(path, dev=dev, host=host, stack=options.stack),
+            options=served,
             num_gpus=num_gpus,
             resources={ACCELERATOR: 1},
             max_ongoing_requests=max_ongoing_requests,
+            max_queued_requests=loaded.switching.max_queue,  # one node's bound on waiting requests
         )
-        serve.run(application, name="turnout", route_prefix="/")
+        serve.run(application, name=APPLICATION, route_prefix=None)
         out_console.print(
             f"Turnout on Ray Serve: {replicas} replica(s) of {', '.join(loaded.models)} on http://{host}:{port}"
         )
-        _wait_for_stop()
+        run_ingress(APPLICATION, served, loaded, listener)
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         if local:
@@ -175,20 +181,3 @@ def _token_auth(ray_version: str) -> None:
         out_console.print(f"Ray's token authentication is on; its token is in {token_file} (mode 0600)", markup=False)
     elif token_file.is_file() and token_file.stat().st_mode & 0o077:
         err_console.print(f"warning: {token_file} (Ray's token) is readable by other users: chmod 600 it", markup=False)
-
-
-def _wait_for_stop() -> None:
-    """Block until Ctrl-C or SIGTERM."""
-    stop = threading.Event()
-
-    def handle(_: int, __: FrameType | None) -> Any:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, handle)
-    try:
-        while not stop.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)

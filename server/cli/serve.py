@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ServeOptions",
+    "listener_or_exit",
     "load_serving_profile",
+    "profile_connection_limits",
     "refuse_invalid_profile",
     "run_server",
     "serve",
@@ -320,7 +322,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
         nonlocal sockets
         _report_plan(served, plan, as_log)
         # Bound once vLLM accepted the engine arguments, before the engine launcher starts with the manager.
-        sockets = None if "uds" in uvicorn_options else [_listener_or_exit(options.host, options.port)]
+        sockets = None if "uds" in uvicorn_options else [listener_or_exit(options.host, options.port)]
 
     if options.generate_admin_token:  # the state folder its file goes to is refused before any engine starts
         from server.cli.admin_token import open_state_folder
@@ -416,7 +418,7 @@ def run_server(profile: Profile, options: ServeOptions) -> None:
     else:
         out_console.print(serving)
     drain_timeout = profile.switching.drain_timeout
-    limits = _connection_limits(profile)
+    limits = profile_connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
     # httptools protocol with Turnout's header and body timeouts and connection cap (api/connection_limits.py).
     config = uvicorn.Config(
@@ -447,9 +449,10 @@ _DRAIN_SLACK_S = 15.0
 _FD_RESERVE = 256
 
 
-def _connection_limits(profile: Profile) -> ConnectionLimits:
-    """The HTTP server's timeouts and connection cap (``server.*``); warns when the open-file limit would refuse
-    connections before the cap does (accept then fails, and nobody, health checks included, gets in)."""
+def profile_connection_limits(profile: Profile) -> ConnectionLimits:
+    """The HTTP server's header timeout and connection cap (``server.*``; ``turnout ray-serve``'s ingress takes
+    them too); warns when the open-file limit would refuse connections before the cap does (accept then fails,
+    and nobody, health checks included, gets in)."""
     import resource
 
     from server.api import ConnectionLimits
@@ -467,7 +470,7 @@ def _connection_limits(profile: Profile) -> ConnectionLimits:
     return ConnectionLimits.of(server)
 
 
-def _listener_or_exit(host: str, port: int) -> socket.socket:
+def listener_or_exit(host: str, port: int) -> socket.socket:
     """The bound socket (``listener.bind_listener``): before any engine loads; exit 1 in one line if it cannot."""
     try:
         return bind_listener(host, port)

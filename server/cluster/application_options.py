@@ -11,12 +11,27 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from server.api import StackOptions
 
-__all__ = ["ACCELERATOR", "MAX_ONGOING_REQUESTS", "node_options"]
+__all__ = [
+    "ACCELERATOR",
+    "MAX_ONGOING_REQUESTS",
+    "MAX_QUEUED_REQUESTS",
+    "PROFILE_BUILDER",
+    "PROFILE_EDGE",
+    "node_options",
+]
 
 #: The custom resource a replica takes one of where accelerators are not GPUs Ray knows (``--resources``).
 ACCELERATOR: Final = "turnout_accel"
 #: A replica's concurrent requests by default; past them Ray routes a model's requests to a second replica.
 MAX_ONGOING_REQUESTS: Final = 16
+#: Requests the ingress queues while every replica is at ``max_ongoing_requests``; past them it answers 503 with
+#: ``Retry-After`` (Ray's default queues without bound). ``turnout ray-serve`` gives the profile's
+#: ``switching.max_queue``, one node's bound on waiting requests, whose default this is.
+MAX_QUEUED_REQUESTS: Final = 256
+#: The production node builder.
+PROFILE_BUILDER: Final = "server.cluster.build:profile_node"
+#: The production edge builder (the ingress's; the node builder builds its edge with the same function).
+PROFILE_EDGE: Final = "server.cluster.edge:profile_edge"
 
 
 def node_options(

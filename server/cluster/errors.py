@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from server.engine import EngineError
 
-__all__ = ["ReplicaLost", "ReplicaUnknown"]
+__all__ = ["ReplicaLost", "ReplicaUnknown", "ReplicasBusy"]
 
 
 class ReplicaLost(EngineError):
@@ -27,3 +27,17 @@ class ReplicaUnknown(EngineError):
     def __init__(self, replica: str) -> None:
         super().__init__(f"No live replica '{replica}'; GET /admin/status lists them.")
         self.replica = replica
+
+
+class ReplicasBusy(EngineError):
+    """Every replica is at its ``max_ongoing_requests`` and the ingress's queue for them is full
+    (``max_queued_requests``): refused at once, as one node refuses past ``switching.max_queue``."""
+
+    status_code = 503
+    code = "queue_full"
+    retry_after = 1
+
+    def __init__(self, limit: int | None = None) -> None:
+        waiting = f"{limit} requests already wait for one" if limit is not None else "the queue for them is full"
+        super().__init__(f"Every replica is busy and {waiting}; retry later.")
+        self.limit = limit

@@ -3,7 +3,9 @@ or admin token, body limit, the model's name resolved and in the key's scope), t
 the model as the multiplexed model id (Ray routes to a replica that holds the model), streaming the answer through.
 
 It also serves the cluster view (``/v1/models``, ``/admin/status``) and the admin switch, which can name a
-replica. Ray Serve runs the app's lifespan (``serve.ingress``), where the ingress finds the registry.
+replica. ``turnout ray-serve`` serves the app from its own HTTP server (:func:`ingress_app`); behind Ray's HTTP
+proxy it is a deployment (:class:`TurnoutIngress`, whose lifespan Ray Serve runs). Past the node deployment's
+``max_queued_requests`` a request gets 503 with ``Retry-After`` (``ReplicasBusy``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 from litestar import Litestar, Request, Response, get, post, route
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
+from litestar.params import JSONBody
 from litestar.response import Stream
 from ray import serve
+from ray.serve.exceptions import BackPressureError
 
 from server.api import (
     ANTHROPIC_API,
@@ -38,15 +42,16 @@ from server.api import (
     resolve_model_name,
     visible,
 )
+from server.cluster.application_options import PROFILE_EDGE
 from server.cluster.asgi_bridge import ForwardedRequest
-from server.cluster.errors import ReplicaLost, ReplicaUnknown
+from server.cluster.errors import ReplicaLost, ReplicasBusy, ReplicaUnknown
 from server.cluster.gate import IngressGate
 from server.cluster.parts import EdgeParts, import_builder
 from server.cluster.registry import registry_handle
 from server.cluster.view import merged_models, replica_summaries
 from server.engine import EngineError, ModelNotFound
 
-__all__ = ["TurnoutIngress", "build_ingress_app"]
+__all__ = ["TurnoutIngress", "build_ingress_app", "ingress_app"]
 
 logger = logging.getLogger("turnout.cluster")
 
@@ -67,21 +72,30 @@ def _shape(path: str) -> ApiShape:
     return OPENAI_API
 
 
-def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
-    """The ingress app around the node deployment's handle, gating by ``edge`` (what the nodes are built from)."""
+async def ingress_app(app: str, options: Mapping[str, Any], edge_builder: str = PROFILE_EDGE) -> Litestar:
+    """The ingress app of the Serve application ``app`` (its node deployment: ``node_application``) for a server
+    outside Ray's (``turnout ray-serve``'s, in the driver): the edge built by ``edge_builder`` from ``options``
+    here, as each node builds its own, and the nodes called through their deployment handle."""
+    edge: EdgeParts = await import_builder(edge_builder)(options)
+    return build_ingress_app(serve.get_app_handle(app), edge, app)
+
+
+def build_ingress_app(node: Any, edge: EdgeParts, app: str) -> Litestar:
+    """The ingress app around the node deployment's handle, gating by ``edge`` (what the nodes are built from);
+    ``app`` is the Serve application's name (its cluster registry's)."""
     settings = edge.settings
     gate = IngressGate(edge)
     key_guards = [ApiKeyGuard(KeyRing.of(settings))] if settings.keyed else None
 
     @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        app.state.registry = registry_handle(serve.get_replica_context().app_name)
-        app.state.started_at = time.time()
+    async def lifespan(litestar: Litestar) -> AsyncIterator[None]:
+        litestar.state.registry = registry_handle(app)
+        litestar.state.started_at = time.time()
         logger.info("turnout ingress started")
         try:
             yield
         finally:
-            app.state.stopped = True
+            litestar.state.stopped = True
 
     async def reports(state: State) -> dict[str, dict[str, Any]]:
         view: dict[str, dict[str, Any]] = await state.registry.view.remote(STALE_S)
@@ -109,7 +123,7 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
         }
 
     @post("/v1/models/switch", guards=[AdminGuard(settings)], status_code=200)
-    async def switch(data: dict[str, Any], state: State) -> Response[Any]:
+    async def switch(data: JSONBody[dict[str, Any]], state: State) -> Response[Any]:
         requested, replica = data.get("model"), data.get("replica")
         if not isinstance(requested, str):
             return error_response(400, "model is required (a string)", param="model")
@@ -117,7 +131,10 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
         if model not in edge.models:
             raise ModelNotFound(requested, edge.models)  # before Ray's multiplexer tries to load the name
         if replica is None:
-            answer = await node.options(multiplexed_model_id=model).switch.remote(model)
+            try:
+                answer = await node.options(multiplexed_model_id=model).switch.remote(model)
+            except BackPressureError as busy:
+                raise _busy(busy) from None
         elif replica not in await reports(state):
             raise ReplicaUnknown(str(replica))
         else:
@@ -148,6 +165,8 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
         items = handle.handle.remote(forwarded)
         try:
             start = await items.__anext__()
+        except BackPressureError as busy:
+            raise _busy(busy) from None
         except Exception:
             logger.exception("a replica failed before it answered")
             raise ReplicaLost() from None
@@ -165,6 +184,13 @@ def build_ingress_app(node: Any, edge: EdgeParts) -> Litestar:
         middleware=[EdgeChecks(EdgePolicy.of(settings))],
         debug=False,
     )
+
+
+def _busy(refused: BackPressureError) -> ReplicasBusy:
+    """Ray's refusal past the node deployment's ``max_queued_requests`` in Turnout's error (a 503 with
+    ``Retry-After``); its arguments are the queued count and the bound (``BackPressureError.__init__``)."""
+    limit = refused.args[1] if len(refused.args) > 1 and isinstance(refused.args[1], int) else None
+    return ReplicasBusy(limit)
 
 
 def _refusal(request: Request[Any, Any, Any], path: str, refused: Exception) -> Response[Any]:
@@ -203,9 +229,10 @@ class TurnoutIngress:
     async def __init__(self, node: Any, edge_builder: str, options: Mapping[str, Any]) -> None:  # type: ignore[misc]
         self._node = node
         self._edge: EdgeParts = await import_builder(edge_builder)(options)
+        self._app = serve.get_replica_context().app_name
 
     def __serve_build_asgi_app__(self) -> Litestar:
-        return build_ingress_app(self._node, self._edge)
+        return build_ingress_app(self._node, self._edge, self._app)
 
 
 TurnoutIngressDeployment = serve.ingress()(TurnoutIngress)

@@ -40,6 +40,7 @@ def profile(workspace: Path) -> Iterator[Path]:
 
 def _ray_serve_node_options(monkeypatch: pytest.MonkeyPatch, *args: str) -> dict[str, Any]:
     """The options ``turnout ray-serve ARGS`` hands its nodes (no Ray cluster is started)."""
+    import server.cli.ray_ingress as ray_ingress_module
     import server.cli.ray_serve as ray_serve_module
     from server.cluster import application
 
@@ -47,8 +48,9 @@ def _ray_serve_node_options(monkeypatch: pytest.MonkeyPatch, *args: str) -> dict
     for module, name in ((ray, "init"), (ray, "shutdown"), (serve, "start"), (serve, "run"), (serve, "shutdown")):
         monkeypatch.setattr(module, name, lambda *_, **__: None)
     monkeypatch.setattr(ray_serve_module, "_token_auth", lambda _: None)
-    monkeypatch.setattr(ray_serve_module, "_wait_for_stop", lambda: None)
-    monkeypatch.setattr(application, "build_application", lambda **kwargs: built.update(kwargs))
+    monkeypatch.setattr(ray_serve_module, "listener_or_exit", lambda *_: None)
+    monkeypatch.setattr(ray_ingress_module, "run_ingress", lambda *_: None)
+    monkeypatch.setattr(application, "node_application", lambda **kwargs: built.update(kwargs))
     result = turnout("ray-serve", *args)
     assert result.returncode == 0, result.stderr
     options: dict[str, Any] = built["options"]

@@ -1,16 +1,19 @@
 """Turnout on a local Ray Serve cluster: node replicas over fake engines behind the OpenAI ingress.
 
-One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators) with two
-applications: ``pair`` (two capacity-1 replicas, the ``stop`` strategy, models a, b, c) at ``/`` and ``lru`` (one
-capacity-1 replica) at ``/lru``; the engine tests add ``real`` (the demo profile's tiny vLLM models on two
-replicas, with only ``server.api_keys``, and a frontend default as ``turnout ray-serve`` gives it) at ``/real``. The
-``pair`` tests run in file order on the same replicas, each stating what it expects to find; the last one kills a
-replica.
+One Ray cluster for the module (loopback, no dashboard, a custom resource standing in for accelerators, Ray's HTTP
+proxy off) with two applications, each behind its ingress served as ``turnout ray-serve`` serves it (uvicorn with
+Turnout's connection limits, in this process: ``served_ingress.py``): ``pair`` (two capacity-1 replicas, the
+``stop`` strategy, models a, b, c) and ``lru`` (one capacity-1 replica, a short queue); the engine tests add
+``real`` (the demo profile's tiny vLLM models on two replicas, with only ``server.api_keys``, and a frontend default
+as ``turnout ray-serve`` gives it). The ``pair`` tests run in file order on the same replicas, each stating what it
+expects to find; the last one kills a replica. A "prefix" below is an application's ingress URL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -25,9 +28,12 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 from server.api import StackOptions  # noqa: E402
-from server.cluster import ACCELERATOR, build_application  # noqa: E402
+from server.api import ConnectionLimits  # noqa: E402
+from server.cluster import ACCELERATOR, PROFILE_EDGE, node_application  # noqa: E402
+from tests.cli.slow_clients import KeepAliveClient, SlowLoris  # noqa: E402
+from tests.cluster.served_ingress import ServedIngress  # noqa: E402
 from tests.fakes.cluster import ADMIN_TOKEN  # noqa: E402
-from tests.ports import free_port  # noqa: E402
+from tests.fakes.secrets import secrets_put_back  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -44,16 +50,36 @@ SWITCH_DELAY_S = 0.2
 pytestmark = pytest.mark.timeout(300)
 
 
-def _app(replicas: int, max_ongoing: int) -> Any:
-    return build_application(
+#: The ingresses' limits, as a profile's ``server.header_timeout_s`` and ``server.max_connections`` give them.
+HEADER_TIMEOUT_S = 2.0
+MAX_CONNECTIONS = 16
+#: The ``lru`` application's ``max_queued_requests`` (its one replica takes ``LRU_ONGOING`` at once).
+LRU_QUEUE = 2
+LRU_ONGOING = 8
+#: How late past its timeout the ingress may close a slow client's connection on a busy shared machine.
+SLACK_S = 8.0
+#: Whether the connection limits time a request's body too (``server.body_timeout_s``): the ingress then cuts a
+#: trickled body as ``turnout serve`` does, with the header timeout's value here.
+BODY_TIMEOUT = "body_timeout_s" in {field.name for field in dataclasses.fields(ConnectionLimits)}
+#: The fakes' options: bound to loopback (the ingresses), the nodes and the ingress answer loopback names only.
+FAKES = {"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S, "host": "127.0.0.1"}
+FAKE_EDGE = "tests.fakes.cluster:fake_edge"
+
+
+def _nodes(replicas: int, max_ongoing: int, max_queued: int = 64) -> Any:
+    return node_application(
         replicas=replicas,
         builder="tests.fakes.cluster:fake_node",
-        edge="tests.fakes.cluster:fake_edge",
-        # Bound to loopback (``base_url``): the nodes and the ingress answer loopback names only, as on one node.
-        options={"models": ["a", "b", "c"], "strategy": "stop", "switch_delay_s": SWITCH_DELAY_S, "host": "127.0.0.1"},
+        options=FAKES,
         resources={ACCELERATOR: 1},
         max_ongoing_requests=max_ongoing,
+        max_queued_requests=max_queued,
     )
+
+
+def _limits() -> ConnectionLimits:
+    body: dict[str, Any] = {"body_timeout_s": HEADER_TIMEOUT_S} if BODY_TIMEOUT else {}
+    return ConnectionLimits(header_timeout_s=HEADER_TIMEOUT_S, max_connections=MAX_CONNECTIONS, **body)
 
 
 def _start_ray(env: dict[str, str], attempts: int = 2) -> None:
@@ -77,20 +103,35 @@ def _start_ray(env: dict[str, str], attempts: int = 2) -> None:
 
 
 @pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
+def ingresses() -> Iterator[dict[str, str]]:
+    """The ``pair`` and ``lru`` applications' ingress URLs."""
     # The replicas import the fakes from this checkout and read the real application's keys from the environment.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {"PYTHONPATH": path, **KEYS}
     _start_ray(env)
+    served: list[ServedIngress] = []
     try:
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(_app(2, 2), name="pair", route_prefix="/")
-        serve.run(_app(1, 8), name="lru", route_prefix="/lru")
-        yield f"http://127.0.0.1:{port}"
+        serve.start(proxy_location="Disabled")  # as turnout ray-serve: the ingresses below are the only way in
+        serve.run(_nodes(2, 2), name="pair", route_prefix=None)
+        serve.run(_nodes(1, LRU_ONGOING, LRU_QUEUE), name="lru", route_prefix=None)
+        for name in ("pair", "lru"):
+            served.append(ServedIngress(name, FAKES, FAKE_EDGE, _limits()).start())
+        yield {"pair": served[0].url, "lru": served[1].url}
     finally:
+        for ingress in served:
+            ingress.stop()
         serve.shutdown()
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def base_url(ingresses: dict[str, str]) -> str:
+    return ingresses["pair"]
+
+
+@pytest.fixture(scope="module")
+def lru(ingresses: dict[str, str]) -> str:
+    return ingresses["lru"]
 
 
 @pytest.fixture
@@ -186,11 +227,11 @@ async def test_a_stream_flows_through_the_ingress(client: httpx.AsyncClient) -> 
     assert arrivals[-1][0] - arrivals[0][0] > 0.8
 
 
-async def test_three_models_on_one_capacity_one_replica_evict_in_lru_order(client: httpx.AsyncClient) -> None:
-    await eventually(lambda: _count(client, 1, "/lru"))
+async def test_three_models_on_one_capacity_one_replica_evict_in_lru_order(client: httpx.AsyncClient, lru: str) -> None:
+    await eventually(lambda: _count(client, 1, lru))
     for model in ["a", "b", "c", "a"]:
-        assert await chat(client, model, "/lru") == f"{model} {model}"
-    (only,) = await settled(client, "/lru")
+        assert await chat(client, model, lru) == f"{model} {model}"
+    (only,) = await settled(client, lru)
     assert only["held"] == ["a"]
     assert (only["loads"], only["evictions"]) == (4, 3)  # Ray's side
     assert only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # Turnout's side: each eviction an unload
@@ -198,27 +239,101 @@ async def test_three_models_on_one_capacity_one_replica_evict_in_lru_order(clien
 
 
 async def test_the_ingress_refuses_a_rebinding_host_a_cross_site_post_and_a_wrong_body_before_placing(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, lru: str
 ) -> None:
     # Issue 39: a chat naming b with a rebinding page's Host got 200 from b, which evicted a.
     request = {"model": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     refused = [
-        await client.post("/lru/v1/chat/completions", json=request, headers={"host": "rebind.attacker.example"}),
-        await client.post("/lru/v1/chat/completions", json=request, headers={"sec-fetch-site": "cross-site"}),
-        await client.post("/lru/v1/models/switch", json={"model": "b"}, headers={**ADMIN, "host": "evil.example"}),
+        await client.post(f"{lru}/v1/chat/completions", json=request, headers={"host": "rebind.attacker.example"}),
+        await client.post(f"{lru}/v1/chat/completions", json=request, headers={"sec-fetch-site": "cross-site"}),
+        await client.post(f"{lru}/v1/models/switch", json={"model": "b"}, headers={**ADMIN, "host": "evil.example"}),
     ]
     assert [answer.status_code for answer in refused] == [403, 403, 403], [answer.text for answer in refused]
     assert "attacker" not in refused[0].text
     body = httpx.Request("POST", "/", json=request).content
-    plain = await client.post("/lru/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
+    plain = await client.post(f"{lru}/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
     assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
     # A form naming a chat model: the replica refuses it before Ray's multiplexer would load b (issue 39).
-    form = await client.post("/lru/v1/audio/transcriptions", data={"model": "b"}, files={"file": ("a.wav", b"x")})
+    form = await client.post(f"{lru}/v1/audio/transcriptions", data={"model": "b"}, files={"file": ("a.wav", b"x")})
     assert form.status_code == 404, form.text
     assert form.json()["error"]["message"] == "The model 'b' does not support the Transcriptions API."
-    (only,) = await settled(client, "/lru")
+    (only,) = await settled(client, lru)
     assert only["held"] == ["a"] and only["counters"]["engine_loads"] == ["a", "b", "c", "a"]  # nothing moved
-    assert await chat(client, "a", "/lru", headers={"host": "localhost"}) == "a a"
+    assert await chat(client, "a", lru, headers={"host": "localhost"}) == "a a"
+
+
+async def test_half_sent_requests_are_cut_at_the_header_timeout_and_starve_no_health_check(lru: str) -> None:
+    # Before: Ray's HTTP proxy (uvicorn without a header timeout or a cap) kept every one of them open.
+    served = await KeepAliveClient.connect(lru)
+    loris = SlowLoris(lru, every_s=0.5)
+    try:
+        assert (await served.get("/health"))[0] == 200
+        started = time.monotonic()
+        await loris.open(3 * MAX_CONNECTIONS)  # three times the cap, each trickling a byte twice a second
+        for _ in range(3):
+            async with httpx.AsyncClient(base_url=lru, timeout=10) as fresh:
+                assert (await fresh.get("/health")).status_code == 200  # a new connection gets in
+            assert (await served.get("/health"))[0] == 200  # and a served client's connection still works
+        closed = await loris.closed_by_server(HEADER_TIMEOUT_S + SLACK_S - (time.monotonic() - started))
+        assert all(closed), f"{closed.count(False)} half-sent requests still open"
+    finally:
+        await loris.close()
+        await served.close()
+
+
+@pytest.mark.skipif(not BODY_TIMEOUT, reason="the connection limits have no body timeout (server.body_timeout_s)")
+async def test_a_trickled_body_is_cut_at_the_body_timeout(lru: str) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(lru.rsplit(":", 1)[1]))
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+    writer.write(f"{head}content-length: 10000\r\n\r\n{{".encode())
+    started = time.monotonic()
+
+    async def trickle() -> None:
+        with contextlib.suppress(ConnectionError):
+            while not writer.is_closing():
+                await asyncio.sleep(HEADER_TIMEOUT_S * 2)  # a byte less often than the body timeout allows
+                writer.write(b" ")
+                await writer.drain()
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        async with asyncio.timeout(HEADER_TIMEOUT_S + SLACK_S):
+            with contextlib.suppress(ConnectionError):
+                while await reader.read(4096):
+                    pass  # whatever the server answers, it then closes the connection
+        assert time.monotonic() - started < HEADER_TIMEOUT_S + SLACK_S
+    finally:
+        trickling.cancel()
+        writer.close()
+
+
+async def test_past_max_queued_requests_the_ingress_answers_503_with_retry_after(lru: str) -> None:
+    # Before: Ray's default max_queued_requests (-1) queued every request at the ingress, without bound.
+    body = {"model": "a", "max_tokens": 30, "step_s": 0.5}  # 15 s each
+    async with httpx.AsyncClient(base_url=lru, timeout=60) as http:
+
+        async def post() -> httpx.Response:
+            return await http.post("/v1/chat/completions", json=body)
+
+        serving: list[asyncio.Task[httpx.Response]] = []
+
+        async def all_in_flight() -> bool:
+            (only,) = await replicas(http)
+            return bool(only["manager"]["in_flight"] == len(serving))
+
+        # One at a time: requests that arrive together all count as queued until Ray has placed them.
+        for _ in range(LRU_ONGOING):
+            serving.append(asyncio.create_task(post()))
+            await eventually(all_in_flight, timeout=10)
+        queued = [asyncio.create_task(post()) for _ in range(LRU_QUEUE)]  # the replica is at max_ongoing_requests
+        await asyncio.sleep(0.5)
+        refused = [await post() for _ in range(2)]  # the ingress's queue is full
+        answered = await asyncio.gather(*serving, *queued)
+    for answer in refused:
+        assert answer.status_code == 503, answer.text
+        assert int(answer.headers["retry-after"]) >= 1
+        assert answer.json()["error"]["code"] == "queue_full"
+    assert [answer.status_code for answer in answered] == [200] * (LRU_ONGOING + LRU_QUEUE)
 
 
 async def test_a_hot_model_spills_to_a_second_replica(client: httpx.AsyncClient) -> None:
@@ -302,15 +417,18 @@ def real_prefix(base_url: str, tiny_models: dict[str, Path], tmp_path_factory: p
     profile.write_text(text, encoding="utf-8")
     # A frontend default from the command line (`turnout ray-serve` hands its StackOptions to every node alike).
     stack = StackOptions(frontend_defaults={"response_role": NODE_ROLE})
-    application = build_application(
-        replicas=2,
-        options={"profile": str(profile), "dev": True, "stack": stack},
-        resources={ACCELERATOR: 1},
-    )
-    serve.run(application, name="real", route_prefix="/real")
+    options = {"profile": str(profile), "dev": True, "stack": stack}
+    serve.run(node_application(replicas=2, options=options, resources={ACCELERATOR: 1}), name="real", route_prefix=None)
+    # The ingress reads the keys here as the replicas do from theirs (``turnout ray-serve``'s driver has them).
+    with pytest.MonkeyPatch.context() as environment, secrets_put_back():
+        for name, value in KEYS.items():
+            environment.setenv(name, value)
+        ingress = ServedIngress("real", options, PROFILE_EDGE, _limits())
+    ingress.start()
     try:
-        yield "/real"
+        yield ingress.url
     finally:
+        ingress.stop()
         serve.delete("real")
 
 
