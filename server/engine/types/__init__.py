@@ -7,8 +7,8 @@ import it. A type belongs here when two packages need it; a type one package alo
 Public names, by module:
 
 * ``errors``: every error the engine raises to its callers (:class:`EngineError` and its kinds).
-* ``report``: what the engine reports (:class:`SwitchReport`, :class:`ActivationMetrics` and the shared
-  :class:`SwitchTimings`, snapshots, the restart plan).
+* ``report``: what the engine reports (:class:`SwitchReport`, :class:`ActivationMetrics`, snapshots, the restart
+  plan).
 * ``memory_plan``: the memory plan (:class:`MemoryPlan`, :class:`MemoryReading`, :class:`ModelShape`).
 * ``lease`` and ``states``: a request's hold on a model (:class:`Lease`, :class:`Published`) and a model slot with
   its states and their one transition table (:class:`Slot`, :class:`SlotState`).

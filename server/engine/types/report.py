@@ -58,7 +58,7 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
         switched: Whether the active model changed.
         duration_ms: Wall time of the whole switch, drain included.
         reconfigure_ms: Time spent deactivating the old model and activating the new one.
-        memory_before_mb: ModelSlots memory (on CPU: RSS of the engine processes) before the switch.
+        memory_before_mb: Device memory (on CPU: RSS of the engine processes) before the switch.
         memory_after_unload_mb: The same after the old model was parked or unloaded (for an in-place swap
             the workers keep the model until the load knows whether it can reuse it: nearly nothing is freed
             yet).
@@ -113,7 +113,7 @@ class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
 
     reconfigure_ms: float | None = None
     stash_memory_after_mb: float | None = None
-    #: ModelSlots memory the strategy's host measured around its own unload (vLLM-Gaudi's reconfigure reads the
+    #: Device memory the strategy's host measured around its own unload (vLLM-Gaudi's reconfigure reads the
     #: Gaudi's); when given, the report carries these instead of Turnout's probe around the park.
     memory_before_mb: float | None = None
     memory_after_unload_mb: float | None = None
