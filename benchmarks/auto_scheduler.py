@@ -30,7 +30,7 @@ from typing import Protocol
 import msgspec
 
 from server.engine.admission.scheduler import Scheduler
-from server.engine.admission.scheduling_types import Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.engine.types.scheduling import Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 COSTS = {"keep": 0.003, "reconfigure": 0.9, "stop": 17.0}
@@ -141,7 +141,7 @@ class Simulation:
         self.active = self.models[0]
         self.policy = self.make_policy(self)
 
-    # -- the device's state, as the scheduler reads it (admission.scheduling_types.DeviceView) ------------------------
+    # -- the device's state, as the scheduler reads it (server.engine.types.DeviceView) ------------------------
 
     @property
     def active_model(self) -> str | None:

@@ -41,7 +41,15 @@ from benchmarks.cold_start_results import (
     table_lines,
 )
 from benchmarks.results import RESULTS_DIR, write_result
-from benchmarks.servers import DEMO_PROFILE, ServedModel, first_token_seconds, served_model, start_turnout, start_vllm
+from benchmarks.servers import (
+    DEMO_PROFILE,
+    ServedModel,
+    first_token_seconds,
+    repo_relative,
+    served_model,
+    start_turnout,
+    start_vllm,
+)
 from benchmarks.switch_times import TOKEN, demo_profile, post_switch
 from server.profiles import load_profile
 from server.tinymodels.builder import build_tiny_models
@@ -125,9 +133,9 @@ def main(options: ColdStartOptions | None = None) -> ColdStart:
                     vllm_rows.append(measure_cold_start(model, round_no))
                 else:
                     turnout_rows.append(measure_turnout(profile, start_model, options.model, round_no, first))
-        turnout_command = f"turnout serve {profile.name}  # {profile.name}: {profile.read_text()}"
+        turnout_command = repo_relative(f"turnout serve {profile.name}  # {profile.name}: {profile.read_text()}")
     vllm, turnout, goals = judge(vllm_rows, turnout_rows)
-    command = "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments())
+    command = repo_relative("python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()))
     config = ColdStartConfig(
         rounds=options.rounds,
         model=options.model,

@@ -30,6 +30,7 @@ from benchmarks.result_types import (
     SwitchLatency,
 )
 from benchmarks.results import Machine, read_result
+from benchmarks.servers import repo_relative
 from benchmarks.switch_weights import SwitchWeights
 from benchmarks.switch_weights import page_section as _weights
 from server.tinymodels.spec import REPO_ROOT
@@ -427,7 +428,8 @@ def render() -> str:
         *_cluster(read_result("cluster_simulation", ClusterSimulation)),
         *_reliability(read_result("reliability_long", ReliabilityLong)),
     ]
-    return "\n".join(lines).rstrip() + "\n"
+    # A result file written before its writer made paths relative may still name this machine's checkout.
+    return repo_relative("\n".join(lines).rstrip() + "\n")
 
 
 def write_docs(path: Path = DOCS_PATH) -> Path:

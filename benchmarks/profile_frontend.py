@@ -23,10 +23,12 @@ from benchmarks.load import Workload, run_load
 from benchmarks.results import RESULTS_DIR
 from benchmarks.servers import DEMO_PROFILE, served_model, start_turnout, start_vllm
 from server.tinymodels.builder import build_tiny_models
+from server.tinymodels.spec import REPO_ROOT
 
 __all__ = ["main", "top_functions"]
 
-_SHORTEN = re.compile(r" \(/\S*?(site-packages|/work/wt/[^/]+|/work/main)/")
+#: A frame's file, shortened to its place in an installed package or in this repository.
+_SHORTEN = re.compile(rf" \((?:/\S*?site-packages|{re.escape(str(REPO_ROOT))})/")
 
 
 def top_functions(collapsed: Path, count: int = 40) -> str:

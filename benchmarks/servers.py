@@ -36,6 +36,7 @@ __all__ = [
     "first_token_seconds",
     "free_port",
     "process_cpu_seconds",
+    "repo_relative",
     "served_model",
     "start_turnout",
     "start_vllm",
@@ -60,6 +61,15 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def repo_relative(text: str, root: Path = REPO_ROOT) -> str:
+    """``text`` (a command line, a profile) with each path inside the repository written relative to it.
+
+    The servers run in the repository's folder, so the relative command still runs there; a result file or the
+    benchmarks page then names no folder of the machine that measured it.
+    """
+    return text.replace(f"{root}/", "")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from benchmarks.load import LoadResult, Workload, run_load
 from benchmarks.ratios import SERVERS, summarize, within_noise
 from benchmarks.result_types import SteadyConfig, SteadyRound, SteadyState, SteadySummary
 from benchmarks.results import RESULTS_DIR, write_result
-from benchmarks.servers import DEMO_PROFILE, ServerProcess, served_model, start_turnout, start_vllm
+from benchmarks.servers import DEMO_PROFILE, ServerProcess, repo_relative, served_model, start_turnout, start_vllm
 from server.tinymodels.builder import build_tiny_models
 
 __all__ = ["DEFAULT_MODE", "MODES", "RESULT", "main"]
@@ -169,7 +169,7 @@ def main(
         mode=mode,
         config=SteadyConfig(**config, model=model.name, engine_args=model.model.engine_args),
         commands={
-            "vllm": "python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments()),
+            "vllm": repo_relative("python -m vllm.entrypoints.openai.api_server " + " ".join(model.vllm_arguments())),
             "turnout": f"turnout serve {DEMO_PROFILE.relative_to(DEMO_PROFILE.parents[1])}",
             "client": "vllm.benchmarks.serve (add_cli_args + main): --dataset-name random --random-input-len 32 "
             "--random-output-len 8 --temperature 0 --request-rate inf --max-concurrency C",

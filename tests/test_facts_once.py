@@ -13,7 +13,7 @@ from server.profiles import ModelProfile, Switching
 
 SERVER = Path(__file__).resolve().parents[1] / "server"
 #: Where the mode may be compared to its names: the schema that defines it, and the engine, whose checks go
-#: through its ``SchedulerPolicy`` (issue #29, part A).
+#: through its ``SchedulerPolicy`` (the one place that turns the profile's string into ``policy.auto``).
 MODE_OWNERS = ("profiles", "engine")
 
 

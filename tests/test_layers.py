@@ -6,22 +6,27 @@ layer reads its protocol (utility names and result shapes).
 Every ``import server...`` counts, including imports inside functions and under ``TYPE_CHECKING``: a lazy import
 is still a dependency. ``tinymodels`` (the test models' builder) stands apart and imports nothing else of ours.
 
-Another package enters ``engine``, ``frontend``, ``api`` and ``cluster`` only through their face (``server.engine``,
-...): their inner modules are theirs to move. ``server.frontend.vllm_adapter`` is inner too (the frontend face hands
-out its functions lazily, as importing it imports vLLM; the cluster face its Ray application). ``vllm_plugin`` has two
-doors: its face (for vLLM and the engine) and ``protocol``, the utility names and result shapes Turnout's process
-shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
+Another package enters ``engine``, ``frontend``, ``api`` and ``cluster`` only through the public names of their
+``__init__`` (``server.engine``, ...): their inner modules are theirs to move. ``server.frontend.vllm_adapter`` is inner
+too: the frontend's ``__init__`` looks its functions up on first use, as importing it imports vLLM, and the cluster's
+its Ray application (the one gate that keeps vLLM and Ray out of ``turnout validate``, held below). ``vllm_plugin`` has
+two doors: its ``__init__`` (for vLLM and the engine) and ``protocol``, the utility names and result shapes Turnout's
+process shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
+
+Inside the engine the packages are ordered too (``ENGINE_ORDER``, drawn in ``docs/design.md``): the plain types
+they share at the bottom (``server.engine.types``), and no package imports one above it.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import importlib
 from pathlib import Path
 
 import pytest
 
-from server.engine.faces import face_names
+from tests.fresh_python import fresh_python
 
 SERVER = Path(__file__).resolve().parents[1] / "server"
 ROOT = ""  # server/__init__.py: the version, nothing else
@@ -50,9 +55,9 @@ DOORS: dict[str, frozenset[str]] = {
     # The version check alone, as vLLM's processes (the plugin) load it without the profile loader.
     "profiles": frozenset({"server.profiles.vllm_version"}),
 }
-#: Packages that still reach past a face, with the faces they pass: the engine's modules import the profiles'
-#: ``schema`` and ``engine_args`` (issue #29, part A refactors the engine). A test fails once one is no longer
-#: needed, so that this list only shrinks.
+#: Packages that still reach past another's ``__init__``, with the packages they reach into: the engine's modules
+#: import the profiles' ``schema`` and ``engine_args``, which the profiles' ``__init__`` does not name yet. A test fails
+#: once one is no longer needed, so that this list only shrinks.
 PENDING: dict[str, frozenset[str]] = {"engine": frozenset({"profiles"})}
 
 
@@ -184,55 +189,168 @@ def test_the_package_docstring_states_the_layers_the_rules_hold() -> None:
     assert {layer: targets for layer, targets in upward.items() if targets} == {}
 
 
-# -- the engine's rooms (issue #42) --------------------------------------------------------------------------------
+# -- the engine's packages -----------------------------------------------------------------------------------------
 
 ENGINE = SERVER / "engine"
-#: The engine's rooms, by role; each is entered through its face (``server.engine.<room>``) from outside it.
-ROOMS = frozenset({"admission", "residency", "runtime", "strategies", "supervision", "switching"})
-#: What may stay at the engine's top: its face, the manager and what it reports, the factory, errors, metrics.
+#: The engine's packages and top modules ("units"), lowest first: a unit may import only units on earlier lines.
+#: ``docs/design.md`` draws the same order; a new package or top module must take its place here.
+ENGINE_ORDER: tuple[tuple[str, ...], ...] = (
+    ("types", "memory", "engine_metrics"),  # plain data and protocols; readings of the host's memory; counters
+    ("residency",),  # pure planning: who may stay loaded, KV-cache sizes
+    ("supervision",),  # engine watches and the healer
+    ("runtime",),  # vLLM's engines, processes and the warm launcher
+    ("strategies",),  # how a model is parked and brought up
+    ("switching",),  # the model slots and a switch
+    ("admission",),  # who runs, who waits, who gets the slots next
+    ("residency_controls",),  # loads and unloads without a switch
+    ("manager_status",),
+    ("manager",),
+    ("factory",),
+)
+#: The order as ``docs/design.md`` states it (``||``: side by side).
+ENGINE_CHAIN = " <- ".join(" || ".join(level) for level in ENGINE_ORDER)
+#: At most this many modules stay at the engine's top: its ``__init__``, the manager and its helpers, the factory.
 MOST_TOP_MODULES = 12
 
 
-def room_of(path: Path, engine: Path = ENGINE) -> str | None:
-    """The engine room ``path`` is in (None: not in a room)."""
-    if not path.is_relative_to(engine):
-        return None
-    parts = path.relative_to(engine).parts
-    return parts[0] if len(parts) > 1 else None
+def engine_unit(module: str) -> str | None:
+    """The engine unit of ``server.engine.x.y`` (``x``), None for the engine's ``__init__`` or a module not of it."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["server", "engine"] and len(parts) > 2 else None
 
 
-def past_room_faces(root: Path = SERVER) -> list[str]:
-    """Every ``file imports module`` where a module outside a room imports one of the room's inner modules."""
+def engine_unit_imports(engine: Path = ENGINE) -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) to the ``file:line`` of each import, every ``import`` statement counted (inside
+    functions and under ``TYPE_CHECKING`` too); ``engine`` is a ``server/engine`` folder."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(engine.rglob("*.py")):
+        parts = path.relative_to(engine).parts
+        unit = parts[0].removesuffix(".py")
+        if parts == ("__init__.py",):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            modules: list[str] = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif node.module:
+                modules = [node.module]
+                if node.module == "server.engine":
+                    modules = [f"server.engine.{alias.name}" for alias in node.names]
+            for module in modules:
+                target = engine_unit(module)
+                if (
+                    target is not None
+                    and target != unit
+                    and ((engine / target).exists() or (engine / f"{target}.py").exists())
+                ):
+                    found.setdefault((unit, target), []).append(f"{path.relative_to(engine.parent)}:{node.lineno}")
+    return found
+
+
+def engine_unit_cycle(engine: Path = ENGINE) -> list[str]:
+    """A cycle of imports between the engine's units (empty: none)."""
+    graph: dict[str, set[str]] = {}
+    for unit, target in engine_unit_imports(engine):
+        graph.setdefault(unit, set()).add(target)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return list(error.args[1])
+    return []
+
+
+def engine_units() -> set[str]:
+    return {path.name.removesuffix(".py") for path in ENGINE.iterdir() if path.suffix == ".py" or path.is_dir()} - {
+        "__init__",
+        "__pycache__",
+    }
+
+
+def test_no_import_cycle_between_the_engines_packages() -> None:
+    assert engine_unit_cycle() == []
+
+
+def test_the_cycle_scan_sees_a_cycle_under_type_checking(tmp_path: Path) -> None:
+    # The test above must be able to fail: the model slots reading the scheduler's view under TYPE_CHECKING, while the
+    # scheduler imports the slots.
+    engine = tmp_path / "server" / "engine"
+    for package in ("switching", "admission"):
+        (engine / package).mkdir(parents=True)
+        (engine / package / "__init__.py").write_text("")
+    (engine / "switching" / "device.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from server.engine.admission import SwitchView\n"
+    )
+    (engine / "admission" / "gate.py").write_text("def f():\n    from server.engine.switching import ModelSlots\n")
+    assert sorted(set(engine_unit_cycle(engine))) == ["admission", "switching"]
+
+
+def test_every_engine_package_has_its_place_in_the_order() -> None:
+    placed = [unit for level in ENGINE_ORDER for unit in level]
+    assert len(placed) == len(set(placed))
+    assert engine_units() == set(placed)
+
+
+def test_engine_packages_import_only_those_below() -> None:
+    level = {unit: number for number, units in enumerate(ENGINE_ORDER) for unit in units}
+    upward = [
+        f"{unit} imports {target}: {', '.join(where)}"
+        for (unit, target), where in sorted(engine_unit_imports().items())
+        if level[target] >= level[unit]
+    ]
+    assert upward == []
+
+
+def test_the_order_is_the_one_the_design_draws() -> None:
+    design = (SERVER.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    assert f"``{ENGINE_CHAIN}``" in design
+
+
+def public_names(init: Path) -> dict[str, ast.stmt]:
+    """The names an ``__init__`` binds with its own top-level imports, to the import that binds them."""
+    names: dict[str, ast.stmt] = {}
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names.update((alias.asname or alias.name, node) for alias in node.names)
+    return names
+
+
+def past_package_inits(root: Path = SERVER) -> list[str]:
+    """Every ``file imports module`` where a module outside an engine package imports one of its inner modules (a
+    module the package's ``__init__`` names as a public name, like ``residency.policy``, may be imported)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         for module in sorted(imported_modules(path)):
             parts = module.split(".")
-            inner = parts[:2] == ["server", "engine"] and len(parts) > 3 and parts[2] in ROOMS and is_module(module)
-            handed_out = inner and len(parts) == 4 and parts[3] in face_names(ENGINE / parts[2] / "__init__.py")
-            if inner and not handed_out and room_of(path, root / "engine") != parts[2]:
+            package = root / "engine" / parts[2] if len(parts) > 3 and parts[:2] == ["server", "engine"] else None
+            if package is None or not (package / "__init__.py").is_file():
+                continue
+            inside = path.is_relative_to(package)
+            named = len(parts) == 4 and parts[3] in public_names(package / "__init__.py")
+            if not inside and not named and is_module(module):
                 found.append(f"{path.relative_to(root.parent)} imports {module}")
     return found
 
 
-def test_the_rooms_are_the_engines_subpackages() -> None:
-    assert {path.parent.name for path in ENGINE.glob("*/__init__.py")} == ROOMS
+def test_other_packages_enter_an_engine_package_through_its_init() -> None:
+    assert past_package_inits() == []
 
 
-def test_other_rooms_enter_a_room_through_its_face() -> None:
-    assert past_room_faces() == []
-
-
-def test_the_room_scan_sees_an_inner_import(tmp_path: Path) -> None:
-    # The test above must be able to fail: the manager importing the device's module past the switching room's face;
-    # the device's own room may.
+def test_the_init_scan_sees_an_inner_import(tmp_path: Path) -> None:
+    # The test above must be able to fail: the manager importing the model slots' module past the switching package's
+    # __init__; the switching package itself may.
     (tmp_path / "server" / "engine" / "switching").mkdir(parents=True)
+    (tmp_path / "server" / "engine" / "switching" / "__init__.py").write_text("")
     (tmp_path / "server" / "engine" / "manager.py").write_text(
-        "from server.engine.switching.device import Device\nfrom server.engine.switching import Slot\n"
+        "from server.engine.switching.model_slots import ModelSlots\nfrom server.engine.switching import ModelSlots\n"
     )
     (tmp_path / "server" / "engine" / "switching" / "switch.py").write_text(
-        "from server.engine.switching.device import Device\n"
+        "from server.engine.switching.model_slots import ModelSlots\n"
     )
-    assert past_room_faces(tmp_path / "server") == ["server/engine/manager.py imports server.engine.switching.device"]
+    assert past_package_inits(tmp_path / "server") == [
+        "server/engine/manager.py imports server.engine.switching.model_slots"
+    ]
 
 
 def test_few_modules_stay_at_the_engines_top() -> None:
@@ -240,31 +358,91 @@ def test_few_modules_stay_at_the_engines_top() -> None:
     assert len(top) <= MOST_TOP_MODULES, top
 
 
-@pytest.mark.parametrize("room", sorted(ROOMS))
-def test_every_name_a_face_hands_out_is_there(room: str) -> None:
-    face = importlib.import_module(f"server.engine.{room}")
-    assert sorted(face.__all__) == sorted(face_names(ENGINE / room / "__init__.py")), "its list and its imports agree"
-    missing = [name for name in face.__all__ if getattr(face, name, None) is None]
-    assert missing == []
-    with pytest.raises(AttributeError):
-        face.NoSuchName  # noqa: B018
+def engine_packages() -> list[str]:
+    return sorted(path.parent.name for path in ENGINE.glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("package", engine_packages())
+def test_an_engine_package_names_its_public_names_with_ordinary_imports(package: str) -> None:
+    init = ENGINE / package / "__init__.py"
+    module = importlib.import_module(f"server.engine.{package}")
+    assert sorted(module.__all__) == sorted(public_names(init)), "its list and its imports agree"
+    assert all(getattr(module, name, None) is not None for name in module.__all__)
+    assert not hasattr(module, "__getattr__")
+
+
+def _binds_module_getattr(tree: ast.Module) -> bool:
+    """Whether a module defines or assigns ``__getattr__`` outside a class (under an ``if`` too)."""
+    in_classes = {id(node) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for node in ast.walk(cls)}
+    return any(
+        id(node) not in in_classes
+        and (
+            (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
+            or (isinstance(node, ast.Name) and node.id == "__getattr__" and isinstance(node.ctx, ast.Store))
+        )
+        for node in ast.walk(tree)
+    )
+
+
+def lazy_lookups(root: Path = ENGINE) -> list[str]:
+    """The engine's modules that bind a module ``__getattr__`` (a lazy import that would hide a cycle)."""
+    return [
+        str(path.relative_to(root.parent))
+        for path in sorted(root.rglob("*.py"))
+        if _binds_module_getattr(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+
+
+def test_no_lazy_lookup_inside_the_engine(tmp_path: Path) -> None:
+    assert lazy_lookups() == []
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "__init__.py").write_text("def __getattr__(name):\n    raise AttributeError(name)\n")
+    (tmp_path / "engine" / "face.py").write_text("if TYPE_CHECKING:\n    pass\nelse:\n    __getattr__ = lazy_face()\n")
+    (tmp_path / "engine" / "proxy.py").write_text("class Proxy:\n    def __getattr__(self, name):\n        pass\n")
+    assert lazy_lookups(tmp_path / "engine") == ["engine/__init__.py", "engine/face.py"]
 
 
 def vllm_importers(root: Path = ENGINE) -> list[str]:
-    """The engine's modules that import vLLM, outside its runtime room."""
+    """The engine's modules that import vLLM, outside its runtime package."""
     return [
         str(path.relative_to(root))
         for path in sorted(root.rglob("*.py"))
-        if room_of(path, root) != "runtime"
+        if path.relative_to(root).parts[0] != "runtime"
         and any(module == "vllm" or module.startswith("vllm.") for module in imported_modules(path))
     ]
 
 
-def test_the_engine_imports_vllm_only_in_its_runtime_room(tmp_path: Path) -> None:
+def test_the_engine_imports_vllm_only_in_its_runtime_package(tmp_path: Path) -> None:
     assert vllm_importers() == []
-    # A name a new vLLM moved is handled in one room; the scan sees a stray import.
+    # A name a new vLLM moved is handled in one package; the scan sees a stray import.
     (tmp_path / "switching").mkdir()
-    (tmp_path / "switching" / "device.py").write_text("from vllm.v1.engine.async_llm import AsyncLLM\n")
+    (tmp_path / "switching" / "model_slots.py").write_text("from vllm.v1.engine.async_llm import AsyncLLM\n")
     (tmp_path / "runtime").mkdir()
     (tmp_path / "runtime" / "vllm_loader.py").write_text("import vllm\n")
-    assert vllm_importers(tmp_path) == ["switching/device.py"]
+    assert vllm_importers(tmp_path) == ["switching/model_slots.py"]
+
+
+#: What ``turnout validate`` must not import: vLLM and torch (seconds, and absent where only profiles are checked),
+#: Ray, and the web framework. The frontend's and the cluster's ``__init__`` keep them out by looking up the modules
+#: that import them on first use.
+HEAVY = ("vllm", "torch", "ray", "litestar")
+
+
+def _imported_after_validate(profile: Path) -> list[str]:
+    code = (
+        "import sys; from click.testing import CliRunner; from server.cli.main import main; "
+        f"r = CliRunner().invoke(main, ['validate', {str(profile)!r}]); "
+        f"print(r.exit_code, [m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    return fresh_python(code).splitlines()[-1:]
+
+
+def test_validate_imports_neither_vllm_nor_ray_nor_the_web_framework(tiny_models: dict[str, Path]) -> None:
+    demo = SERVER.parent / "profiles" / "demo.yaml"
+    assert _imported_after_validate(demo) == ["0 []"]
+
+
+def test_the_validate_check_sees_a_heavy_import() -> None:
+    # The test above must be able to fail: the same check after importing the frontend's vLLM adapter.
+    code = f"import sys, server.frontend.vllm_adapter; print([m for m in {HEAVY!r} if m in sys.modules])"
+    assert "vllm" in fresh_python(code)

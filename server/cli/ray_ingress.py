@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from server.cli._output import err_console
 from server.api import ConnectionLimits, limited_protocol
+from server.cli._output import err_console
 from server.cli.serve import profile_connection_limits
 
 if TYPE_CHECKING:

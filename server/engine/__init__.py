@@ -4,16 +4,20 @@ A layer above ``profiles`` and ``vllm_plugin`` and beside ``frontend`` (see ``se
 neither the frontend nor Litestar, and knows a model's bundle only as the opaque value its :data:`BundleBuilder`
 returns.
 
-This face is all other packages import (``tests/test_layers.py``): the manager and what it reports, its errors,
-the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine flags
-and the memory plan), the counters the metrics read, and this user's private state folder (:class:`StateDir`).
-The modules behind it are the engine's own to move. Importing it does not import vLLM (the engines import it when
-they start), so ``turnout serve`` refuses a bad profile fast.
+Its public names are all other packages import (``tests/test_layers.py``): the manager and what it reports, its
+errors, the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine
+flags and the memory plan), the counters the metrics read and this user's private state folder
+(:class:`StateDir`). The modules behind them are the engine's own to move.
+Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
+profile fast.
 
-Behind it the engine is in rooms by role, each a subpackage entered through its face (``faces.py``):
-``switching`` (the device and one switch), ``admission`` (the scheduler), ``residency`` (who stays loaded),
-``supervision`` (deaths, hangs, healing), ``runtime`` (vLLM's engines, the in-place swap and the warm launcher)
-and ``strategies``. Left at the top: the manager and its status, the factory, errors, the report, observers and metrics.
+Inside, the engine is in packages by role, lowest first (each imports only those below it; ``docs/design.md`` draws
+the order and ``tests/test_layers.py`` holds it): ``types`` (the plain data types and protocols the others share:
+errors, reports, slot states, leases, change events, the scheduler's vocabulary, the memory plan, the strategy
+protocol), ``residency`` (who may stay loaded, KV-cache sizes; pure), ``supervision`` (engine watches, healing),
+``runtime`` (vLLM's engines, the in-place swap and the warm launcher), ``strategies``, ``switching`` (the model
+slots and one switch) and ``admission`` (the scheduler). At the top: the residency controls, the manager and its
+status, the factory; beside ``types``, the memory readings and the engine metrics.
 
 The vLLM plugin that runs inside vLLM's processes is a package of its own (``server/vllm_plugin``), so this one
 loads everything at once.
@@ -22,43 +26,10 @@ loads everything at once.
 from __future__ import annotations
 
 from server.engine.engine_metrics import ENGINE_METRICS, VLLM_PREFIX, EngineMetrics
-from server.engine.errors import (
-    AdmissionTimeout,
-    EngineDied,
-    EngineError,
-    ManagerClosed,
-    ModelLoadFailed,
-    ModelNotActive,
-    ModelNotFound,
-    ModelSwitching,
-    NoActiveModel,
-    ReloadFailed,
-    ReloadRefused,
-    RequestAbortedBySwitch,
-    ResidencyRefused,
-    SwitchConflict,
-    SwitchFailed,
-)
 from server.engine.factory import build_manager, prepare_profile
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.memory import hlml_memory, nvml_memory
-from server.engine.report import (
-    EngineStart,
-    ManagerSnapshot,
-    ModelsReplaced,
-    ResidencyReport,
-    RestartPlan,
-    SlotSnapshot,
-    SwitchAttempt,
-    SwitchReport,
-)
-from server.engine.residency import (
-    MemoryBudgetExceeded,
-    MemoryPlan,
-    MemoryReading,
-    ResidencyOutlook,
-    residency_outlook,
-)
+from server.engine.residency import ResidencyOutlook, residency_outlook
 from server.engine.runtime import (
     EngineConfigInvalid,
     EngineFlagsInvalid,
@@ -67,8 +38,41 @@ from server.engine.runtime import (
     state_dir,
     state_home,
 )
-from server.engine.strategies import Capabilities, StrategyUnavailable, capabilities_of, resolve_strategy_name
-from server.engine.switching import PARKED, Lease, Published, Slot, SlotState
+from server.engine.strategies import StrategyUnavailable, capabilities_of, resolve_strategy_name
+from server.engine.types import (
+    PARKED,
+    AdmissionTimeout,
+    Capabilities,
+    EngineDied,
+    EngineError,
+    EngineStart,
+    Lease,
+    ManagerClosed,
+    ManagerSnapshot,
+    MemoryBudgetExceeded,
+    MemoryPlan,
+    MemoryReading,
+    ModelLoadFailed,
+    ModelNotActive,
+    ModelNotFound,
+    ModelsReplaced,
+    ModelSwitching,
+    NoActiveModel,
+    Published,
+    ReloadFailed,
+    ReloadRefused,
+    RequestAbortedBySwitch,
+    ResidencyRefused,
+    ResidencyReport,
+    RestartPlan,
+    Slot,
+    SlotSnapshot,
+    SlotState,
+    SwitchAttempt,
+    SwitchConflict,
+    SwitchFailed,
+    SwitchReport,
+)
 from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [

@@ -16,9 +16,6 @@ import msgspec
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.residency import (
     ENGINE_OVERHEAD_BYTES,
-    MemoryBudgetExceeded,
-    MemoryPlan,
-    MemoryReading,
     host_held_bytes,
     plan_kv_cache,
     resident_together,
@@ -37,7 +34,6 @@ from server.engine.runtime import (
     stash_host_factory,
 )
 from server.engine.strategies import (
-    EngineLoader,
     InPlaceSwapper,
     StrategyUnavailable,
     capabilities_of,
@@ -46,6 +42,7 @@ from server.engine.strategies import (
     select_strategy,
 )
 from server.engine.supervision import EngineWatches, Supervision
+from server.engine.types import EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep

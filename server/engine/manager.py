@@ -1,11 +1,11 @@
-"""The engine manager: the face the API sees. It admits requests, runs switches and applies reloads.
+"""The engine manager: the engine's public API. It admits requests, runs switches and applies reloads.
 
-The state it acts on has one owner, the :class:`Device` (slots, leases in flight, the switch under way). Around
-it, one role each, by room: the switch's steps, its task and ending and the switch history (``switching/``),
-admission in both modes (``admission/gate.py`` over the pure ``admission/scheduler.py``, which hears of every
-change through the device's change signal), the residency entry points (``residency/controls.py``, asking the
-residency policy), engine deaths and their healing (``supervision/``), the status snapshot
-(``manager_status.py``) and the observers (``observer.py``). This module wires them and keeps the public API; the
+The state it acts on has one owner, :class:`ModelSlots` (slots, leases in flight, the switch under way). Around
+it, one role each, by package: the switch's steps, its task and ending, the switch history and engine deaths
+(``switching/``), admission in both modes (``admission/gate.py`` over the pure ``admission/scheduler.py``, which
+hears of every change through the model slots' change signal), the residency entry points
+(``residency_controls.py``, asking the residency policy), healing (``supervision/``), the status snapshot
+(``manager_status.py``) and the observers (``types/observer.py``). This module wires them and keeps the public API; the
 switch's join-or-refuse rule is here.
 
 Invariants (checked by the randomized tests in ``tests/engine/test_concurrency.py``):
@@ -22,17 +22,32 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
-from server.engine.admission import Admission, SchedulerPolicy
-from server.engine.errors import EngineError, ManagerClosed, ModelNotFound, SwitchConflict
+from server.engine.admission import Admission
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
-from server.engine.observer import ManagerObserver, Observers
-from server.engine.report import ManagerSnapshot, ModelsReplaced, ResidencyReport, SwitchReport
-from server.engine.residency import MemoryPlan, Residency
+from server.engine.residency_controls import Residency
 from server.engine.runtime import ModelTasks, TaskReader
-from server.engine.strategies import Capabilities, SwitchStrategy, models_held_at_once
-from server.engine.supervision import EngineDeaths, Healer
-from server.engine.switching import BundleBuilder, Device, Lease, Published, SwitchHistory, SwitchTasks
+from server.engine.strategies import models_held_at_once
+from server.engine.supervision import Healer
+from server.engine.switching import BundleBuilder, EngineDeaths, ModelSlots, SwitchHistory, SwitchTasks
+from server.engine.types import (
+    Capabilities,
+    EngineError,
+    Lease,
+    ManagerClosed,
+    ManagerObserver,
+    ManagerSnapshot,
+    MemoryPlan,
+    ModelNotFound,
+    ModelsReplaced,
+    Observers,
+    Published,
+    ResidencyReport,
+    SchedulerPolicy,
+    SwitchConflict,
+    SwitchReport,
+    SwitchStrategy,
+)
 from server.profiles.schema import ModelProfile, Switching
 
 __all__ = ["BundleBuilder", "EngineManager"]
@@ -78,7 +93,7 @@ class EngineManager(Generic[B]):
     ) -> None:
         self._switching = switching or Switching()
         self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
-        self._device: Device[B] = Device(
+        self._device: ModelSlots[B] = ModelSlots(
             models, strategy, build_bundle, memory_plan, drain_timeout=self._switching.drain_timeout
         )
         self._strategy = strategy
@@ -355,7 +370,7 @@ class EngineManager(Generic[B]):
             wait_timeout: Most seconds to wait for a switch under way.
 
         Raises:
-            ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`Device.reload`.
+            ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`ModelSlots.reload`.
         """
         republished, unloaded = await self._device.reload(
             models,

@@ -6,18 +6,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from server.engine.admission import Admission, SchedulerPolicy
-from server.engine.report import ManagerSnapshot, SlotSnapshot
-from server.engine.residency import Residency, held_bytes
+from server.engine.admission import Admission
+from server.engine.residency import held_bytes
+from server.engine.residency_controls import Residency
 from server.engine.supervision import Healer, engine_pids
-from server.engine.switching import Device, SwitchHistory
+from server.engine.switching import ModelSlots, SwitchHistory
+from server.engine.types import ManagerSnapshot, SchedulerPolicy, SlotSnapshot
 
 __all__ = ["manager_snapshot"]
 
 
 def manager_snapshot(
     *,
-    device: Device[Any],
+    device: ModelSlots[Any],
     policy: SchedulerPolicy,
     strategy: str,
     admission: Admission[Any],

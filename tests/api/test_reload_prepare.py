@@ -14,9 +14,10 @@ import pytest
 
 from server.api.reloader import ProfileRejected, Reloader
 from server.engine import EngineManager
-from server.engine.residency.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache, with_kv_budget
+from server.engine.residency.kv_budget import plan_kv_cache, with_kv_budget
 from server.engine.runtime.vllm_configs import EngineConfigInvalid
 from server.engine.strategies import KeepStrategy
+from server.engine.types.memory_plan import MemoryPlan, MemoryReading, ModelShape
 from server.profiles import Profile, ValidationResult, validate_profile
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader

@@ -27,8 +27,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from server.api import StackOptions  # noqa: E402
-from server.api import ConnectionLimits  # noqa: E402
+from server.api import ConnectionLimits, StackOptions  # noqa: E402
 from server.cluster import ACCELERATOR, PROFILE_EDGE, node_application  # noqa: E402
 from tests.cli.slow_clients import KeepAliveClient, SlowLoris  # noqa: E402
 from tests.cluster.served_ingress import ServedIngress  # noqa: E402

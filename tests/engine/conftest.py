@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from server.engine import EngineManager
-from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
+from server.engine.strategies import KeepStrategy, StopStrategy
+from server.engine.types.strategy import SwitchStrategy
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 
 MakeManager = Callable[..., EngineManager[Any]]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from server.engine import EngineManager, ModelLoadFailed, ModelSwitching, SwitchFailed
-from server.engine.errors import AdmissionTimeout, QueueFull
-from server.engine.report import SwitchAttempt
 from server.engine.strategies import KeepStrategy
+from server.engine.types.errors import AdmissionTimeout, QueueFull
+from server.engine.types.report import SwitchAttempt
 from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader

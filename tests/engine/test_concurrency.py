@@ -17,7 +17,8 @@ from hypothesis import settings
 
 from server.api.request_admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
-from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy, SwitchStrategy
+from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy
+from server.engine.types.strategy import SwitchStrategy
 from server.profiles.schema import Switching
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 from tests.fakes.manager_views import admitted, state_of

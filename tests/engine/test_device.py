@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from server.engine.errors import ManagerClosed
-from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
-from server.engine.strategies.base import Parked
-from server.engine.switching.device import Device
-from server.engine.switching.states import IllegalTransition, SlotState
+from server.engine.strategies import KeepStrategy, StopStrategy
+from server.engine.switching.model_slots import ModelSlots
+from server.engine.types.errors import ManagerClosed
+from server.engine.types.states import IllegalTransition, SlotState
+from server.engine.types.strategy import Parked, SwitchStrategy
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
-#: The device's module: ``Device``'s intents, and the strategy's room over it.
-OWNERS = (SERVER / "engine" / "switching" / "device.py",)
-SLOT_MODULE = SERVER / "engine" / "switching" / "states.py"
+#: The owner's module: ``ModelSlots``'s intents, and the strategy's room over it.
+OWNERS = (SERVER / "engine" / "switching" / "model_slots.py",)
+SLOT_MODULE = SERVER / "engine" / "types" / "states.py"
 #: What changes a slot: its underscore methods and attributes (``Slot`` exposes only read-only properties).
 SLOT_WRITES = frozenset(
     {"_move", "_attach", "_detach", "_hold_bundle", "_drop_bundle", "_set_profile", "_touch", "_state", "_reason"}
@@ -52,8 +52,8 @@ class _StashLike(KeepStrategy):
         return Parked(SlotState.STASHED)
 
 
-def _device(strategy: SwitchStrategy | None = None) -> Device[Any]:
-    return Device(fake_models("a", "b"), strategy or KeepStrategy(FakeLoader()), FakeBundleBuilder())
+def _device(strategy: SwitchStrategy | None = None) -> ModelSlots[Any]:
+    return ModelSlots(fake_models("a", "b"), strategy or KeepStrategy(FakeLoader()), FakeBundleBuilder())
 
 
 async def test_an_intent_from_an_unexpected_state_names_both_states() -> None:

@@ -1,7 +1,8 @@
-"""The engine room's shape (issue #29), held where a test can hold it: one change path to the scheduler, the
-device in one module, no import circles, and the facts that were stated twice stated once.
+"""The engine's shape, held where a test can hold it: one change path to the scheduler, the
+model slots' owner in one module, no import circles between modules, and the facts that were stated twice stated
+once (the order of the engine's packages is ``tests/test_layers.py``'s).
 
-Each measure comes from ``engine_room_census.py``, the script that gave the issue's before/after table; the last
+Each measure comes from ``engine_room_census.py``, the script that gave the refactor's before/after table; the last
 tests feed the measures a case they must catch, so each check is able to fail.
 """
 
@@ -25,12 +26,12 @@ def test_no_import_circles_in_the_engine() -> None:
     assert census.import_circles() == []
 
 
-def test_the_device_is_one_class_in_one_module() -> None:
+def test_the_model_slots_are_one_class_in_one_module() -> None:
     device_modules = [name for name in census.engine_modules() if census.DEVICE_MODULE.match(name)]
-    assert device_modules == ["switching.device"]
+    assert device_modules == ["switching.model_slots"]
     classes = [cls.name for cls in census._device_classes() if not cls.name.startswith("_")]
-    assert classes == ["SwitchUnderWay", "Device"]
-    device = next(cls for cls in census._device_classes() if cls.name == "Device")
+    assert classes == ["SwitchUnderWay", "ModelSlots"]
+    device = next(cls for cls in census._device_classes() if cls.name == "ModelSlots")
     assert [ast.unparse(base) for base in device.bases] == ["Generic[B]"], "no mixin layers"
 
 

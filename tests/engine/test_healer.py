@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from server.engine.admission.scheduling_types import SchedulerPolicy
 from server.engine.supervision.healing import GIVEN_UP, STABLE_AFTER_S, Healer
+from server.engine.types.scheduling import SchedulerPolicy
 from server.profiles.schema import Switching
 
 

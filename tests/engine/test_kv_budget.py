@@ -9,8 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.engine.residency.kv_budget import (
-    MemoryReading,
-    ModelShape,
     host_held_bytes,
     kv_bytes_per_token,
     plan_kv_cache,
@@ -18,6 +16,7 @@ from server.engine.residency.kv_budget import (
     with_kv_budget,
 )
 from server.engine.strategies import capabilities_of
+from server.engine.types.memory_plan import MemoryReading, ModelShape
 from server.profiles.schema import ModelProfile, Profile
 
 MIB = 2**20

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from server.engine import EngineManager, ModelNotFound, NoActiveModel, SlotState
-from server.engine.errors import ConcurrencyLimit, LoadFailed, RequestAbortedByUnload, ResidencyRefused
-from server.engine.strategies import KeepStrategy, StopStrategy, SwitchStrategy
+from server.engine.strategies import KeepStrategy, StopStrategy
+from server.engine.types.errors import ConcurrencyLimit, LoadFailed, RequestAbortedByUnload, ResidencyRefused
+from server.engine.types.strategy import SwitchStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.fakes.engines import FakeBundleBuilder, FakeLoader
 from tests.fakes.manager_views import admitted, served_engine, state_of

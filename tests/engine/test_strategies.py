@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from server.engine import SlotState, SwitchFailed
-from server.engine.errors import ResidencyRefused
 from server.engine.residency.room_plan import room_budget
 from server.engine.runtime.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
 from server.engine.runtime.vllm_loader import (
@@ -35,6 +34,7 @@ from server.engine.strategies import (
     resolve_strategy_name,
     select_strategy,
 )
+from server.engine.types.errors import ResidencyRefused
 from server.profiles.schema import ModelProfile, Switching
 from server.vllm_plugin.protocol import KeptKV
 from tests.engine.conftest import MakeManager

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.engine.strategies import STRATEGIES, capabilities_of, choose_strategy
-from server.engine.strategies.base import ResidentLoader
+from server.engine.types.strategy import ResidentLoader
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 STRATEGY_FOLDER = SERVER / "engine" / "strategies"

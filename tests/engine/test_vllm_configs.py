@@ -12,13 +12,14 @@ import pytest
 from safetensors import safe_open
 
 from server.engine.factory import prepare_profile, with_engine_defaults
-from server.engine.residency.kv_budget import ENGINE_OVERHEAD_BYTES, MemoryReading
+from server.engine.residency.kv_budget import ENGINE_OVERHEAD_BYTES
 from server.engine.runtime.vllm_configs import (
     EngineConfigInvalid,
     build_engine_configs,
     model_shape,
     read_device_memory,
 )
+from server.engine.types.memory_plan import MemoryReading
 from server.profiles.schema import ModelProfile, Profile, Switching
 from server.vllm_plugin import close_kv_pool
 

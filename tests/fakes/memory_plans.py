@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.engine.residency.kv_budget import MemoryPlan, MemoryReading, ModelShape, plan_kv_cache
+from server.engine.residency.kv_budget import plan_kv_cache
+from server.engine.types.memory_plan import MemoryPlan, MemoryReading, ModelShape
 
 __all__ = ["GIB", "budget_manager", "budget_plan"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from server.engine.report import SwitchAttempt
+from server.engine.types.report import SwitchAttempt
 
 __all__ = ["RecordingObserver"]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from server.engine.admission.scheduler import Scheduler
-from server.engine.admission.scheduling_types import Refusal, SchedulerPolicy, SwitchView, Waiter
+from server.engine.types.scheduling import Refusal, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
 __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
@@ -15,7 +15,7 @@ __all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
 
 @dataclass
 class FakeDevice:
-    """The device state the scheduler reads (the real one is ``server.engine.switching.device.Device``)."""
+    """The device state the scheduler reads (the real one is ``server.engine.switching.model_slots.ModelSlots``)."""
 
     models: tuple[str, ...] = ()
     active_model: str | None = None

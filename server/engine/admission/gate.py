@@ -17,22 +17,30 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from server.engine.admission.scheduler import Scheduler
-from server.engine.admission.scheduling_types import Refusal, SchedulerPolicy, Waiter
-from server.engine.errors import (
+from server.engine.switching import ModelSlots
+from server.engine.types import (
     AdmissionTimeout,
+    Change,
     ConcurrencyLimit,
     EngineDied,
     EngineError,
+    Lease,
+    LeaseEnded,
     ManagerClosed,
+    ManagerObserver,
     ModelLoadFailed,
     ModelNotActive,
     ModelNotFound,
     ModelSwitching,
     NoActiveModel,
     QueueFull,
+    Refusal,
+    SchedulerPolicy,
+    SlotState,
+    SwitchBegan,
+    SwitchEnded,
+    Waiter,
 )
-from server.engine.observer import ManagerObserver
-from server.engine.switching import Change, Device, Lease, LeaseEnded, SlotState, SwitchBegan, SwitchEnded
 
 __all__ = ["Admission"]
 
@@ -58,7 +66,7 @@ class Admission(Generic[B]):
 
     def __init__(
         self,
-        device: Device[B],
+        device: ModelSlots[B],
         policy: SchedulerPolicy,
         observer: ManagerObserver,
         start_switch: Callable[[str | None, str], None],

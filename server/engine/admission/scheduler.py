@@ -52,14 +52,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.admission.scheduling_types import (
-    DeviceView,
-    Refusal,
-    SchedulerEffects,
-    SchedulerPolicy,
-    SwitchView,
-    Waiter,
-)
+from server.engine.types import DeviceView, Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
 
 __all__ = ["IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
 

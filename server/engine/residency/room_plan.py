@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from server.engine.residency import policy as residency_policy
-from server.engine.residency.kv_budget import MemoryPlan
 from server.engine.residency.policy import Resident, RoomDecision
-from server.engine.switching import Slot, SlotState
+from server.engine.types import MemoryPlan, Slot, SlotState
 
 __all__ = ["RoomBudget", "held_bytes", "in_eviction_order", "resident_of", "room_budget"]
 

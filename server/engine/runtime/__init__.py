@@ -1,4 +1,4 @@
-"""The runtime room: vLLM's engines, their configs, flags and processes. The engine layer imports vLLM only here.
+"""The runtime: vLLM's engines, their configs, flags and processes. The engine layer imports vLLM only here.
 
 ``vllm_loader.py`` builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles;
 ``vllm_configs.py`` every model's engine config, built before any engine starts; ``vllm_flags.py`` vLLM's engine flags
@@ -10,48 +10,39 @@ inside vLLM's processes: ``server/vllm_plugin``) and ``frontend_state.py`` refre
 after one.
 
 On CPU an engine core is forked from a warm launcher (a process of Turnout's that imported vLLM and torch once),
-not spawned: a start reaches its first token in seconds instead of half a minute (#40). ``launcher_main.py`` is the
+not spawned: a start reaches its first token in seconds instead of half a minute. ``launcher_main.py`` is the
 launcher process, ``launcher.py`` Turnout's handle on it, ``process.py`` the process object vLLM keeps for a forked
 core, ``context.py`` the one hook into vLLM (imported by the loader only: it imports vLLM). ``framing.py`` is the
-wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache;
-``state_folder.py`` is this user's private state folder (the generated admin token, the secrets handed to Ray's
-replicas as files).
+wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from server.engine.faces import lazy_face
-
-if TYPE_CHECKING:
-    from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
-    from server.engine.runtime.frontend_state import RendererFactory
-    from server.engine.runtime.host import detect_device, memory_check
-    from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
-    from server.engine.runtime.launcher import (
-        LAUNCHER_ENV,
-        EngineLauncher,
-        LauncherUnavailable,
-        engine_launcher,
-        launcher_enabled,
-        running_launcher_pid,
-        stop_engine_launcher,
-    )
-    from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
-    from server.engine.runtime.process import LaunchedProcess
-    from server.engine.runtime.start_phases import ENGINE_STARTS
-    from server.engine.runtime.state_folder import StateDir, state_dir, state_home
-    from server.engine.runtime.vllm_configs import (
-        EngineConfigInvalid,
-        build_engine_configs,
-        model_shape,
-        read_device_memory,
-    )
-    from server.engine.runtime.vllm_flags import EngineFlagsInvalid, parse_engine_flags
-    from server.engine.runtime.vllm_loader import VllmEngineLoader, stash_host_factory
-else:
-    __getattr__ = lazy_face(__name__, __file__)
+from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
+from server.engine.runtime.frontend_state import RendererFactory
+from server.engine.runtime.host import detect_device, memory_check
+from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
+from server.engine.runtime.launcher import (
+    LAUNCHER_ENV,
+    EngineLauncher,
+    LauncherUnavailable,
+    engine_launcher,
+    launcher_enabled,
+    running_launcher_pid,
+    stop_engine_launcher,
+)
+from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
+from server.engine.runtime.process import LaunchedProcess
+from server.engine.runtime.start_phases import ENGINE_STARTS
+from server.engine.runtime.state_folder import StateDir, state_dir, state_home
+from server.engine.runtime.vllm_configs import (
+    EngineConfigInvalid,
+    build_engine_configs,
+    model_shape,
+    read_device_memory,
+)
+from server.engine.runtime.vllm_flags import EngineFlagsInvalid, parse_engine_flags
+from server.engine.runtime.vllm_loader import VllmEngineLoader, stash_host_factory
 
 __all__ = [
     "COMPILE_CACHE_ENV",

@@ -6,7 +6,7 @@ vLLM 0.32's ``CoreEngineProcManager`` (``vllm/v1/engine/utils.py``) builds each 
 loader's ``_env_lock``, so no other start sees it) and puts vLLM's own back after, whatever happened. The context's
 ``Process`` is a :class:`LaunchedProcess`; everything else (``Queue`` ...) is vLLM's own context's.
 
-The core forks its worker (``VLLM_WORKER_MULTIPROC_METHOD=fork`` in its environment; measured safe on CPU in #40):
+The core forks its worker (``VLLM_WORKER_MULTIPROC_METHOD=fork`` in its environment; measured safe on CPU:
 the worker then shares the core's imports and its process group.
 """
 

@@ -2,7 +2,7 @@
 
 Run as ``python -m server.engine.runtime.launcher_main TURNOUT_PID FD [MODULE ...]`` by :mod:`launcher`, with
 Turnout's environment of that moment; ``FD`` is its end of a socket pair, ``MODULE`` what it imports before it
-says ready (``launcher.PRELOAD``, the modules an engine core and its worker import, measured in #40: 25-30 s of a
+says ready (``launcher.PRELOAD``, the modules an engine core and its worker import, measured at 25-30 s of a
 spawned start). It never starts a thread: a ``fork`` copies only the forking thread, and a lock another thread
 held would stay locked in the child. So it checks it has exactly one thread (Python's and the kernel's count), or
 says ``unfit`` and exits; on CPU no device context exists to check (other platforms keep spawn).

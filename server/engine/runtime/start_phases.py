@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from server.engine.report import EngineStart
+from server.engine.types import EngineStart
 from server.vllm_plugin import START_LOG_ENV, StartEvent
 
 __all__ = ["ENGINE_STARTS", "PHASES", "EngineStarts", "StartTimer", "engine_start_phases", "timed_start"]

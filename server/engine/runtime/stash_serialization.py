@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from server.engine.strategies import StashHost
+from server.engine.types import StashHost
 
 __all__ = ["INSECURE_SERIALIZATION_ENV", "SerializingHost", "allow_insecure_serialization", "start_serializing"]
 

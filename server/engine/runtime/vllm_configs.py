@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from server.engine.memory import nvml_memory
-from server.engine.residency import MemoryReading, ModelShape, kv_bytes_per_token
+from server.engine.residency import kv_bytes_per_token
 from server.engine.runtime.vllm_loader import build_engine_args
+from server.engine.types import MemoryReading, ModelShape
 from server.profiles.checkpoint_size import CheckpointUnreadable, checkpoint_weight_bytes
 from server.profiles.schema import ModelProfile
 

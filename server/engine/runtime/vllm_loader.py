@@ -1,6 +1,6 @@
 """Real engines: builds vLLM ``AsyncLLM`` engines (and vLLM-Gaudi's stash host) from model profiles.
 
-The engine layer imports vLLM only in its runtime room (this module; ``vllm_configs.py``: engine configs and
+The engine layer imports vLLM only in its runtime package (this module; ``vllm_configs.py``: engine configs and
 memory; ``vllm_flags.py``: the engine CLI flags; ...), and only its engine API (``AsyncEngineArgs``, ``AsyncLLM``,
 configs, the platform), never its entrypoints: those belong to ``server/frontend/vllm_adapter/``.
 
@@ -38,8 +38,8 @@ from server.engine.runtime.start_phases import ENGINE_STARTS, StartTimer, timed_
 from server.engine.runtime.start_process import forks, launched_or_spawned, launcher_for, spawned_pids
 from server.engine.runtime.stash_config import set_multi_model_config
 from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV, start_serializing
-from server.engine.strategies import StashHost, StashHostFactory
 from server.engine.supervision import EngineWatches, LoadTimedOut, kill_process_trees
+from server.engine.types import StashHost, StashHostFactory
 from server.profiles import LOG_MODEL_ENV
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin import keep_before_stop

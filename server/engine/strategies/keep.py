@@ -13,14 +13,20 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from server.engine.errors import ResidencyRefused
-from server.engine.report import ActivationMetrics
 from server.engine.residency import RoomBudget
 from server.engine.residency import policy as residency_policy
-from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room
-from server.engine.strategies.capabilities import Capabilities
+from server.engine.strategies.base import LoaderStrategy
 from server.engine.strategies.reconfigure import InPlaceSwapper, in_place_metrics
-from server.engine.switching import SlotState
+from server.engine.types import (
+    ActivationMetrics,
+    BroughtUp,
+    Capabilities,
+    EngineLoader,
+    Parked,
+    ResidencyRefused,
+    Room,
+    SlotState,
+)
 from server.profiles.schema import ModelProfile
 
 __all__ = ["KeepStrategy"]

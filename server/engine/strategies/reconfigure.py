@@ -23,11 +23,18 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
-from server.engine.report import ActivationMetrics, with_kept
 from server.engine.runtime import LoadOutcome
-from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, Parked, Room
-from server.engine.strategies.capabilities import Capabilities
-from server.engine.switching import SlotState
+from server.engine.types import (
+    ActivationMetrics,
+    BroughtUp,
+    Capabilities,
+    EngineLoader,
+    EngineLost,
+    Parked,
+    Room,
+    SlotState,
+    with_kept,
+)
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import UnloadResult
 

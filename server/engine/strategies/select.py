@@ -12,16 +12,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from server.engine.residency import MemoryPlan, RoomBudget
+from server.engine.residency import RoomBudget
 from server.engine.residency import policy as residency_policy
-from server.engine.strategies.base import EngineLoader, SwitchStrategy
-from server.engine.strategies.capabilities import Capabilities
 from server.engine.strategies.keep import KeepStrategy
 from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStrategy
 from server.engine.strategies.sleep import SleepStrategy
-from server.engine.strategies.stash import StashHostFactory, StashStrategy
+from server.engine.strategies.stash import StashStrategy
 from server.engine.strategies.stop import StopStrategy
 from server.engine.supervision import EngineWatches
+from server.engine.types import Capabilities, EngineLoader, MemoryPlan, StashHostFactory, SwitchStrategy
 from server.profiles.schema import Switching
 
 __all__ = [

@@ -11,10 +11,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from server.engine.strategies.base import BroughtUp, EngineLoader, LoaderStrategy, Parked, Room, SleepableEngine
-from server.engine.strategies.capabilities import Capabilities
+from server.engine.strategies.base import LoaderStrategy
 from server.engine.supervision import EngineWatches
-from server.engine.switching import SlotState
+from server.engine.types import BroughtUp, Capabilities, EngineLoader, Parked, Room, SleepableEngine, SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["SleepStrategy"]

@@ -29,45 +29,23 @@ Hardening against that code:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
-from server.engine.report import ActivationMetrics
-from server.engine.strategies.base import BroughtUp, Parked, Room
-from server.engine.strategies.capabilities import Capabilities
-from server.engine.switching import SlotState
+from server.engine.types import (
+    ActivationMetrics,
+    BroughtUp,
+    Capabilities,
+    Parked,
+    Room,
+    SlotState,
+    StashHost,
+    StashHostFactory,
+)
 from server.profiles.schema import ModelProfile
 
-__all__ = ["StashHost", "StashHostFactory", "StashStrategy"]
+__all__ = ["StashStrategy"]
 
 logger = logging.getLogger("turnout.engine")
-
-
-class StashHost(Protocol):
-    """The part of vLLM-Gaudi's ``MultiModelAsyncLLM`` Turnout uses."""
-
-    @property
-    def engine(self) -> Any:
-        """The host's one engine."""
-
-    @property
-    def current_model(self) -> str | None:
-        """The model the host says it holds."""
-
-    async def switch_model(self, model: str, drain_timeout: int = 60) -> Mapping[str, Any] | None:
-        """Reconfigure the engine core to ``model``.
-
-        Returns ``switched``, ``drain_s``, ``reconfigure_s``, ``switch_s`` and, from the engine core, the device
-        memory figures (each None where the workers cannot read it). Raises ``ValueError`` for an alias it was
-        not built with, ``RuntimeError`` when not initialized or when the switch failed.
-        """
-
-    def shutdown(self) -> None:
-        """Stop the engine; ``current_model`` is None afterwards."""
-
-
-#: Builds and initializes the host over the given models, with the first model loaded.
-StashHostFactory = Callable[[str, Mapping[str, ModelProfile]], Awaitable[StashHost]]
 
 
 class StashStrategy:

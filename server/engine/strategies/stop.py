@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from server.engine.report import ActivationMetrics, KeepFigures, with_kept
-from server.engine.strategies.base import BroughtUp, EngineLoader, EngineLost, LoaderStrategy, Parked, Room
-from server.engine.strategies.capabilities import Capabilities
-from server.engine.switching import SlotState
+from server.engine.strategies.base import LoaderStrategy
+from server.engine.types import (
+    ActivationMetrics,
+    BroughtUp,
+    Capabilities,
+    EngineLoader,
+    EngineLost,
+    KeepFigures,
+    Parked,
+    Room,
+    SlotState,
+    with_kept,
+)
 from server.profiles.schema import ModelProfile
 
 __all__ = ["StopStrategy"]

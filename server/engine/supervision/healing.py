@@ -18,9 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
-from server.engine.admission import SchedulerPolicy
-from server.engine.errors import ManagerClosed, SwitchConflict, SwitchFailed
-from server.engine.report import RestartPlan
+from server.engine.types import ManagerClosed, RestartPlan, SchedulerPolicy, SwitchConflict, SwitchFailed
 from server.profiles.schema import Switching
 
 __all__ = ["GIVEN_UP", "STABLE_AFTER_S", "Healer"]

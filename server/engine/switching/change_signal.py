@@ -11,38 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from server.engine.admission import SwitchView
+from server.engine.types import Change
 
-__all__ = ["Change", "ChangeSignal", "LeaseEnded", "SwitchBegan", "SwitchEnded", "wait_set"]
-
-
-@dataclass(frozen=True)
-class SwitchBegan:
-    """A switch to ``target`` began; ``forced`` when the scheduler did not ask for it (start-up, admin, restart)."""
-
-    target: str
-    forced: bool
-
-
-@dataclass(frozen=True)
-class SwitchEnded:
-    """``switch`` is over (``ok``: its target is active) and its outcome is published."""
-
-    switch: SwitchView
-    ok: bool
-
-
-@dataclass(frozen=True)
-class LeaseEnded:
-    """A request admitted to ``model`` ended."""
-
-    model: str
-
-
-#: What a subscriber is told: one of the events above, or None for any other change.
-Change = SwitchBegan | SwitchEnded | LeaseEnded | None
+__all__ = ["ChangeSignal", "wait_set"]
 
 
 class ChangeSignal:

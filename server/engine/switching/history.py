@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from server.engine.observer import ManagerObserver
-from server.engine.report import SwitchAttempt, SwitchReport
+from server.engine.types import ManagerObserver, SwitchAttempt, SwitchReport
 
 __all__ = ["SWITCH_HISTORY", "SwitchHistory"]
 

@@ -20,10 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from server.engine.errors import EngineError, RequestAbortedBySwitch, SwitchFailed
-from server.engine.report import ActivationMetrics, SwitchReport
-from server.engine.switching.device import Device, describe_error
-from server.engine.switching.lease import Published
+from server.engine.switching.model_slots import ModelSlots, describe_error
+from server.engine.types import (
+    ActivationMetrics,
+    EngineError,
+    Published,
+    RequestAbortedBySwitch,
+    SwitchFailed,
+    SwitchReport,
+)
 
 __all__ = ["SwitchOutcome", "SwitchRun"]
 
@@ -45,7 +50,7 @@ class SwitchOutcome(Generic[B]):
 class SwitchRun(Generic[B]):
     """The state of one switch while it runs. Built by the manager, executed once."""
 
-    device: Device[B]
+    device: ModelSlots[B]
     strategy_name: str
     previous: Published[B] | None
     target: str

@@ -14,13 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from server.engine.errors import SwitchFailed
-from server.engine.observer import Observers
-from server.engine.report import SwitchAttempt, SwitchReport
 from server.engine.supervision import Healer
-from server.engine.switching.device import Device, SwitchUnderWay
 from server.engine.switching.history import SwitchHistory
+from server.engine.switching.model_slots import ModelSlots, SwitchUnderWay
 from server.engine.switching.switch import SwitchRun
+from server.engine.types import Observers, SwitchAttempt, SwitchFailed, SwitchReport
 
 __all__ = ["SwitchTasks"]
 
@@ -44,7 +42,7 @@ class SwitchTasks(Generic[B]):
 
     def __init__(
         self,
-        device: Device[B],
+        device: ModelSlots[B],
         strategy_name: str,
         history: SwitchHistory,
         observers: Observers,

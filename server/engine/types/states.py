@@ -1,11 +1,11 @@
-"""Model slot states, the one table of legal transitions, and the slot itself (read-only outside the device).
+"""Model slot states, the one table of legal transitions, and the slot itself (read-only outside its owner).
 
-Invariants (the :class:`~server.engine.switching.device.Device` holds them; it is the only code that changes a slot):
+Invariants (:class:`~server.engine.switching.ModelSlots` holds them; it is the only code that changes a slot):
     * At most one slot is ``active``, and it is the published model.
     * A slot holds a live engine in ``active``, ``resident``, ``sleeping`` and ``draining`` (``loading`` may or
       may not hold one yet). A ``stashed`` slot holds none: vLLM-Gaudi's host keeps its runner.
     * ``failed`` always carries a reason; every other state clears it.
-    * Every change is a compare-and-set: the device names the states it expects to leave, and an unexpected
+    * Every change is a compare-and-set: the owner names the states it expects to leave, and an unexpected
       state is an :class:`IllegalTransition` that names both, never a silent move.
 """
 
@@ -15,8 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.engine.report import EngineStart
-from server.engine.switching.lease import Published
+from server.engine.types.lease import Published
+from server.engine.types.report import EngineStart
 from server.profiles.schema import ModelProfile
 
 __all__ = ["PARKED", "TRANSITIONS", "IllegalTransition", "Slot", "SlotState"]

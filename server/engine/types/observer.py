@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from server.engine.report import SwitchAttempt
+from server.engine.types.report import SwitchAttempt
 
 __all__ = ["ManagerObserver", "Observers"]
 

@@ -1,7 +1,7 @@
 """What the manager does when an engine watch reports a death, and why a request on a dead engine failed.
 
 The manager's :meth:`~server.engine.manager.EngineManager.engine_died` and ``failure_of`` are :class:`EngineDeaths`'s;
-the device runs the death itself (:meth:`Device.mark_dead`: the slot fails and its requests end at once), and its
+the device runs the death itself (:meth:`ModelSlots.mark_dead`: the slot fails and its requests end at once), and its
 change signal tells the scheduler. Restarting the engine (healing with the failure backoff) is ``healing.py``'s,
 which is told here.
 """
@@ -11,11 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Generic, TypeVar
 
-from server.engine.errors import EngineDied, EngineError
-from server.engine.observer import Observers
-from server.engine.supervision.healing import Healer
-from server.engine.supervision.watch import engine_is_dead
-from server.engine.switching import Device, Lease
+from server.engine.supervision import Healer, engine_is_dead
+from server.engine.switching.model_slots import ModelSlots
+from server.engine.types import EngineDied, EngineError, Lease, Observers
 
 __all__ = ["EngineDeaths"]
 
@@ -27,7 +25,7 @@ B = TypeVar("B")
 class EngineDeaths(Generic[B]):
     """Handles an engine watch's reports of one manager's engines, and tells why a request on a dead one failed."""
 
-    def __init__(self, device: Device[B], observers: Observers, healer: Healer) -> None:
+    def __init__(self, device: ModelSlots[B], observers: Observers, healer: Healer) -> None:
         self._device = device
         self._observers = observers
         self._healer = healer

@@ -1,11 +1,11 @@
 """Residency controls: load and unload a model without switching to it, preload at start, unload when idle.
 
-Each operation holds the device between switches (:meth:`Device.held`, as a reload does): requests for the active
-model go on, and no switch starts meanwhile. The device's :meth:`~Device.load` and :meth:`~Device.unload` intents
-do the work; this module decides when (preload, the idle timer) and what the policy allows (manual mode's refusal
-to unload the active model without ``force``).
+Each operation holds the model slots between switches (:meth:`ModelSlots.held`, as a reload does): requests for the
+active model go on, and no switch starts meanwhile. The slots' :meth:`~ModelSlots.load` and :meth:`~ModelSlots.unload`
+intents do the work; this module decides when (preload, the idle timer) and what the policy allows (manual mode's
+refusal to unload the active model without ``force``).
 
-The idle timer is one asyncio task that sleeps until the next deadline or the next change of the device. A
+The idle timer is one asyncio task that sleeps until the next deadline or the next change of the model slots. A
 model's last use is when a request for it was last admitted or ended (the scheduler's ``last_busy_at``) or when
 it was parked or loaded, whichever is later; health, status and metrics never go through admission, so they
 never count. The residency policy says when each is due (``residency/policy.py``): pinned models have no
@@ -20,19 +20,21 @@ import time
 from contextlib import suppress
 from typing import Generic, TypeVar
 
-from server.engine.admission import Admission, SchedulerPolicy
-from server.engine.errors import (
+from server.engine.admission import Admission
+from server.engine.residency import Resident
+from server.engine.residency import policy as residency_policy
+from server.engine.switching import UNLOADABLE, ModelSlots
+from server.engine.types import (
     EngineError,
     ManagerClosed,
+    ManagerObserver,
     ModelNotFound,
     RequestAbortedByUnload,
     ResidencyRefused,
+    ResidencyReport,
+    SchedulerPolicy,
+    SlotState,
 )
-from server.engine.observer import ManagerObserver
-from server.engine.report import ResidencyReport
-from server.engine.residency import policy as residency_policy
-from server.engine.residency.policy import Resident
-from server.engine.switching import UNLOADABLE, Device, SlotState
 from server.profiles.schema import Switching
 
 __all__ = ["Residency"]
@@ -59,7 +61,7 @@ class Residency(Generic[B]):
 
     def __init__(
         self,
-        device: Device[B],
+        device: ModelSlots[B],
         admission: Admission[B],
         switching: Switching,
         policy: SchedulerPolicy,

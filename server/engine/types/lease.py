@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.errors import EngineError
+from server.engine.types.errors import EngineError
 
 __all__ = ["AbortHook", "Lease", "Published"]
 

@@ -1,7 +1,7 @@
-"""The scheduler's vocabulary: its policy, its refusals, a waiter, and the two faces it talks through (the device's
-view it reads, the effects it asks of its driver). Kept apart from :mod:`server.engine.admission.scheduler`'s
-algorithm so that the device, the admission layer, the fakes and the simulation benchmark can name these without
-the policy.
+"""The scheduler's vocabulary: its policy, its refusals, a waiter, and the two protocols it talks through (the view
+of the model slots it reads, the effects it asks of its driver). Kept apart from the scheduler's algorithm
+(``admission/scheduler.py``) so that the model slots, the admission package, the fakes and the simulation benchmark
+can name these without the algorithm.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one owner of the device's state: the model slots, the leases in flight and the operation under way.
 
-Only :class:`Device` changes a slot (``tests/engine/test_device.py`` holds that), and only through
-:meth:`Device._move`, which names the states it expects to leave (compare-and-set, as llama-swap's
+Only :class:`ModelSlots` changes a slot (``tests/engine/test_device.py`` holds that), and only through
+:meth:`ModelSlots._move`, which names the states it expects to leave (compare-and-set, as llama-swap's
 ``swapState(expected, new)``: an unexpected state is an :class:`IllegalTransition` naming both), logs the move and
 wakes the waiters. Its public methods are intents that run a whole step with its checks (bring a model up, park
 it, end its requests, load or unload it, mark it dead, reload the models), so callers do not order its steps.
@@ -30,26 +30,39 @@ from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
-from server.engine.admission import SwitchView
-from server.engine.errors import (
+from server.engine.residency import in_eviction_order
+from server.engine.runtime import ENGINE_STARTS
+from server.engine.switching.change_signal import ChangeSignal, wait_set
+from server.engine.types import (
+    PARKED,
+    ActivationMetrics,
+    Change,
     EngineDied,
     EngineError,
+    EngineLost,
+    EngineStart,
+    IllegalTransition,
+    Lease,
+    LeaseEnded,
     LoadFailed,
     ManagerClosed,
+    MemoryPlan,
+    Published,
     ReloadFailed,
     ReloadRefused,
     ResidencyRefused,
+    ResidentLoader,
+    Slot,
+    SlotState,
+    SwitchBegan,
+    SwitchEnded,
+    SwitchReport,
+    SwitchStrategy,
+    SwitchView,
 )
-from server.engine.report import ActivationMetrics, EngineStart, SwitchReport
-from server.engine.residency import MemoryPlan, in_eviction_order
-from server.engine.runtime import ENGINE_STARTS
-from server.engine.strategies import EngineLost, ResidentLoader, SwitchStrategy
-from server.engine.switching.change_signal import Change, ChangeSignal, LeaseEnded, SwitchBegan, SwitchEnded, wait_set
-from server.engine.switching.lease import Lease, Published
-from server.engine.switching.states import PARKED, IllegalTransition, Slot, SlotState
 from server.profiles.schema import ModelProfile
 
-__all__ = ["SUPERVISED", "BundleBuilder", "Device", "SwitchUnderWay", "describe_error"]
+__all__ = ["SUPERVISED", "UNLOADABLE", "BundleBuilder", "ModelSlots", "SwitchUnderWay", "describe_error"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -81,7 +94,7 @@ class SwitchUnderWay(SwitchView):
     task: asyncio.Task[SwitchReport]
 
 
-class Device(Generic[B]):
+class ModelSlots(Generic[B]):
     """Holds the slots, the leases in flight and the switch under way; the only code that changes them.
 
     Args:
@@ -613,7 +626,7 @@ class _Room(Generic[B]):
     """What a strategy may ask of the device while it brings ``target`` up (``strategies/base.py``'s ``Room``):
     the eviction choice (:meth:`residents`), and evicting a resident or taking its engine, through the device."""
 
-    def __init__(self, device: Device[B], target: str) -> None:
+    def __init__(self, device: ModelSlots[B], target: str) -> None:
         self._device = device
         self._target = target
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import msgspec
 
-from server.engine.residency import MemoryPlan
+from server.engine.types.memory_plan import MemoryPlan
 from server.profiles import describe_start
 
 __all__ = [
