@@ -43,8 +43,8 @@ def _doc_blocks() -> list[Any]:
 def _doc_picker() -> tuple[dict[str, str], list[EngineConfig]]:
     """The Turnout pod's labels and the picker's engine configurations, as the deploy page gives them."""
     blocks = _doc_blocks()
-    deployment = next(block for block in blocks if block["kind"] == "Deployment")
-    picker = next(block for block in blocks if block["kind"] == "EndpointPickerConfig")
+    deployment = next(block for block in blocks if isinstance(block, dict) and block.get("kind") == "Deployment")
+    picker = next(block for block in blocks if isinstance(block, dict) and block.get("kind") == "EndpointPickerConfig")
     extractor = next(p for p in picker["plugins"] if p["type"] == "core-metrics-extractor")
     assert extractor["parameters"]["engineLabelKey"] == gateway_picker.ENGINE_LABEL
     configs = [EngineConfig.from_params(c) for c in extractor["parameters"]["engineConfigs"]]

@@ -71,7 +71,7 @@ async def app(scope, receive, send):
 
 listener = socket.socket()
 listener.bind(("127.0.0.1", int(sys.argv[1])))
-limits = ConnectionLimits(header_timeout_s=5, max_connections=4)
+limits = ConnectionLimits(header_timeout_s=5, body_timeout_s=30, max_connections=4)
 ingress_server(app, limits, keep_alive_s=5, graceful_shutdown_s=5).run(sockets=[listener])
 print("returned after the server stopped", flush=True)
 """

@@ -205,8 +205,9 @@ async def test_the_stash_host_compiles_into_a_private_folder_of_its_models(
     from server.engine.runtime.stash_serialization import INSECURE_SERIALIZATION_ENV
     from tests.fakes.stash import FakeStashHost
 
-    monkeypatch.delenv(MULTI_MODEL_CONFIG_ENV, raising=False)
-    monkeypatch.delenv(INSECURE_SERIALIZATION_ENV, raising=False)
+    for name in (MULTI_MODEL_CONFIG_ENV, INSECURE_SERIALIZATION_ENV):  # absent after it too, whatever the host sets
+        monkeypatch.setenv(name, "set-by-the-test")
+        monkeypatch.delenv(name)
     seen: list[dict[str, str | None]] = []
 
     class Host(FakeStashHost):
