@@ -112,10 +112,10 @@ def ray_serve(
     loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
     path = str(profile.resolve())
     secret_files: dict[str, str] = {}
-    listener = listener_or_exit(host, port)  # a taken port fails before the cluster starts
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray
         settings_or_exit(loaded, ServingFlags(dev=dev))
         secret_files = _secrets_as_files(loaded)
+    listener = listener_or_exit(host, port)  # a taken port fails before the cluster starts
     ray.init(
         address=address,
         include_dashboard=False,

@@ -18,7 +18,8 @@ def test_the_generated_token_is_kept_in_a_private_file_and_only_its_path_printed
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    monkeypatch.setattr(admin_token.out_console, "file", None)  # rich's console writes to the current sys.stdout
+    # Rich then writes to the current sys.stdout; its "file" property would be put back as capsys's stream.
+    monkeypatch.setattr(admin_token.out_console, "_file", None)
 
     path = admin_token.keep_generated_token(TOKEN, "TURNOUT_ADMIN_TOKEN", as_log=False)
 
