@@ -24,7 +24,7 @@ def _tracked(*patterns: str) -> list[Path]:
 
 
 def test_the_scan_sees_a_machine_path() -> None:
-    assert MACHINE_PATH.findall("--model /work/wt/lead/.cache/tiny-models/tiny-tools") == ["/work/wt"]
+    assert MACHINE_PATH.findall("--model /srv/x /tmp/checkout/.cache/tiny-models/tiny-tools") == ["/tmp/checkout"]
     assert MACHINE_PATH.findall("--model .cache/tiny-models/tiny-tools, ~/.cache/turnout") == []
 
 
