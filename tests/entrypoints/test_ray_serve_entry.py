@@ -28,6 +28,15 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 READY_S = 420.0
 #: From SIGTERM to the last process of the cluster gone.
 STOP_S = 90.0
+#: The admin token, given as ``TURNOUT_ADMIN_TOKEN_FILE``.
+ADMIN_TOKEN = "ray-entry-admin-token-0b9e"
+
+
+def _environ(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:  # gone meanwhile
+        return ""
 
 
 def test_ray_serve_on_a_fresh_machine_answers_and_stops_clean(
@@ -35,7 +44,19 @@ def test_ray_serve_on_a_fresh_machine_answers_and_stops_clean(
 ) -> None:
     profile = demo_copy(tiny_models, tmp_path / "project")
     port = free_port()
-    started = user.start("ray-serve", str(profile), "--port", str(port), "--no-preload", log=tmp_path / "ray-serve.log")
+    # The admin token as a user keeps it out of every environment: a file. No process of the run may hold its value.
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    token_file.chmod(0o600)
+    started = user.start(
+        "ray-serve",
+        str(profile),
+        "--port",
+        str(port),
+        "--no-preload",
+        log=tmp_path / "ray-serve.log",
+        env={"TURNOUT_ADMIN_TOKEN_FILE": str(token_file)},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + READY_S
@@ -62,6 +83,11 @@ def test_ray_serve_on_a_fresh_machine_answers_and_stops_clean(
 
         cluster = started.processes()
         assert len(cluster) > 3, [p.cmdline() for p in cluster]  # the driver, Ray's GCS and raylet, a replica, ...
+        # The token was read (the ingress and the replicas take it) and is in no process's environment.
+        status = httpx.get(f"{url}/admin/status", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60)
+        assert status.status_code == 200, status.text
+        holding = [p.pid for p in cluster if ADMIN_TOKEN in _environ(p.pid)]
+        assert holding == [], [p.cmdline() for p in cluster if p.pid in holding]
         assert started.stop(signal.SIGTERM, STOP_S) == 0, started.log()[-6000:]
         deadline = time.monotonic() + STOP_S
         while (left := started.processes()) and time.monotonic() < deadline:
