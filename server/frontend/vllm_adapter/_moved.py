@@ -55,6 +55,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "vllm.entrypoints.openai.decisions.strategies",
         "vllm.entrypoints.generate.structured_decisions.strategies",
     ),
+    "validate_cache_salt": ("vllm.entrypoints.generate.base.protocol",),
 }
 
 #: Names whose feature older vLLMs lack (`optional` gives None there), with the first release that has it.
@@ -63,6 +64,8 @@ SINCE: dict[str, str] = {
     "ServingStructuredDecisions": "0.32.0",
     "ReadContext": "0.32.0",
     "select_read_strategy": "0.32.0",
+    # 0.26 checks a salt inside each request model only (``_salted_requests.check_cache_salt`` does it there).
+    "validate_cache_salt": "0.27.0",
 }
 
 #: Keyword settings some callees take only in newer vLLMs (0.26 to 0.31 lack them), by callee class name, each

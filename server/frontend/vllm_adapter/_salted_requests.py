@@ -12,10 +12,27 @@ Written against vLLM 0.32.0, like `vllm_adapter`.
 from __future__ import annotations
 
 import pydantic
-from vllm.entrypoints.generate.base.protocol import validate_cache_salt
 from vllm.entrypoints.pooling.embed.protocol import CohereEmbedRequest as _VllmCohereEmbedRequest
 
-__all__ = ["CohereEmbedRequest"]
+from server.frontend.vllm_adapter._moved import optional
+
+__all__ = ["CohereEmbedRequest", "check_cache_salt"]
+
+#: vLLM's own check of a request's salt, where it has one as a function (vLLM 0.26 checks inside each model).
+_VLLM_SALT_CHECK = optional("validate_cache_salt")
+
+
+def check_cache_salt(salt: object) -> None:
+    """Check ``salt`` as vLLM checks a request's ``cache_salt``: vLLM's own function where it has one, else what
+    vLLM 0.26's request models check (a non-empty string or none).
+
+    Raises:
+        ValueError: The salt is not one vLLM takes (vLLM's validation error where it has one).
+    """
+    if _VLLM_SALT_CHECK is not None:
+        _VLLM_SALT_CHECK(salt)
+    elif salt is not None and (not isinstance(salt, str) or not salt):
+        raise ValueError("Parameter 'cache_salt' must be a non-empty string if provided.")
 
 
 class CohereEmbedRequest(_VllmCohereEmbedRequest):
@@ -27,5 +44,5 @@ class CohereEmbedRequest(_VllmCohereEmbedRequest):
     @pydantic.field_validator("cache_salt")
     @classmethod
     def _checked_salt(cls, value: str | None) -> str | None:
-        validate_cache_salt(value)
+        check_cache_salt(value)
         return value

@@ -30,7 +30,6 @@ from types import SimpleNamespace
 from typing import Any, Final, cast
 
 from vllm.engine.protocol import EngineClient
-from vllm.entrypoints.generate.base.protocol import validate_cache_salt
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.entrypoints.speech_to_text.base.utils import read_upload_with_limit
@@ -41,6 +40,7 @@ from vllm.entrypoints.speech_to_text.translation.serving import OpenAIServingTra
 from vllm.tasks import SupportedTask
 
 from server.frontend.operations import AudioUpload
+from server.frontend.vllm_adapter._salted_requests import check_cache_salt
 
 __all__ = [
     "REQUEST_BODIES",
@@ -188,7 +188,7 @@ class SpeechOperations:
         audio = await read_upload_with_limit(call.request.file)
         # An extra field of vLLM's request (its model keeps them), checked as vLLM checks its other requests' salts.
         salt = (call.request.model_extra or {}).get("cache_salt")
-        validate_cache_salt(salt)
+        check_cache_salt(salt)
         raw = _RawRequest(headers={"X-Request-Id": call.request_id})
         token = _CALL_SALT.set(salt)
         try:
