@@ -2,8 +2,9 @@
 folder, a fresh home, no leftover variables (``conftest.py``), each held by a real answer of the server.
 
 ``serve`` gets a server of its own (one engine: ``--no-preload``). ``demo`` serves the demo as a newcomer starts
-it, with the admin token it prints; ``status`` and ``switch`` then drive that server with the token exported as
-the demo says (its second model is preloaded, so the switch starts no engine).
+it: it keeps its admin token in a private file and prints only that file's path; ``status`` and ``switch`` then
+drive that server as the same user, who finds the token there, or with the file exported as the demo says (its
+second model is preloaded, so the switch starts no engine).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 #: How long a server may take to answer /ready: its tiny engines start in 15-25 s, far longer on a busy machine.
 READY_S = 300.0
 HI = [{"role": "user", "content": "Hi"}]
-_EXPORT = re.compile(r"^\s*export (TURNOUT_ADMIN_TOKEN)=(\S+)\s*$", re.MULTILINE)
+_EXPORT = re.compile(r"export (TURNOUT_ADMIN_TOKEN_FILE)=(\S+)")
 
 
 def _chat(url: str, model: str, headers: dict[str, str] | None = None) -> str:
@@ -66,7 +67,7 @@ def test_serve_answers_a_chat(user: User, tiny_models: dict[str, Path], tmp_path
 
 @pytest.fixture(scope="module")
 def demo(module_user: User, tiny_models: dict[str, Path]) -> Iterator[tuple[str, str]]:
-    """``turnout demo`` on a free port: its URL and the admin token it printed.
+    """``turnout demo`` on a free port: its URL and the path of the admin token's file it printed.
 
     ``TURNOUT_TINY_MODELS`` names the session's built models, so the demo finds them built (a newcomer's first
     run builds them there: the same command, 20 s more).
@@ -96,17 +97,19 @@ def test_demo_serves_both_models(demo: tuple[str, str]) -> None:
 
 
 def test_status_shows_the_demos_active_model(demo: tuple[str, str], module_user: User) -> None:
-    url, token = demo
-    refused = module_user.run("status", "--url", url)  # no token in this shell: the command says how to get one
-    assert refused.returncode == 1 and "TURNOUT_ADMIN_TOKEN is not set here" in refused.stderr, refused.stderr
-    shown = module_user.run("status", "--url", url, env={"TURNOUT_ADMIN_TOKEN": token})
+    url, token_file = demo
+    token = Path(token_file).read_text().strip()
+    assert token and token not in (module_user.cwd / "demo.log").read_text()  # only its path was printed
+    refused = module_user.run("status", "--url", url, env={"XDG_STATE_HOME": str(module_user.cwd / "elsewhere")})
+    assert refused.returncode == 1 and "no generated token is in the state folder" in refused.stderr, refused.stderr
+    shown = module_user.run("status", "--url", url)  # the same user: the token's file in the state folder
     assert shown.returncode == 0, shown.stderr
     assert "active: tools" in shown.stdout, shown.stdout
 
 
 def test_switch_moves_the_demo_to_the_other_model(demo: tuple[str, str], module_user: User) -> None:
-    url, token = demo
-    admin = {"TURNOUT_ADMIN_TOKEN": token}
+    url, token_file = demo
+    admin = {"TURNOUT_ADMIN_TOKEN_FILE": token_file}
     switched = module_user.run("switch", "plain", "--url", url, env=admin, timeout=300)
     assert switched.returncode == 0, switched.stderr
     assert switched.stdout.startswith("switched tools -> plain in "), switched.stdout
