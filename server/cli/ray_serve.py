@@ -116,14 +116,18 @@ def ray_serve(
         settings_or_exit(loaded, ServingFlags(dev=dev))
         secret_files = _secrets_as_files(loaded)
     listener = listener_or_exit(host, port)  # a taken port fails before the cluster starts
-    ray.init(
-        address=address,
-        include_dashboard=False,
-        # A local cluster gets one accelerator set per replica; a real cluster's nodes declare their own.
-        resources={ACCELERATOR: replicas} if local else None,
-        # Paths only: every process of the job (the replicas, the ingress) reads its secrets from these files.
-        runtime_env={"env_vars": secret_files} if secret_files else None,
-    )
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            # A local cluster gets one accelerator set per replica; a real cluster's nodes declare their own.
+            resources={ACCELERATOR: replicas} if local else None,
+            # Paths only: every process of the job (the replicas, the ingress) reads its secrets from these files.
+            runtime_env={"env_vars": secret_files} if secret_files else None,
+        )
+    except BaseException:
+        listener.close()  # the port is not left bound (nor an unclosed socket) when the cluster does not start
+        raise
     try:
         # Ray's HTTP proxy takes no header timeout or connection cap: this process serves the ingress instead.
         serve.start(proxy_location="Disabled")
@@ -142,6 +146,7 @@ def ray_serve(
         )
         run_ingress(APPLICATION, served, loaded, listener)
     finally:
+        listener.close()
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         if local:
             ray.shutdown()
