@@ -5,6 +5,7 @@ the same bundle defaults, engine defaults and admission timeout (issue 42: a nod
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def _ray_serve_node_options(monkeypatch: pytest.MonkeyPatch, *args: str) -> dict
     for module, name in ((ray, "init"), (ray, "shutdown"), (serve, "start"), (serve, "run"), (serve, "shutdown")):
         monkeypatch.setattr(module, name, lambda *_, **__: None)
     monkeypatch.setattr(ray_serve_module, "_token_auth", lambda _: None)
-    monkeypatch.setattr(ray_serve_module, "listener_or_exit", lambda *_: None)
+    monkeypatch.setattr(ray_serve_module, "listener_or_exit", lambda *_: socket.socket())  # closed by the command
     monkeypatch.setattr(ray_ingress_module, "run_ingress", lambda *_: None)
     monkeypatch.setattr(application, "node_application", lambda **kwargs: built.update(kwargs))
     result = turnout("ray-serve", *args)
