@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import msgspec
+
 from server.engine.switching.model_slots import ModelSlots, describe_error
 from server.engine.types import (
     ActivationMetrics,
@@ -50,7 +52,7 @@ class SwitchOutcome(Generic[B]):
 class SwitchRun(Generic[B]):
     """The state of one switch while it runs. Built by the manager, executed once."""
 
-    device: ModelSlots[B]
+    slots: ModelSlots[B]
     strategy_name: str
     previous: Published[B] | None
     target: str
@@ -59,7 +61,7 @@ class SwitchRun(Generic[B]):
 
     async def execute(self, drain_timeout: float) -> SwitchOutcome[B]:
         """Run the switch; never raises an :class:`Exception`, it reports it in the outcome."""
-        device, target = self.device, self.target
+        slots, target = self.slots, self.target
         started = time.perf_counter()
         old = self.previous.model if self.previous else None
         memory_before = self._memory()
@@ -67,20 +69,20 @@ class SwitchRun(Generic[B]):
         if old is not None:
             error = RequestAbortedBySwitch(old, target)
             why = f"for the switch to {target}"
-            drain_ms, aborted = await device.drain_active(old, drain_timeout, error, why, self.abort_grace)
+            drain_ms, aborted = await slots.drain_active(old, drain_timeout, error, why, self.abort_grace)
         reconfigure_started = time.perf_counter()
         if old is not None:
             try:
-                await device.park(old)
+                await slots.park(old)
             except Exception as exc:
                 return self._park_failed(old, exc)
         memory_after_unload = self._memory()
         try:
-            metrics = await device.bring_up(target)
-            published = await device.publish(target)
+            metrics = await slots.bring_up(target)
+            published = await slots.publish(target)
         except Exception as exc:
             return await self._roll_back(old, exc)
-        device.activated(target)
+        slots.activated(target)
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
         report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
         logger.info(
@@ -103,21 +105,21 @@ class SwitchRun(Generic[B]):
         return SwitchOutcome(self.previous, None, SwitchFailed(self.target, reason, old))
 
     async def _roll_back(self, old: str | None, exc: Exception) -> SwitchOutcome[B]:
-        device = self.device
+        slots = self.slots
         reason = describe_error(exc)
         logger.error("activating %s failed: %s; rolling back", self.target, reason)
-        await device.fail(self.target, reason)
+        await slots.fail(self.target, reason)
         if old is None:
             return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
         try:
-            await device.bring_up(old)
-            restored = await device.publish(old)
+            await slots.bring_up(old)
+            restored = await slots.publish(old)
         except Exception as restore_exc:
             restore_reason = describe_error(restore_exc)
             logger.error("restoring %s failed too: %s", old, restore_reason)
-            await device.fail(old, f"restore after a failed switch failed: {restore_reason}")
+            await slots.fail(old, f"restore after a failed switch failed: {restore_reason}")
             return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
-        device.activated(old)
+        slots.activated(old)
         return SwitchOutcome(restored, None, SwitchFailed(self.target, reason, old))
 
     # -- reporting ------------------------------------------------------------------------------------------
@@ -139,39 +141,38 @@ class SwitchRun(Generic[B]):
         drain_ms: float,
         aborted: int,
     ) -> SwitchReport:
-        freed = None
-        if memory_before is not None and memory_after_unload is not None:
-            freed = round(memory_before - memory_after_unload, 1)
-        if metrics is not None and metrics.memory_before_mb is not None:
-            # The host measured the device around its own unload: the figures that mean something there.
-            memory_before, memory_after_unload = metrics.memory_before_mb, metrics.memory_after_unload_mb
-            freed = metrics.freed_memory_mb
+        measured = metrics or ActivationMetrics()
+        if measured.memory_before_mb is None:
+            # Turnout's probe around the park; a host that measured the device around its own unload gave its
+            # figures in the metrics, the ones that mean something there.
+            freed = None
+            if memory_before is not None and memory_after_unload is not None:
+                freed = round(memory_before - memory_after_unload, 1)
+            measured = msgspec.structs.replace(
+                measured,
+                memory_before_mb=memory_before,
+                memory_after_unload_mb=memory_after_unload,
+                freed_memory_mb=freed,
+            )
+        timings = {name: getattr(measured, name) for name in measured.__struct_fields__}
+        for name in _ROUNDED:
+            timings[name] = _rounded(timings[name])
+        if timings["reconfigure_ms"] is None:
+            timings["reconfigure_ms"] = round(reconfigure_ms, 1)
         return SwitchReport(
+            **timings,
             previous_model=self.previous.model if self.previous else None,
             current_model=self.target,
             switched=True,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
-            reconfigure_ms=round(
-                metrics.reconfigure_ms if metrics and metrics.reconfigure_ms is not None else reconfigure_ms,
-                1,
-            ),
-            memory_before_mb=memory_before,
-            memory_after_unload_mb=memory_after_unload,
-            freed_memory_mb=freed,
-            stash_memory_after_mb=metrics.stash_memory_after_mb if metrics else None,
             drain_ms=round(drain_ms, 1),
             aborted_requests=aborted,
             strategy=self.strategy_name,
-            method=metrics.method if metrics else None,
-            unload_ms=_rounded(metrics.unload_ms if metrics else None),
-            load_ms=_rounded(metrics.load_ms if metrics else None),
-            kv_cache_ms=_rounded(metrics.kv_cache_ms if metrics else None),
-            frontend_ms=_rounded(metrics.frontend_ms if metrics else None),
-            kept_blocks=metrics.kept_blocks if metrics else None,
-            kept_bytes=metrics.kept_bytes if metrics else None,
-            keep_ms=_rounded(metrics.keep_ms if metrics else None),
-            engine_start=metrics.engine_start if metrics else None,
         )
+
+
+#: The timing fields a strategy measures to a fraction of a millisecond; the report keeps one decimal.
+_ROUNDED = ("reconfigure_ms", "unload_ms", "load_ms", "kv_cache_ms", "frontend_ms", "keep_ms")
 
 
 def _rounded(value: float | None) -> float | None:

@@ -49,24 +49,21 @@ class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
         return describe_start(self.total_ms, self.phases_ms)
 
 
-class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of one switch.
+class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """The switch timing and memory fields: what a strategy measures while it brings a model up, and the part of
+    :class:`SwitchReport` they fill (the report is these plus the switch's own; each field is defined here once).
 
     Attributes:
-        previous_model: The model that was active before (None at start-up).
-        current_model: The model active now.
-        switched: Whether the active model changed.
-        duration_ms: Wall time of the whole switch, drain included.
-        reconfigure_ms: Time spent deactivating the old model and activating the new one.
-        memory_before_mb: Device memory (on CPU: RSS of the engine processes) before the switch.
+        reconfigure_ms: Time spent deactivating the old model and activating the new one (a strategy that
+            measures it itself, as vLLM-Gaudi's reconfigure does, gives its own; else the switch measures it).
+        memory_before_mb: Device memory (on CPU: RSS of the engine processes) before the switch. A strategy's
+            host that measured the device around its own unload gives these three figures instead of Turnout's
+            probe around the park.
         memory_after_unload_mb: The same after the old model was parked or unloaded (for an in-place swap
             the workers keep the model until the load knows whether it can reuse it: nearly nothing is freed
             yet).
         freed_memory_mb: ``memory_before_mb - memory_after_unload_mb``.
         stash_memory_after_mb: Memory held by stashed models after the switch (stash strategy only).
-        drain_ms: Time spent waiting for in-flight requests.
-        aborted_requests: In-flight requests aborted when the drain timeout ran out.
-        strategy: The strategy that parked the old model.
         method: How the target came up: ``weights`` (in place, the same-shape target's weights copied into the
             loaded model), ``reconfigure`` (in place, same engine processes, the model built anew) or
             ``restart`` (a fresh engine); None for strategies that do not say.
@@ -84,50 +81,43 @@ class SwitchReport(msgspec.Struct, frozen=True, kw_only=True):
             a wake-up, an in-place swap, a resident model, or an engine not started by vLLM's loader).
     """
 
+    reconfigure_ms: float | None = None
+    memory_before_mb: float | None = None
+    memory_after_unload_mb: float | None = None
+    freed_memory_mb: float | None = None
+    stash_memory_after_mb: float | None = None
+    method: str | None = None
+    unload_ms: float | None = None
+    load_ms: float | None = None
+    kv_cache_ms: float | None = None
+    frontend_ms: float | None = None
+    kept_blocks: int | None = None
+    kept_bytes: int | None = None
+    keep_ms: float | None = None
+    engine_start: EngineStart | None = None
+
+
+class SwitchReport(ActivationMetrics, frozen=True, kw_only=True):
+    """The outcome of one switch: the switch's own fields, and the timing and memory fields of
+    :class:`ActivationMetrics` (defined there).
+
+    Attributes:
+        previous_model: The model that was active before (None at start-up).
+        current_model: The model active now.
+        switched: Whether the active model changed.
+        duration_ms: Wall time of the whole switch, drain included.
+        drain_ms: Time spent waiting for in-flight requests.
+        aborted_requests: In-flight requests aborted when the drain timeout ran out.
+        strategy: The strategy that parked the old model.
+    """
+
     previous_model: str | None
     current_model: str
     switched: bool
     duration_ms: float
-    reconfigure_ms: float | None = None
-    memory_before_mb: float | None = None
-    memory_after_unload_mb: float | None = None
-    freed_memory_mb: float | None = None
-    stash_memory_after_mb: float | None = None
     drain_ms: float = 0.0
     aborted_requests: int = 0
     strategy: str = ""
-    method: str | None = None
-    unload_ms: float | None = None
-    load_ms: float | None = None
-    kv_cache_ms: float | None = None
-    frontend_ms: float | None = None
-    kept_blocks: int | None = None
-    kept_bytes: int | None = None
-    keep_ms: float | None = None
-    engine_start: EngineStart | None = None
-
-
-class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
-    """Extras a strategy may measure itself (vLLM-Gaudi's reconfigure reports its own); as in
-    :class:`SwitchReport`."""
-
-    reconfigure_ms: float | None = None
-    stash_memory_after_mb: float | None = None
-    #: Device memory the strategy's host measured around its own unload (vLLM-Gaudi's reconfigure reads the
-    #: Gaudi's); when given, the report carries these instead of Turnout's probe around the park.
-    memory_before_mb: float | None = None
-    memory_after_unload_mb: float | None = None
-    freed_memory_mb: float | None = None
-    method: str | None = None
-    unload_ms: float | None = None
-    load_ms: float | None = None
-    kv_cache_ms: float | None = None
-    frontend_ms: float | None = None
-    kept_blocks: int | None = None
-    kept_bytes: int | None = None
-    keep_ms: float | None = None
-    #: The target's engine was started for this switch: its start's phases.
-    engine_start: EngineStart | None = None
 
 
 class KeepFigures(Protocol):
