@@ -141,7 +141,7 @@ class Simulation:
         self.active = self.models[0]
         self.policy = self.make_policy(self)
 
-    # -- the device's state, as the scheduler reads it (server.engine.types.DeviceView) ------------------------
+    # -- the device's state, as the scheduler reads it (server.engine.types.SlotsView) ------------------------
 
     @property
     def active_model(self) -> str | None:

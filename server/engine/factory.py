@@ -16,10 +16,10 @@ import msgspec
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.residency import (
     ENGINE_OVERHEAD_BYTES,
+    budget_eviction,
     host_held_bytes,
     plan_kv_cache,
     resident_together,
-    room_budget,
     with_kv_budget,
 )
 from server.engine.runtime import (
@@ -191,7 +191,7 @@ def build_manager(
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
         # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
-        by_bytes=room_budget(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
+        by_bytes=budget_eviction(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
         watches=watches,
     )
     manager: EngineManager[B] = EngineManager(

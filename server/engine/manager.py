@@ -93,11 +93,11 @@ class EngineManager(Generic[B]):
     ) -> None:
         self._switching = switching or Switching()
         self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
-        self._device: ModelSlots[B] = ModelSlots(
+        self._slots: ModelSlots[B] = ModelSlots(
             models, strategy, build_bundle, memory_plan, drain_timeout=self._switching.drain_timeout
         )
         self._strategy = strategy
-        self._tasks = ModelTasks(lambda: self._device.models, model_tasks)
+        self._tasks = ModelTasks(lambda: self._slots.models, model_tasks)
         self._admission_timeout = ADMISSION_TIMEOUT_S if admission_timeout is None else admission_timeout
         self._observers = Observers()
         self._history = SwitchHistory(self._observers)
@@ -105,20 +105,20 @@ class EngineManager(Generic[B]):
             self._switching,
             self._policy,
             restart=lambda name: self._switch_to(name, None, "restart"),
-            taken_over=lambda: self._device.closed or self.active_model is not None or self._device.switch is not None,
+            taken_over=lambda: self._slots.closed or self.active_model is not None or self._slots.switch is not None,
         )
         self._admission: Admission[B] = Admission(
-            self._device,
+            self._slots,
             self._policy,
             self._observers,
             start_switch=self._start_auto_switch,
             is_dead=self._healer.is_dead,
         )
         self._residency: Residency[B] = Residency(
-            self._device, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
+            self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
         )
         self._switches: SwitchTasks[B] = SwitchTasks(
-            self._device,
+            self._slots,
             strategy.name,
             self._history,
             self._observers,
@@ -126,29 +126,29 @@ class EngineManager(Generic[B]):
             memory_probe=memory_probe,
             abort_grace=abort_grace,
         )
-        self._deaths: EngineDeaths[B] = EngineDeaths(self._device, self._observers, self._healer)
+        self._deaths: EngineDeaths[B] = EngineDeaths(self._slots, self._observers, self._healer)
 
     # -- read-only views ------------------------------------------------------------------------------------
 
     @property
     def models(self) -> Mapping[str, ModelProfile]:
         """Every configured model, in profile order."""
-        return self._device.models
+        return self._slots.models
 
     @property
     def active_model(self) -> str | None:
         """The model that serves requests now, if any."""
-        return self._device.active_model
+        return self._slots.active_model
 
     @property
     def published(self) -> Published[B] | None:
         """The active model and its bundle, as one object (what a request admitted now is pinned to)."""
-        return self._device.published
+        return self._slots.published
 
     @property
     def switching_to(self) -> str | None:
         """The target of the switch under way, if any."""
-        switch = self._device.switch
+        switch = self._slots.switch
         return switch.target if switch is not None else None
 
     @property
@@ -169,7 +169,7 @@ class EngineManager(Generic[B]):
     @property
     def memory_plan(self) -> MemoryPlan | None:
         """The KV-cache budget the configured models run under (None where Turnout does not budget)."""
-        return self._device.memory_plan
+        return self._slots.memory_plan
 
     @property
     def models_held_at_once(self) -> int:
@@ -189,7 +189,7 @@ class EngineManager(Generic[B]):
     def snapshot(self) -> ManagerSnapshot:
         """The manager's state for the status route."""
         return manager_snapshot(
-            device=self._device,
+            slots=self._slots,
             policy=self._policy,
             strategy=self._strategy.name,
             admission=self._admission,
@@ -212,10 +212,10 @@ class EngineManager(Generic[B]):
 
     async def shutdown(self) -> None:
         """Refuse new requests, stop a running switch and release every engine."""
-        self._device.close()  # the scheduler refuses every waiter as it hears of it
+        self._slots.close()  # the scheduler refuses every waiter as it hears of it
         await self._residency.close()
         self._healer.cancel()
-        await self._device.shutdown()
+        await self._slots.shutdown()
 
     async def drain(self, timeout: float) -> int:
         """The first step of a graceful shutdown (SIGTERM): admit nothing more, and give the requests in flight
@@ -223,12 +223,12 @@ class EngineManager(Generic[B]):
 
         Returns how many requests were ended. :meth:`shutdown` still has to release the engines.
         """
-        device = self._device
+        slots = self._slots
         # Nothing new is admitted, and queued requests get 503 server_shutting_down at once (the scheduler hears of
         # it); requests in flight keep the model their lease pins.
-        device.close()
+        slots.close()
         ended = await asyncio.gather(
-            *(device.end_requests(model, timeout, ManagerClosed(), "at shutdown") for model in device.models)
+            *(slots.end_requests(model, timeout, ManagerClosed(), "at shutdown") for model in slots.models)
         )
         return sum(aborted for _, aborted in ended)
 
@@ -252,7 +252,7 @@ class EngineManager(Generic[B]):
 
     def release(self, lease: Lease[B]) -> None:
         """End ``lease``: the request no longer counts as in flight. Idempotent."""
-        if self._device.release(lease) and lease.aborted_by is not None:  # the scheduler hears of it from the device
+        if self._slots.release(lease) and lease.aborted_by is not None:  # the scheduler hears of it from the device
             self._observers.request_aborted(lease.model)
 
     # -- switching ------------------------------------------------------------------------------------------
@@ -272,18 +272,18 @@ class EngineManager(Generic[B]):
         return await self._switch_to(target, drain_timeout, "admin")
 
     async def _switch_to(self, target: str, drain_timeout: float | None, trigger: str) -> SwitchReport:
-        device = self._device
-        if target not in device.models:
-            raise ModelNotFound(target, device.models)
+        slots = self._slots
+        if target not in slots.models:
+            raise ModelNotFound(target, slots.models)
         while True:
-            if device.closed:
+            if slots.closed:
                 raise ManagerClosed()
-            switch = device.switch
+            switch = slots.switch
             if switch is not None:
                 if switch.target != target:
                     raise SwitchConflict(target, switch.target)
                 return await asyncio.shield(switch.task)
-            if device.active_model == target:
+            if slots.active_model == target:
                 return SwitchReport(
                     previous_model=target,
                     current_model=target,
@@ -291,9 +291,9 @@ class EngineManager(Generic[B]):
                     duration_ms=0.0,
                     strategy=self._strategy.name,
                 )
-            if device.free:
+            if slots.free:
                 break
-            await device.wait_change(self._admission_timeout)  # a reload holds the device: it is brief
+            await slots.wait_change(self._admission_timeout)  # a reload holds the device: it is brief
         timeout = self._switching.drain_timeout if drain_timeout is None else drain_timeout
         return await asyncio.shield(self._switches.begin(target, timeout, trigger).task)
 
@@ -372,7 +372,7 @@ class EngineManager(Generic[B]):
         Raises:
             ReloadRefused, ReloadFailed, ManagerClosed: see :meth:`ModelSlots.reload`.
         """
-        republished, unloaded = await self._device.reload(
+        republished, unloaded = await self._slots.reload(
             models,
             new_frontend=new_frontend,
             new_engine=new_engine,
@@ -381,4 +381,4 @@ class EngineManager(Generic[B]):
         )
         self._residency.models_changed()
         self._healer.keep_only(models)
-        return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._device.stale)
+        return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._slots.stale)

@@ -18,7 +18,7 @@ __all__ = ["manager_snapshot"]
 
 def manager_snapshot(
     *,
-    device: ModelSlots[Any],
+    slots: ModelSlots[Any],
     policy: SchedulerPolicy,
     strategy: str,
     admission: Admission[Any],
@@ -28,22 +28,22 @@ def manager_snapshot(
 ) -> ManagerSnapshot:
     """The manager's state for the status route (``strategy``: the strategy's name)."""
     auto, now = policy.auto, time.monotonic()
-    switch = device.switch
+    switch = slots.switch
     switching_to = switch.target if switch is not None else None
-    plan = device.memory_plan
+    plan = slots.memory_plan
     return ManagerSnapshot(
-        active_model=device.active_model,
+        active_model=slots.active_model,
         switching_to=switching_to,
         mode=policy.mode,
         strategy=strategy,
-        in_flight=sum(device.in_flight(name) for name in device.models),
+        in_flight=sum(slots.in_flight(name) for name in slots.models),
         slots=[
             SlotSnapshot(
                 name=slot.name,
                 model=slot.profile.model,
                 state=slot.state.value,
                 reason=slot.reason,
-                in_flight=device.in_flight(slot.name),
+                in_flight=slots.in_flight(slot.name),
                 max_model_len=getattr(slot.published.bundle, "max_model_len", None) if slot.published else None,
                 queued=admission.scheduler.queue_depth(slot.name),
                 retry_in_s=admission.retry_in(slot.name) if auto else None,
@@ -57,11 +57,11 @@ def manager_snapshot(
                 pids=engine_pids(slot.engine) if slot.engine is not None else [],
                 last_start=slot.last_start,
             )
-            for slot in device
+            for slot in slots
         ],
         last_switch=history.last_report,
         last_attempt=history.last_attempt,
         recent_switches=history.recent,
         memory=plan,
-        memory_held_bytes=held_bytes(plan, device) if plan is not None and plan.budget_bytes is not None else None,
+        memory_held_bytes=held_bytes(plan, slots) if plan is not None and plan.budget_bytes is not None else None,
     )

@@ -51,7 +51,7 @@ class Residency(Generic[B]):
     """The manager's load, unload, preload and idle-unload operations.
 
     Args:
-        device: The device's state (the one owner of the slots).
+        slots: The model slots (the one owner of their state).
         admission: Its scheduler knows each model's last use and queues.
         switching: The profile's switching section (drain timeout, the default ``idle_unload_s``).
         policy: The mode, through :class:`SchedulerPolicy` (built once, by the manager).
@@ -61,7 +61,7 @@ class Residency(Generic[B]):
 
     def __init__(
         self,
-        device: ModelSlots[B],
+        slots: ModelSlots[B],
         admission: Admission[B],
         switching: Switching,
         policy: SchedulerPolicy,
@@ -69,7 +69,7 @@ class Residency(Generic[B]):
         *,
         abort_grace: float,
     ) -> None:
-        self._device = device
+        self._slots = slots
         self._admission = admission
         self._switching = switching
         self._policy = policy
@@ -83,14 +83,14 @@ class Residency(Generic[B]):
 
     def started(self) -> None:
         """The default model serves: preload the models marked so, and run the idle timer where one is set."""
-        preloads = [name for name, profile in self._device.models.items() if profile.preload]
+        preloads = [name for name, profile in self._slots.models.items() if profile.preload]
         if preloads:
             self._tasks.append(asyncio.get_running_loop().create_task(self._preload(preloads)))
         self.models_changed()
 
     def models_changed(self) -> None:
         """The configured models may have changed (a reload): start the idle timer if a model now has one."""
-        if self._idle_task is None and any(self._ttl(name) is not None for name in self._device.models):
+        if self._idle_task is None and any(self._ttl(name) is not None for name in self._slots.models):
             self._idle_task = asyncio.get_running_loop().create_task(self._idle_loop())
             self._tasks.append(self._idle_task)
 
@@ -117,8 +117,8 @@ class Residency(Generic[B]):
         """
         self._check(name)
         started = time.perf_counter()
-        async with self._device.held("load or unload", ResidencyRefused):
-            changed = await self._device.load(name, preload=preload)
+        async with self._slots.held("load or unload", ResidencyRefused):
+            changed = await self._slots.load(name, preload=preload)
         return self._report(name, "load", changed, started)
 
     async def unload(self, name: str, *, force: bool = False, drain_timeout: float | None = None) -> ResidencyReport:
@@ -135,7 +135,7 @@ class Residency(Generic[B]):
         self._check(name)
         started = time.perf_counter()
         timeout = self._switching.drain_timeout if drain_timeout is None else drain_timeout
-        async with self._device.held("load or unload", ResidencyRefused):
+        async with self._slots.held("load or unload", ResidencyRefused):
             changed = await self._unload_held(name, force=force, drain_timeout=timeout)
         return self._report(name, "unload", changed, started)
 
@@ -151,7 +151,7 @@ class Residency(Generic[B]):
                 f"'{name}' is the active model; unload it with force (its requests get retryable errors and no "
                 "model is active until the next switch), or switch to another model first."
             )
-        return await self._device.unload(
+        return await self._slots.unload(
             name,
             drain_timeout=drain_timeout,
             error=RequestAbortedByUnload(name),
@@ -174,21 +174,21 @@ class Residency(Generic[B]):
                 logger.info("preloaded %s in %.0f ms", name, report.duration_ms)
 
     async def _idle_loop(self) -> None:
-        device = self._device
-        while not device.closed:
+        slots = self._slots
+        while not slots.closed:
             now = time.monotonic()
-            for name in list(device.models):
-                if self._due(name, now) and device.free:
+            for name in list(slots.models):
+                if self._due(name, now) and slots.free:
                     await self._idle_unload(name)
-            deadlines = [d for name in device.models if (d := self._deadline(name)) is not None]
+            deadlines = [d for name in slots.models if (d := self._deadline(name)) is not None]
             wait = min([max(0.05, d - time.monotonic()) for d in deadlines], default=_IDLE_CHECK_S)
-            await device.wait_change(min(wait, _IDLE_CHECK_S))
+            await slots.wait_change(min(wait, _IDLE_CHECK_S))
 
     async def _idle_unload(self, name: str) -> None:
         ttl = self._ttl(name)
         logger.info("%s served nothing for %s s: unloading it", name, f"{ttl:g}" if ttl is not None else "?")
         try:
-            async with self._device.held("load or unload", ResidencyRefused):
+            async with self._slots.held("load or unload", ResidencyRefused):
                 if not self._due(name, time.monotonic()):  # a request may have come while the hold began
                     return
                 changed = await self._unload_held(name, force=True, drain_timeout=self._switching.drain_timeout)
@@ -200,21 +200,21 @@ class Residency(Generic[B]):
             self._observer.model_idle_unloaded(name)
 
     def _ttl(self, name: str) -> float | None:
-        profile = self._device.models[name]
+        profile = self._slots.models[name]
         return residency_policy.idle_limit(profile.idle_unload_s, self._switching.idle_unload_s, pinned=profile.pinned)
 
     def _idle_resident(self, name: str) -> Resident | None:
         """``name`` as the residency policy sees it for the idle timer, or None when its slot holds nothing the
         timer counts (stopped, failed, loading, draining, stashed)."""
-        device, scheduler = self._device, self._admission.scheduler
-        slot = device.slots.get(name)
+        slots, scheduler = self._slots, self._admission.scheduler
+        slot = slots.slots.get(name)
         if slot is None:
             return None
         if slot.state in UNLOADABLE:
             since, busy = slot.last_active, False
         elif slot.state is SlotState.ACTIVE:
             since = scheduler.active_since
-            busy = device.switch is not None or device.in_flight(name) > 0 or scheduler.queue_depth(name) > 0
+            busy = slots.switch is not None or slots.in_flight(name) > 0 or scheduler.queue_depth(name) > 0
         else:
             return None
         return Resident(
@@ -245,9 +245,9 @@ class Residency(Generic[B]):
     # -- helpers --------------------------------------------------------------------------------------------
 
     def _check(self, name: str) -> None:
-        if name not in self._device.models:
-            raise ModelNotFound(name, self._device.models)
-        if self._device.closed:
+        if name not in self._slots.models:
+            raise ModelNotFound(name, self._slots.models)
+        if self._slots.closed:
             raise ManagerClosed()
 
     def _report(self, name: str, action: str, changed: bool, started: float) -> ResidencyReport:
@@ -255,7 +255,7 @@ class Residency(Generic[B]):
             model=name,
             action=action,
             changed=changed,
-            state=self._device.slots[name].state.value,
-            active_model=self._device.active_model,
+            state=self._slots.slots[name].state.value,
+            active_model=self._slots.active_model,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
         )

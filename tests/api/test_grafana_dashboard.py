@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.engine.residency.room_plan import room_budget
+from server.engine.residency.slot_eviction import budget_eviction
 from server.engine.strategies import KeepStrategy
 from server.profiles.vllm_source import vllm_package_dir
 from tests.api.conftest import MakeClient, admin
@@ -43,7 +43,7 @@ def _vllm_families() -> set[str]:
 async def test_every_metric_the_dashboard_queries_is_exported(make_client: MakeClient) -> None:
     plan = budget_plan({"tools": 3 * GIB, "plain": 2 * GIB}, 5 * GIB)
     client, _ = await make_client(
-        strategy=lambda loader: KeepStrategy(loader, by_bytes=room_budget(lambda: plan)), memory_plan=plan
+        strategy=lambda loader: KeepStrategy(loader, by_bytes=budget_eviction(lambda: plan)), memory_plan=plan
     )
     assert (await client.post("/v1/models/switch", json={"model": "plain"}, headers=admin())).status_code == 200
     text = (await client.get("/metrics")).text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from server.engine.residency.room_plan import room_budget
+from server.engine.residency.slot_eviction import budget_eviction
 from server.engine.strategies import KeepStrategy
 from server.vllm_plugin import close_kv_pool, server_kv_pool
 from server.vllm_plugin.kv_pool import KVPool
@@ -72,7 +72,7 @@ async def test_details_only_with_the_admin_token(make_client: MakeClient) -> Non
 async def test_the_admin_sees_the_memory_budget_and_the_room_left(make_client: MakeClient) -> None:
     plan = budget_plan({"tools": 3 * GIB, "plain": 2 * GIB}, 5 * GIB)
     client, _ = await make_client(
-        strategy=lambda loader: KeepStrategy(loader, by_bytes=room_budget(lambda: plan)), memory_plan=plan
+        strategy=lambda loader: KeepStrategy(loader, by_bytes=budget_eviction(lambda: plan)), memory_plan=plan
     )
     private = (await client.get("/status", headers=admin())).text
     assert "<b>3.0 GiB of 5.0 GiB held, 2.0 GiB left</b>" in private  # tools, active, holds its engine

@@ -106,7 +106,7 @@ async def _scenario(seed: int, strategy_name: str, mode: str) -> Counter[str]:
     active = [name for name in NAMES if state_of(manager, name) is SlotState.ACTIVE]
     assert active == ([manager.active_model] if manager.active_model else []), (active, manager.active_model)
     if manager.published is not None:
-        engine = manager._device.slots[manager.published.model].engine  # the invariant is about the device's state
+        engine = manager._slots.slots[manager.published.model].engine  # the invariant is about the device's state
         assert engine.alive and not engine.asleep
         # The published bundle was built for the engine the active slot holds (never a stale one).
         assert manager.published.bundle.engine is engine

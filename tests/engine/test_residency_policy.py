@@ -27,7 +27,7 @@ from server.engine.residency.policy import (
     one_more_fits,
     residency_outlook,
 )
-from server.engine.residency.room_plan import room_budget
+from server.engine.residency.slot_eviction import budget_eviction
 from server.engine.strategies import KeepStrategy, select_strategy
 from server.profiles.footprint import Footprint
 from server.profiles.schema import ModelProfile, Switching
@@ -279,7 +279,7 @@ async def test_keeps_load_beside_the_active_model_follows_the_policys_order(
 @pytest.mark.usefixtures("most_recent_first")
 async def test_keeps_eviction_by_bytes_follows_the_policys_order(make_manager: MakeManager, loader: FakeLoader) -> None:
     plan = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
-    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: plan)))
+    manager = make_manager(KeepStrategy(loader, by_bytes=budget_eviction(lambda: plan)))
     await manager.initialize("a")
     await manager.switch("b")
     await manager.switch("c")  # 3 + 2 + 2 do not fit in 5: b, the most recent, frees enough (LRU: a)

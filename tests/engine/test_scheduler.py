@@ -234,7 +234,7 @@ def test_close_refuses_every_waiter() -> None:
     rig = SchedulerRig()
     rig.submit("a", "busy")
     rig.submit("b", "w")
-    rig.device.closed = True  # the device is the one that knows; the scheduler hears of it as a change
+    rig.slots.closed = True  # the device is the one that knows; the scheduler hears of it as a change
     rig.scheduler.device_changed(rig.now)
     rig.submit("a", "after")
     assert rig.effects.refused_tickets() == {"w": Refusal.CLOSED, "after": Refusal.CLOSED}
@@ -343,10 +343,10 @@ def test_manual_mode_with_nothing_active_says_so() -> None:
 
 def test_no_switch_starts_while_a_reload_holds_the_device() -> None:
     rig = SchedulerRig(min_residency_s=0.0)
-    rig.device.held_for_reload = True
+    rig.slots.held_for_reload = True
     rig.submit("b", "w")
     rig.advance(5.0)
     assert rig.effects.switches == []
-    rig.device.held_for_reload = False
+    rig.slots.held_for_reload = False
     rig.scheduler.device_changed(rig.now)
     assert rig.effects.switches == [("a", "b")]

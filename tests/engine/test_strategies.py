@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from server.engine import SlotState, SwitchFailed
-from server.engine.residency.room_plan import room_budget
+from server.engine.residency.slot_eviction import budget_eviction
 from server.engine.runtime.stash_config import MULTI_MODEL_CONFIG_ENV, set_multi_model_config
 from server.engine.runtime.vllm_loader import (
     INSECURE_SERIALIZATION_ENV,
@@ -306,7 +306,7 @@ UNITS_PLAN = budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 5 * GIB)
 async def test_keep_by_bytes_holds_what_fits_and_evicts_the_lru_that_frees_enough(
     make_manager: MakeManager, loader: FakeLoader
 ) -> None:
-    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: UNITS_PLAN)))
+    manager = make_manager(KeepStrategy(loader, by_bytes=budget_eviction(lambda: UNITS_PLAN)))
     await manager.initialize("a")
     await manager.switch("b")  # 3 + 2 fit: a stays resident
     assert state_of(manager, "a") is SlotState.RESIDENT and loader.unloads == []
@@ -321,7 +321,7 @@ async def test_keep_by_bytes_holds_what_fits_and_evicts_the_lru_that_frees_enoug
 async def test_keep_by_bytes_never_evicts_a_pinned_model(make_manager: MakeManager, loader: FakeLoader) -> None:
     models = fake_models("a", "b", "c")
     models["a"] = ModelProfile(model="/models/a", pinned=True)
-    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: UNITS_PLAN)), models=models)
+    manager = make_manager(KeepStrategy(loader, by_bytes=budget_eviction(lambda: UNITS_PLAN)), models=models)
     await manager.initialize("a")
     await manager.switch("b")
     await manager.switch("c")  # a is older but pinned: b goes, although it is more recent
@@ -334,7 +334,7 @@ async def test_keep_by_bytes_reads_the_current_plan_at_each_decision(
     make_manager: MakeManager, loader: FakeLoader
 ) -> None:
     plans = [UNITS_PLAN]
-    manager = make_manager(KeepStrategy(loader, by_bytes=room_budget(lambda: plans[-1])))
+    manager = make_manager(KeepStrategy(loader, by_bytes=budget_eviction(lambda: plans[-1])))
     await manager.initialize("a")
     await manager.switch("b")
     plans.append(budget_plan({"a": 3 * GIB, "b": 2 * GIB, "c": 4 * GIB}, 5 * GIB))  # a reload's plan: c grew

@@ -33,7 +33,7 @@ def budget_manager(footprints: Mapping[str, int] | None = None, budget: int = 5 
     under ``budget`` (default 5 GiB), evicting by bytes, with ``switching``'s mode and ``max_active`` (default:
     manual, no cap); not initialized."""
     from server.engine import EngineManager
-    from server.engine.residency.room_plan import room_budget
+    from server.engine.residency.slot_eviction import budget_eviction
     from server.engine.strategies import KeepStrategy
     from server.profiles.schema import Switching
     from tests.fakes.engines import FakeBundleBuilder, FakeLoader, fake_models
@@ -41,7 +41,7 @@ def budget_manager(footprints: Mapping[str, int] | None = None, budget: int = 5 
     footprints = footprints or {"a": 3 * GIB, "b": 2 * GIB, "c": 2 * GIB}
     switching = switching or Switching()
     plan = budget_plan(footprints, budget)
-    strategy = KeepStrategy(FakeLoader(), max_resident=switching.max_active, by_bytes=room_budget(lambda: plan))
+    strategy = KeepStrategy(FakeLoader(), max_resident=switching.max_active, by_bytes=budget_eviction(lambda: plan))
     return EngineManager(
         fake_models(*footprints),
         strategy,

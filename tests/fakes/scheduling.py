@@ -10,12 +10,12 @@ from server.engine.admission.scheduler import Scheduler
 from server.engine.types.scheduling import Refusal, SchedulerPolicy, SwitchView, Waiter
 from server.profiles.schema import Switching
 
-__all__ = ["FakeDevice", "RecordingEffects", "SchedulerRig"]
+__all__ = ["FakeSlots", "RecordingEffects", "SchedulerRig"]
 
 
 @dataclass
-class FakeDevice:
-    """The device state the scheduler reads (the real one is ``server.engine.switching.model_slots.ModelSlots``)."""
+class FakeSlots:
+    """The model slots the scheduler reads (the real one is ``server.engine.switching.model_slots.ModelSlots``)."""
 
     models: tuple[str, ...] = ()
     active_model: str | None = None
@@ -47,7 +47,7 @@ class RecordingEffects:
     Like the real device, a switch is recorded on the device at once and an admitted request counts in flight.
     """
 
-    device: FakeDevice
+    slots: FakeSlots
     clock: Callable[[], float] = lambda: 0.0
     switches: list[tuple[str | None, str]] = field(default_factory=list)
     admitted: list[Waiter[str]] = field(default_factory=list)
@@ -58,12 +58,12 @@ class RecordingEffects:
     def start_switch(self, source: str | None, target: str) -> None:
         self.on_switch(target)
         self.switches.append((source, target))
-        self.device.switch = SwitchView(source, target, self.clock(), self.device.is_warm(target))
+        self.slots.switch = SwitchView(source, target, self.clock(), self.slots.is_warm(target))
 
     def admit(self, waiter: Waiter[str]) -> None:
         self.admitted.append(waiter)
         self.admit_times.append(self.clock())
-        self.device.leases[waiter.model] += 1
+        self.slots.leases[waiter.model] += 1
 
     def refuse(self, waiter: Waiter[str], refusal: Refusal) -> None:
         self.refused.append((waiter, refusal))
@@ -87,10 +87,10 @@ class SchedulerRig:
         **policy: float,
     ) -> None:
         self.now = 0.0
-        self.device = FakeDevice(models=models, warm=warm)
-        self.effects = RecordingEffects(self.device, clock=lambda: self.now)
+        self.slots = FakeSlots(models=models, warm=warm)
+        self.effects = RecordingEffects(self.slots, clock=lambda: self.now)
         switching = Switching(mode=mode, **policy)  # type: ignore[arg-type]
-        self.scheduler: Scheduler[str] = Scheduler(SchedulerPolicy.from_switching(switching), self.effects, self.device)
+        self.scheduler: Scheduler[str] = Scheduler(SchedulerPolicy.from_switching(switching), self.effects, self.slots)
         if active is not None:
             self.force_switch(active)
             self.end_switch()
@@ -111,29 +111,29 @@ class SchedulerRig:
 
     def finish(self, model: str, times: int = 1) -> None:
         for _ in range(times):
-            assert self.device.leases[model] > 0, f"nothing in flight on {model}"
-            self.device.leases[model] -= 1
+            assert self.slots.leases[model] > 0, f"nothing in flight on {model}"
+            self.slots.leases[model] -= 1
             self.scheduler.finished(model, self.now)
 
     def force_switch(self, target: str) -> None:
         """A switch the scheduler did not start (start-up or the admin route)."""
-        self.device.switch = SwitchView(self.device.active_model, target, self.now, self.device.is_warm(target))
+        self.slots.switch = SwitchView(self.slots.active_model, target, self.now, self.slots.is_warm(target))
         self.scheduler.switch_forced(target, self.now)
 
     def end_switch(self, *, ok: bool = True, after: float = 0.0, restored: str | None = None) -> None:
         """End the switch under way after ``after`` seconds; on failure ``restored`` is published."""
-        assert self.device.switch is not None
+        assert self.slots.switch is not None
         self.advance(after)
-        ended = self.device.switch
+        ended = self.slots.switch
         assert ended is not None
-        self.device.switch = None
-        self.device.active_model = ended.target if ok else restored
+        self.slots.switch = None
+        self.slots.active_model = ended.target if ok else restored
         self.scheduler.switch_ended(ended, self.now, ok=ok)
 
     @property
     def active(self) -> str | None:
-        return self.device.active_model
+        return self.slots.active_model
 
     @property
     def switching(self) -> SwitchView | None:
-        return self.device.switch
+        return self.slots.switch

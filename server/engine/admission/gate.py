@@ -57,7 +57,7 @@ class Admission(Generic[B]):
     """Queues, admits and refuses requests as the scheduler decides.
 
     Args:
-        device: The device's state: what an admitted request is pinned to, and the leases in flight.
+        slots: The model slots: what an admitted request is pinned to, and the leases in flight.
         policy: The scheduler's mode and bounds.
         observer: Told how long each queued request waited.
         start_switch: Starts a switch ``(source, target)`` as a task and returns at once (auto mode).
@@ -66,14 +66,14 @@ class Admission(Generic[B]):
 
     def __init__(
         self,
-        device: ModelSlots[B],
+        slots: ModelSlots[B],
         policy: SchedulerPolicy,
         observer: ManagerObserver,
         start_switch: Callable[[str | None, str], None],
         is_dead: Callable[[str], bool],
     ) -> None:
-        self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, device)
-        self._device = device
+        self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, slots)
+        self._slots = slots
         self._policy = policy
         self._observer = observer
         self._start_switch = start_switch
@@ -81,20 +81,20 @@ class Admission(Generic[B]):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._change_pending = False
-        device.subscribe(self._on_change)
+        slots.subscribe(self._on_change)
 
     # -- called by the manager ------------------------------------------------------------------------------
 
     async def wait(self, model: str | None, timeout: float) -> Lease[B]:
         """Admit a request for ``model`` (None: the active model, or the one the device is moving to); return its
         lease once admitted, or raise the refusal's error."""
-        if model is not None and model not in self._device.models:
-            raise ModelNotFound(model, self._device.models)
-        if self._device.closed:
+        if model is not None and model not in self._slots.models:
+            raise ModelNotFound(model, self._slots.models)
+        if self._slots.closed:
             raise ManagerClosed()
         if model is None:
-            switch = self._device.switch
-            model = switch.target if switch is not None else self._device.active_model
+            switch = self._slots.switch
+            model = switch.target if switch is not None else self._slots.active_model
             if model is None:
                 raise NoActiveModel(NO_MODEL_ACTIVE)
         ticket: Ticket[B] = asyncio.get_running_loop().create_future()
@@ -123,7 +123,7 @@ class Admission(Generic[B]):
         switch's end may start the next switch); any other change once the change in progress is over (a slot
         moves several times in one intent), except the device closing, which refuses every waiter at once."""
         now = time.monotonic()
-        if self._device.closed:
+        if self._slots.closed:
             self.scheduler.device_changed(now)
             if self._timer is not None:
                 self._timer.cancel()
@@ -146,7 +146,7 @@ class Admission(Generic[B]):
     def _device_changed(self) -> None:
         self._change_pending = False
         self.scheduler.device_changed(time.monotonic())
-        if not self._device.closed:
+        if not self._slots.closed:
             self._rearm()
 
     # -- the scheduler's effects ----------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class Admission(Generic[B]):
         self._observe_wait(waiter, admitted=True)
         if ticket.done():  # the request gave up in the same instant: no lease, nothing to end
             return
-        ticket.set_result(self._device.lease(waiter.model))
+        ticket.set_result(self._slots.lease(waiter.model))
 
     def refuse(self, waiter: Waiter[Ticket[B]], refusal: Refusal) -> None:
         self._observe_wait(waiter, admitted=False)
@@ -170,33 +170,33 @@ class Admission(Generic[B]):
 
     def _error(self, waiter: Waiter[Ticket[B]], refusal: Refusal) -> EngineError:
         model, retry_after = waiter.model, waiter.retry_after_s
-        device = self._device
+        slots = self._slots
         if refusal is Refusal.SWITCH_FAILED:
-            slot = device.slots.get(model)
+            slot = slots.slots.get(model)
             if slot is None or slot.state is not SlotState.FAILED:
-                refusal = Refusal.NO_ACTIVE if device.active_model is None else Refusal.NOT_ACTIVE
+                refusal = Refusal.NO_ACTIVE if slots.active_model is None else Refusal.NOT_ACTIVE
             else:
                 refusal = Refusal.LOAD_FAILED
         if self._is_dead(model) and refusal in (Refusal.NOT_ACTIVE, Refusal.NO_ACTIVE):
             # Its engine died and its restart has not begun, or gave up: say so, not "not active".
-            slot = device.slots.get(model)
+            slot = slots.slots.get(model)
             return EngineDied(model, (slot.reason if slot is not None else None) or "engine died")
         if refusal is Refusal.LOAD_FAILED:
-            slot = device.slots.get(model)
+            slot = slots.slots.get(model)
             reason = (slot.reason if slot is not None else None) or "unknown error"
             return ModelLoadFailed(model, reason, retry_after)
         if refusal is Refusal.CONCURRENCY_LIMIT:
-            limit = device.concurrency_limit(model) or 0
+            limit = slots.concurrency_limit(model) or 0
             return ConcurrencyLimit(model, limit, self.scheduler.queue_depth(model), retry_after)
         if refusal is Refusal.QUEUE_FULL:
             return QueueFull(model, self._policy.max_queue, retry_after)
         if refusal is Refusal.WAIT_TIMEOUT:
             return AdmissionTimeout(model, self._policy.max_wait_s, retry_after)
         if refusal is Refusal.REMOVED:
-            return ModelNotFound(model, self._device.models)
-        if refusal is Refusal.NOT_ACTIVE and device.active_model is not None:
-            return ModelNotActive(model, device.active_model)
-        if refusal is Refusal.SWITCHING_AWAY and (switch := device.switch) is not None:
+            return ModelNotFound(model, self._slots.models)
+        if refusal is Refusal.NOT_ACTIVE and slots.active_model is not None:
+            return ModelNotActive(model, slots.active_model)
+        if refusal is Refusal.SWITCHING_AWAY and (switch := slots.switch) is not None:
             return ModelSwitching(model, switch.source, switch.target)
         if refusal in (Refusal.NO_ACTIVE, Refusal.NOT_ACTIVE, Refusal.SWITCHING_AWAY):
             return NoActiveModel(f"No model is active; '{model}' can be switched to.")
@@ -206,7 +206,7 @@ class Admission(Generic[B]):
         ticket = waiter.ticket
         if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
             # Admitted in the same instant the caller gave up: the lease would leak.
-            self._device.release(ticket.result())
+            self._slots.release(ticket.result())
         else:
             ticket.cancel()
             self.scheduler.withdraw(waiter, time.monotonic())

@@ -3,7 +3,7 @@
 Pure and synchronous: no asyncio and no clock of its own. The admission feeds it the device's changes (its one
 change path: the device's change signal) with the current time, it reads the models, who is active, which switch
 runs, whether the device is closed and how many requests are in flight from the device's own view
-(:class:`DeviceView`: it keeps no copy of them), and it acts only through :class:`SchedulerEffects` (start a
+(:class:`SlotsView`: it keeps no copy of them), and it acts only through :class:`SchedulerEffects` (start a
 switch, admit a waiter, refuse a waiter), so the tests and the simulation benchmark drive it with a fake clock,
 a fake device and fake effects.
 
@@ -52,7 +52,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.types import DeviceView, Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.engine.types import Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
 
 __all__ = ["IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
 
@@ -93,15 +93,15 @@ class Scheduler(Generic[T]):
         models: Every configured model.
         policy: The mode, residency, wait and backoff bounds.
         effects: Carries out the decisions.
-        device: The device's state, read on every decision.
+        slots: The model slots, read on every decision.
     """
 
-    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], device: DeviceView) -> None:
+    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], slots: SlotsView) -> None:
         # Each model's demand (queue, last use, backoff), made at its first request; the model list is the device's.
         self._demand: dict[str, _Model[T]] = {}
         self._policy = policy
         self._effects = effects
-        self._device = device
+        self._slots = slots
         self._active_since = 0.0
         self._costs: dict[tuple[str | None, str, bool], float] = {}
 
@@ -136,7 +136,7 @@ class Scheduler(Generic[T]):
         Kept per (source, target) and per whether ``target`` is warm now. Unmeasured pairs borrow the reverse
         pair's estimate, else the mean into ``target``, else 0 (no evidence yet that switches are dear).
         """
-        warm = self._device.is_warm(target)
+        warm = self._slots.is_warm(target)
         for key in ((source, target, warm), (target, source, warm)):
             if key in self._costs:
                 return self._costs[key]
@@ -154,10 +154,10 @@ class Scheduler(Generic[T]):
         times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._demand.values() if m.queue]
         times = [when for when in times if when < math.inf]
         candidate = self._next_model()
-        active = self._device.active_model
-        if self._policy.auto and self._device.free and active is not None and candidate is not None:
+        active = self._slots.active_model
+        if self._policy.auto and self._slots.free and active is not None and candidate is not None:
             times.append(self._yield_at(active, candidate))
-            if self._device.in_flight(active) == 0:
+            if self._slots.in_flight(active) == 0:
                 times.append(self._idle_until(active, candidate))
         return min(times, default=None)
 
@@ -167,8 +167,8 @@ class Scheduler(Generic[T]):
         """A request for ``model`` arrived: admit it, queue it or refuse it (through the effects)."""
         waiter = Waiter(model=model, enqueued_at=now, ticket=ticket)
         state = self._per_model(model)
-        switch, active = self._device.switch, self._device.active_model
-        if self._device.closed:
+        switch, active = self._slots.switch, self._slots.active_model
+        if self._slots.closed:
             self._refuse(waiter, Refusal.CLOSED, 1)
         elif (retry_at := self.backoff_until(model, now)) is not None:
             self._refuse(waiter, Refusal.LOAD_FAILED, retry_at - now)
@@ -201,7 +201,7 @@ class Scheduler(Generic[T]):
         if state is None:
             return
         state.last_busy_at = now
-        if self._device.switch is None and model == self._device.active_model:
+        if self._slots.switch is None and model == self._slots.active_model:
             self._admit_queue(model, now)  # waiters past the concurrency limit, as far as it allows now
         self._decide(now)
 
@@ -219,7 +219,7 @@ class Scheduler(Generic[T]):
 
     def switch_ended(self, ended: SwitchView, now: float, *, ok: bool) -> None:
         """``ended`` is over; the device publishes its outcome already (``active_model``; None: nothing serves)."""
-        active = self._device.active_model
+        active = self._slots.active_model
         if active != ended.source or ok:
             self._active_since = now
         state = self._demand.get(ended.target)
@@ -248,13 +248,13 @@ class Scheduler(Generic[T]):
         A model a reload removed has its waiters refused (the device never removes the active model, nor reloads
         during a switch); once the device is closed, every waiter is refused, and everything from then on.
         """
-        models = self._device.models
+        models = self._slots.models
         for name in [name for name in self._demand if name not in models]:
             state = self._demand.pop(name)
             while state.queue:
                 self._refuse(state.queue.popleft(), Refusal.REMOVED, 1)
         self._costs = {pair: cost for pair, cost in self._costs.items() if pair[1] in models}
-        if self._device.closed:
+        if self._slots.closed:
             for state in self._demand.values():
                 while state.queue:
                     self._refuse(state.queue.popleft(), Refusal.CLOSED, 1)
@@ -265,15 +265,15 @@ class Scheduler(Generic[T]):
 
     def _decide(self, now: float) -> None:
         """Start the next switch when the policy says so; the one place that does."""
-        if not self._policy.auto or not self._device.free or self._device.closed:
+        if not self._policy.auto or not self._slots.free or self._slots.closed:
             return
         candidate = self._next_model()
         if candidate is None:
             return
-        active = self._device.active_model
+        active = self._slots.active_model
         if active is None:
             why = "no model is active"
-        elif self._device.in_flight(active) == 0 and now >= self._idle_until(active, candidate):
+        elif self._slots.in_flight(active) == 0 and now >= self._idle_until(active, candidate):
             why = f"'{active}' has nothing in flight"
         elif now >= self._yield_at(active, candidate):
             why = f"'{active}' used its time on the device"
@@ -287,7 +287,7 @@ class Scheduler(Generic[T]):
     def _next_model(self) -> str | None:
         """The model, other than the active one, whose oldest waiter is oldest."""
         oldest: Waiter[T] | None = None
-        active = self._device.active_model
+        active = self._slots.active_model
         for name, state in self._demand.items():
             if name != active and state.queue and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at):
                 oldest = state.queue[0]
@@ -310,7 +310,7 @@ class Scheduler(Generic[T]):
 
     def _expected_wait(self, model: str, now: float) -> float:
         """A guess at when ``model`` would serve, for ``Retry-After``."""
-        active = self._device.active_model
+        active = self._slots.active_model
         if active is None or active == model:
             return self.cost_estimate(active, model)
         remaining = max(0.0, self._active_since + self.quantum(active, model) - now)
@@ -333,10 +333,10 @@ class Scheduler(Generic[T]):
     def _at_limit(self, model: str, *, queued_first: bool = True) -> bool:
         """Whether a request for ``model`` must wait for one of its requests to end (``queued_first``: or for
         the requests already waiting past the limit, which go first)."""
-        limit = self._device.concurrency_limit(model)
+        limit = self._slots.concurrency_limit(model)
         if limit is None:
             return False
-        return self._device.in_flight(model) >= limit or (queued_first and bool(self.queue_depth(model)))
+        return self._slots.in_flight(model) >= limit or (queued_first and bool(self.queue_depth(model)))
 
     def _refuse(self, waiter: Waiter[T], refusal: Refusal, retry_after_s: float) -> None:
         waiter.retry_after_s = max(1, math.ceil(retry_after_s))

@@ -5,7 +5,7 @@ gets. Pure: it decides, and the owners above it (the model slots, the keep strat
 ``policy.py`` is the one residency policy: which residents may go and in what order (least recently used, never
 pinned, busy or active ones), within the count and byte limits, the in-place victim, how many models fit together,
 and when an idle one is due; changing the eviction order is that module and its tests. It is a public name as a
-module (``policy``), so that its callers read it at call time. ``room_plan.py`` turns the model slots into the
+module (``policy``), so that its callers read it at call time. ``slot_eviction.py`` turns the model slots into the
 policy's residents and its answers back into slots; ``kv_budget.py`` sizes each model's KV cache so that the models
 resident together fit (its types are :mod:`server.engine.types.memory_plan`).
 """
@@ -24,15 +24,16 @@ from server.engine.residency.kv_budget import (
     with_kv_budget,
 )
 from server.engine.residency.policy import ResidencyOutlook, Resident, residency_outlook
-from server.engine.residency.room_plan import RoomBudget, held_bytes, in_eviction_order, room_budget
+from server.engine.residency.slot_eviction import BudgetEviction, budget_eviction, held_bytes, in_eviction_order
 
 __all__ = [
     "DEFAULT_RESERVE_FRACTION",
     "ENGINE_OVERHEAD_BYTES",
     "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION",
+    "BudgetEviction",
     "ResidencyOutlook",
     "Resident",
-    "RoomBudget",
+    "budget_eviction",
     "held_bytes",
     "host_held_bytes",
     "in_eviction_order",
@@ -41,6 +42,5 @@ __all__ = [
     "policy",
     "residency_outlook",
     "resident_together",
-    "room_budget",
     "with_kv_budget",
 ]

@@ -1,7 +1,8 @@
 """The residency policy: which resident models may go and in what order, how many fit together, and when an idle one
-is unloaded. One place decides it, and everything that keeps models resident asks it: the device's room (the
-eviction choice a strategy reads), the ``keep`` strategy (eviction by count, by memory and by bytes, and the
-engine that takes a target in place), the idle timer, ``turnout validate --plan`` and the Ray replica's capacity.
+is unloaded. One place decides it, and everything that keeps models resident asks it: the model slots (the
+eviction choice a strategy reads through ``SlotAccess``), the ``keep`` strategy (eviction by count, by memory and
+by bytes, and the engine that takes a target in place), the idle timer, ``turnout validate --plan`` and the Ray
+replica's capacity.
 
 Pure: no asyncio, no clock, no device. The inputs are plain values, :class:`Resident` (a model holding memory now,
 as its owner sees it at the moment of asking) and the limits (``max_active`` engines, ``budget_bytes``); times are
@@ -34,9 +35,9 @@ import msgspec
 from server.profiles import Footprint, describe_size
 
 __all__ = [
+    "EvictionDecision",
     "ResidencyOutlook",
     "Resident",
-    "RoomDecision",
     "eviction_order",
     "evictions_to_fit",
     "idle_deadline",
@@ -79,7 +80,7 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True):
         return not self.pinned and not self.busy and not self.active
 
 
-class RoomDecision(msgspec.Struct, frozen=True, kw_only=True):
+class EvictionDecision(msgspec.Struct, frozen=True, kw_only=True):
     """The answer for one target.
 
     Attributes:
@@ -120,7 +121,7 @@ def evictions_to_fit(
     *,
     budget_bytes: int,
     max_active: int | None = None,
-) -> RoomDecision:
+) -> EvictionDecision:
     """The residents to unload, in :func:`eviction_order`, so that ``target`` fits within the limits.
 
     Args:
@@ -149,7 +150,9 @@ def evictions_to_fit(
             f"cannot fit {target} now (needs {describe_size(target_bytes)}, free {describe_size(room)} at most; {why})"
         )
         evict = []
-    return RoomDecision(target=target, fits=fits, evict=evict, needs_bytes=target_bytes, free_bytes=free, reason=reason)
+    return EvictionDecision(
+        target=target, fits=fits, evict=evict, needs_bytes=target_bytes, free_bytes=free, reason=reason
+    )
 
 
 # -- how many models fit together ---------------------------------------------------------------------------------

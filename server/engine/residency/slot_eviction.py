@@ -1,7 +1,8 @@
 """The device's slots as the residency policy's residents (``residency/policy.py``), and its answers as slots.
 
-The keep strategy asks through these: which parked slots may go and in what order (:func:`in_eviction_order`, the
-device's room), and which to evict so that a model's footprint fits in the memory budget (:func:`room_budget`).
+The keep strategy asks through these: which parked slots may go and in what order (:func:`in_eviction_order`, what
+the strategy's :class:`SlotAccess` answers), and which to evict so that a model's footprint fits in the memory
+budget (:func:`budget_eviction`).
 A parked (``resident``) slot is idle; the ``active`` one is the active model; any other state that holds an engine
 (loading, draining, asleep) is busy.
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from server.engine.residency import policy as residency_policy
-from server.engine.residency.policy import Resident, RoomDecision
+from server.engine.residency.policy import EvictionDecision, Resident
 from server.engine.types import MemoryPlan, Slot, SlotState
 
-__all__ = ["RoomBudget", "held_bytes", "in_eviction_order", "resident_of", "room_budget"]
+__all__ = ["BudgetEviction", "budget_eviction", "held_bytes", "in_eviction_order", "resident_of"]
 
 
 def resident_of(slot: Slot, footprints: Mapping[str, int] | None = None) -> Resident:
@@ -42,18 +43,18 @@ def held_bytes(plan: MemoryPlan, slots: Iterable[Slot]) -> int:
 
 
 #: Which residents to evict so that a model fits: ``(target, every other slot holding an engine)``.
-RoomBudget = Callable[[str, Sequence[Slot]], RoomDecision]
+BudgetEviction = Callable[[str, Sequence[Slot]], EvictionDecision]
 
 
-def room_budget(current_plan: Callable[[], MemoryPlan | None]) -> RoomBudget:
+def budget_eviction(current_plan: Callable[[], MemoryPlan | None]) -> BudgetEviction:
     """The keep strategy's eviction by bytes over the current plan's footprints and budget (the policy's
     :func:`evictions_to_fit`). The plan is read at each decision, so that a reload's models count with their own
     footprints."""
 
-    def decide(target: str, holders: Sequence[Slot]) -> RoomDecision:
+    def decide(target: str, holders: Sequence[Slot]) -> EvictionDecision:
         plan = current_plan()
         if plan is None or plan.budget_bytes is None:
-            return RoomDecision(target=target, fits=True, evict=[], needs_bytes=0, free_bytes=0, reason="no budget")
+            return EvictionDecision(target=target, fits=True, evict=[], needs_bytes=0, free_bytes=0, reason="no budget")
         footprints = plan.footprints()
         residents = [resident_of(slot, footprints) for slot in holders]
         return residency_policy.evictions_to_fit(

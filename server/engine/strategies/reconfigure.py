@@ -31,7 +31,7 @@ from server.engine.types import (
     EngineLoader,
     EngineLost,
     Parked,
-    Room,
+    SlotAccess,
     SlotState,
     with_kept,
 )
@@ -108,12 +108,12 @@ class ReconfigureStrategy:
             self._held = None
         return Parked(SlotState.STOPPED)
 
-    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, slots: SlotAccess) -> BroughtUp:
         unloaded, self._unloaded = self._unloaded, None
         if self._host is None:
             started = await self._restart(name, profile)
             # The first switch would build its target's config: do it now, after start, off the switch path.
-            self._swap.prepare([(other, model) for other, model in room.models.items() if other != name])
+            self._swap.prepare([(other, model) for other, model in slots.models.items() if other != name])
             return started
         if self._held == name:
             return BroughtUp(self._host)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from server.engine.residency import RoomBudget
+from server.engine.residency import BudgetEviction
 from server.engine.residency import policy as residency_policy
 from server.engine.strategies.keep import KeepStrategy
 from server.engine.strategies.reconfigure import InPlaceSwapper, ReconfigureStrategy
@@ -122,7 +122,7 @@ def select_strategy(
     stash_factory: StashHostFactory | None = None,
     memory_allows: Callable[[], bool] | None = None,
     in_place: InPlaceSwapper | None = None,
-    by_bytes: RoomBudget | None = None,
+    by_bytes: BudgetEviction | None = None,
     watches: EngineWatches | None = None,
 ) -> SwitchStrategy:
     """Build the strategy for ``switching`` on ``device``.

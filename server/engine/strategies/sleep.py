@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from server.engine.strategies.base import LoaderStrategy
 from server.engine.supervision import EngineWatches
-from server.engine.types import BroughtUp, Capabilities, EngineLoader, Parked, Room, SleepableEngine, SlotState
+from server.engine.types import BroughtUp, Capabilities, EngineLoader, Parked, SleepableEngine, SlotAccess, SlotState
 from server.profiles.schema import ModelProfile
 
 __all__ = ["SleepStrategy"]
@@ -50,7 +50,7 @@ class SleepStrategy(LoaderStrategy):
             await sleeper.sleep(level=self._level)
         return Parked(SlotState.SLEEPING, engine)
 
-    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, slots: SlotAccess) -> BroughtUp:
         if held is None:
             # Engines are created with sleep mode on; vLLM cannot enable it on a running engine.
             return BroughtUp(await self._loader.load(name, profile, sleep_mode=True))

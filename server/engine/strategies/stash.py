@@ -15,8 +15,8 @@ returns the device memory figures ``switch_model`` passes on (``memory_before_mb
 ``VLLM_HPU_MULTI_MODEL_CONFIG`` is set (``server/engine/runtime/stash_config.py``).
 
 The host is built over the models configured then (vLLM-Gaudi takes every model's engine args up front), as the
-device's room names them. After a reload that adds a model or changes one's profile, bringing such a model up
-restarts the host over the current models, since the running host has never heard of it.
+model slots name them (:class:`SlotAccess`). After a reload that adds a model or changes one's profile, bringing
+such a model up restarts the host over the current models, since the running host has never heard of it.
 
 Hardening against that code:
     * ``switch_model`` returns early when the name matches, and its failure path leaves the name as it was. So
@@ -36,7 +36,7 @@ from server.engine.types import (
     BroughtUp,
     Capabilities,
     Parked,
-    Room,
+    SlotAccess,
     SlotState,
     StashHost,
     StashHostFactory,
@@ -66,7 +66,7 @@ class StashStrategy:
         # stay reachable from the parked slot.
         return Parked(SlotState.STASHED)
 
-    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, slots: SlotAccess) -> BroughtUp:
         if self._host is not None and self._uncertain and self._host.current_model == name:
             # vLLM-Gaudi would return early on the matching name without checking its engine: restart instead.
             await self.close()
@@ -74,7 +74,7 @@ class StashStrategy:
             logger.info("stash: the host was built before %s was configured as it is now; restarting it", name)
             await self.close()
         if self._host is None:
-            self._host_models = {**room.models, name: profile}
+            self._host_models = {**slots.models, name: profile}
             self._host = await self._host_factory(name, self._host_models)
             self._expect(name)
             return BroughtUp(self._host.engine, ActivationMetrics(method="restart"))

@@ -17,7 +17,7 @@ from server.engine.types import (
     EngineLost,
     KeepFigures,
     Parked,
-    Room,
+    SlotAccess,
     SlotState,
     with_kept,
 )
@@ -47,7 +47,7 @@ class StopStrategy(LoaderStrategy):
             raise EngineLost(f"unloading {name} reported {exc!r}") from exc
         return Parked(SlotState.STOPPED)
 
-    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, slots: SlotAccess) -> BroughtUp:
         kept, self._kept = self._kept, None
         if held is not None:
             return BroughtUp(held)

@@ -25,14 +25,14 @@ B = TypeVar("B")
 class EngineDeaths(Generic[B]):
     """Handles an engine watch's reports of one manager's engines, and tells why a request on a dead one failed."""
 
-    def __init__(self, device: ModelSlots[B], observers: Observers, healer: Healer) -> None:
-        self._device = device
+    def __init__(self, slots: ModelSlots[B], observers: Observers, healer: Healer) -> None:
+        self._slots = slots
         self._observers = observers
         self._healer = healer
 
     async def died(self, engine: Any, cause: str) -> None:
         """``engine`` died or hung: see :meth:`~server.engine.manager.EngineManager.engine_died`."""
-        dead = await self._device.mark_dead(engine, cause)
+        dead = await self._slots.mark_dead(engine, cause)
         if dead is None:
             logger.warning("engine died (%s), but no serving or parked slot holds it: left to its owner", cause)
             return
@@ -44,7 +44,7 @@ class EngineDeaths(Generic[B]):
         """Why ``lease``'s request failed: see :meth:`~server.engine.manager.EngineManager.failure_of`."""
         if lease.aborted_by is not None:
             return lease.aborted_by
-        slot = self._device.slots.get(lease.model)
+        slot = self._slots.slots.get(lease.model)
         engine = slot.engine if slot is not None else None
         if engine is not None and engine_is_dead(engine):
             return EngineDied(lease.model, "engine died (its watch has not reported the cause yet)")

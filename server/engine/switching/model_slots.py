@@ -99,7 +99,8 @@ class ModelSlots(Generic[B]):
 
     Args:
         models: Model name to profile, in profile order.
-        strategy: Brings engines up, parks and frees them (it reads the models from the room it is given).
+        strategy: Brings engines up, parks and frees them (it reads the models through the :class:`SlotAccess` it
+            is given).
         build_bundle: Builds a model's frontend bundle once its engine is up (None: no bundles, device tests).
         memory_plan: The KV-cache budget the models run under (None where Turnout does not budget).
         drain_timeout: The profile's drain timeout: a hold waits for a switch under way this long plus
@@ -325,7 +326,7 @@ class ModelSlots(Generic[B]):
         with the engine it holds, until :meth:`activated` or :meth:`fail`."""
         slot = self._slots[name]
         self._start_loading(name)
-        brought = await self._strategy.bring_up(name, slot.profile, slot.engine, self._room(name))
+        brought = await self._strategy.bring_up(name, slot.profile, slot.engine, self._slot_access(name))
         if brought.engine is not slot.engine:
             slot._attach(brought.engine)  # a bundle built for another engine is dropped
         start = self._took_start(slot, brought.engine)
@@ -423,7 +424,7 @@ class ModelSlots(Generic[B]):
         try:
             if refusal is not None:
                 raise refusal
-            engine = await cast(ResidentLoader, strategy).load_resident(name, slot.profile, self._room(name))
+            engine = await cast(ResidentLoader, strategy).load_resident(name, slot.profile, self._slot_access(name))
             if engine is not slot.engine:
                 slot._attach(engine)
             self._took_start(slot, engine)
@@ -586,8 +587,8 @@ class ModelSlots(Generic[B]):
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
-    def _room(self, target: str) -> _Room[B]:
-        return _Room(self, target)
+    def _slot_access(self, target: str) -> _SlotAccess[B]:
+        return _SlotAccess(self, target)
 
     @staticmethod
     def _took_start(slot: Slot, engine: Any) -> EngineStart | None:
@@ -622,17 +623,18 @@ class ModelSlots(Generic[B]):
         self._changes.notify()
 
 
-class _Room(Generic[B]):
-    """What a strategy may ask of the device while it brings ``target`` up (``strategies/base.py``'s ``Room``):
-    the eviction choice (:meth:`residents`), and evicting a resident or taking its engine, through the device."""
+class _SlotAccess(Generic[B]):
+    """What a strategy may ask of the model slots while it brings ``target`` up (``types/strategy.py``'s
+    ``SlotAccess``): the eviction choice (:meth:`residents`), and evicting a resident or taking its engine, through
+    the slots' owner."""
 
-    def __init__(self, device: ModelSlots[B], target: str) -> None:
-        self._device = device
+    def __init__(self, slots: ModelSlots[B], target: str) -> None:
+        self._owner = slots
         self._target = target
 
     @property
     def models(self) -> Mapping[str, ModelProfile]:
-        return self._device.models
+        return self._owner.models
 
     def residents(self) -> Sequence[Slot]:
         """The eviction choice: the residents a strategy may evict, in the residency policy's order."""
@@ -643,13 +645,13 @@ class _Room(Generic[B]):
 
     def holders(self) -> Sequence[Slot]:
         """Every slot other than the target that holds an engine: what the memory budget counts as taken."""
-        return [slot for slot in self._device if slot.name != self._target and slot.engine is not None]
+        return [slot for slot in self._owner if slot.name != self._target and slot.engine is not None]
 
     async def evict(self, name: str, reason: str | None = None) -> None:
-        await self._device._stop(name, frozenset({SlotState.RESIDENT}), reason)
+        await self._owner._stop(name, frozenset({SlotState.RESIDENT}), reason)
 
     def take_engine(self, name: str) -> Any:
-        device = self._device
-        engine = device._slots[name]._detach()
-        device._move(name, frozenset({SlotState.RESIDENT}), SlotState.STOPPED)
+        owner = self._owner
+        engine = owner._slots[name]._detach()
+        owner._move(name, frozenset({SlotState.RESIDENT}), SlotState.STOPPED)
         return engine

@@ -31,7 +31,7 @@ class SwitchTasks(Generic[B]):
     """Starts one manager's switches and closes each when it ends.
 
     Args:
-        device: Records the switch under way, runs its steps and publishes its outcome.
+        slots: Records the switch under way, runs its steps and publishes its outcome.
         strategy_name: The strategy's name, for the report and the history.
         history: Keeps each attempt and the last report.
         observers: Told of a restart's outcome.
@@ -42,7 +42,7 @@ class SwitchTasks(Generic[B]):
 
     def __init__(
         self,
-        device: ModelSlots[B],
+        slots: ModelSlots[B],
         strategy_name: str,
         history: SwitchHistory,
         observers: Observers,
@@ -51,7 +51,7 @@ class SwitchTasks(Generic[B]):
         memory_probe: Callable[[], float],
         abort_grace: float,
     ) -> None:
-        self._device = device
+        self._slots = slots
         self._strategy_name = strategy_name
         self._history = history
         self._observers = observers
@@ -68,16 +68,16 @@ class SwitchTasks(Generic[B]):
             trigger: Why it runs (``admin``, ``auto``, ``restart``, ``startup``), for the history.
         """
         run = SwitchRun(
-            device=self._device,
+            slots=self._slots,
             strategy_name=self._strategy_name,
-            previous=self._device.published,
+            previous=self._slots.published,
             target=target,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
         )
         task = asyncio.get_running_loop().create_task(self._run(run, drain_timeout, trigger))
         task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left
-        return self._device.open_switch(target, task, forced=trigger != "auto")
+        return self._slots.open_switch(target, task, forced=trigger != "auto")
 
     async def _run(self, run: SwitchRun[B], drain_timeout: float, trigger: str) -> SwitchReport:
         started_at, started = time.time(), time.perf_counter()
@@ -92,13 +92,13 @@ class SwitchTasks(Generic[B]):
             if outcome.report is not None:
                 self._history.last_report = outcome.report
             error = _failure_reason(outcome.error)
-            await self._device.unload_stale_parked()  # while the switch still holds the device
+            await self._slots.unload_stale_parked()  # while the switch still holds the device
             if outcome.error is not None:
                 raise outcome.error
             assert outcome.report is not None
             return outcome.report
         finally:
-            ended = self._device.close_switch(published, ok=error is None)
+            ended = self._slots.close_switch(published, ok=error is None)
             self._history.record(
                 SwitchAttempt(
                     source=ended.source,
@@ -107,7 +107,7 @@ class SwitchTasks(Generic[B]):
                     strategy=self._strategy_name,
                     outcome="ok" if error is None else "failed",
                     error=error,
-                    restored=self._device.active_model if error is not None else None,
+                    restored=self._slots.active_model if error is not None else None,
                     started_at=round(started_at, 3),
                     duration_ms=round((time.perf_counter() - started) * 1000.0, 1),
                 )

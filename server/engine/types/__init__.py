@@ -67,7 +67,7 @@ from server.engine.types.report import (
     SwitchReport,
     with_kept,
 )
-from server.engine.types.scheduling import DeviceView, Refusal, SchedulerEffects, SchedulerPolicy, SwitchView, Waiter
+from server.engine.types.scheduling import Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
 from server.engine.types.states import PARKED, TRANSITIONS, IllegalTransition, Slot, SlotState
 from server.engine.types.strategy import (
     BroughtUp,
@@ -76,8 +76,8 @@ from server.engine.types.strategy import (
     EngineLost,
     Parked,
     ResidentLoader,
-    Room,
     SleepableEngine,
+    SlotAccess,
     StashHost,
     StashHostFactory,
     SwitchStrategy,
@@ -94,7 +94,6 @@ __all__ = [
     "Change",
     "ConcurrencyLimit",
     "DecisionSource",
-    "DeviceView",
     "Engine",
     "EngineDied",
     "EngineError",
@@ -133,13 +132,14 @@ __all__ = [
     "ResidencyReport",
     "ResidentLoader",
     "RestartPlan",
-    "Room",
     "SchedulerEffects",
     "SchedulerPolicy",
     "SleepableEngine",
     "Slot",
+    "SlotAccess",
     "SlotSnapshot",
     "SlotState",
+    "SlotsView",
     "StashHost",
     "StashHostFactory",
     "SwitchAttempt",

@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeVar
 
 from server.profiles.schema import Switching, SwitchMode
 
-__all__ = ["DeviceView", "Refusal", "SchedulerEffects", "SchedulerPolicy", "SwitchView", "Waiter"]
+__all__ = ["Refusal", "SchedulerEffects", "SchedulerPolicy", "SlotsView", "SwitchView", "Waiter"]
 
 T = TypeVar("T")
 
@@ -111,8 +111,8 @@ class SwitchView:
     warm: bool
 
 
-class DeviceView(Protocol):
-    """What the scheduler reads of the device's state (the device is its one owner)."""
+class SlotsView(Protocol):
+    """What the scheduler reads of the model slots (:class:`ModelSlots` is their one owner)."""
 
     @property
     def models(self) -> Collection[str]:

@@ -3,7 +3,7 @@
 The device decides *when* a model is parked or brought up and is the only code that changes a slot; a strategy
 decides *how*, as operations on engines that return results. A strategy never sees a slot it may change: it gets
 a model's name, profile and engine, and answers what the slot should hold next. Where it needs room for another
-engine (``keep``), it asks the device through :class:`Room`. All engine creation goes through an
+engine (``keep``), it asks the model slots through :class:`SlotAccess`. All engine creation goes through an
 :class:`EngineLoader`, so the switch logic is tested against fakes and the real vLLM loader lives in one module
 (``server/engine/runtime/vllm_loader.py``).
 """
@@ -26,8 +26,8 @@ __all__ = [
     "EngineLost",
     "Parked",
     "ResidentLoader",
-    "Room",
     "SleepableEngine",
+    "SlotAccess",
     "StashHost",
     "StashHostFactory",
     "SwitchStrategy",
@@ -86,8 +86,9 @@ class EngineLost(RuntimeError):
     """Parking failed and took the engine with it (an unload that reported an error): the switch goes on."""
 
 
-class Room(Protocol):
-    """The device's side of making room for one more engine; only the device changes the slots it names."""
+class SlotAccess(Protocol):
+    """What a strategy may read and ask of the model slots (:class:`ModelSlots` owns them) while it makes room
+    for one more engine: the models, the slots holding engines, and evictions; only the owner changes the slots."""
 
     @property
     def models(self) -> Mapping[str, ModelProfile]:
@@ -127,7 +128,7 @@ class SwitchStrategy(Protocol):
     async def park(self, name: str, engine: Any) -> Parked:
         """Park the drained model ``name``, whose slot holds ``engine``."""
 
-    async def bring_up(self, name: str, profile: ModelProfile, held: Any, room: Room) -> BroughtUp:
+    async def bring_up(self, name: str, profile: ModelProfile, held: Any, slots: SlotAccess) -> BroughtUp:
         """Bring ``name`` up; ``held`` is the engine its slot holds (parked) or None."""
 
     async def unload(self, name: str, engine: Any) -> None:
@@ -142,7 +143,7 @@ class ResidentLoader(Protocol):
     """A strategy that can hold engines besides the active one and so load a model without activating it
     (``turnout load``, ``preload``). The others answer such a load with a refusal that says why."""
 
-    async def load_resident(self, name: str, profile: ModelProfile, room: Room) -> Any:
+    async def load_resident(self, name: str, profile: ModelProfile, slots: SlotAccess) -> Any:
         """Start an engine for ``name``, making room as a switch would; return it.
 
         Raises:
