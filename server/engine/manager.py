@@ -252,7 +252,7 @@ class EngineManager(Generic[B]):
 
     def release(self, lease: Lease[B]) -> None:
         """End ``lease``: the request no longer counts as in flight. Idempotent."""
-        if self._slots.release(lease) and lease.aborted_by is not None:  # the scheduler hears of it from the device
+        if self._slots.release(lease) and lease.aborted_by is not None:  # the scheduler hears of it from the slots
             self._observers.request_aborted(lease.model)
 
     # -- switching ------------------------------------------------------------------------------------------

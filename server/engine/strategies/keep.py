@@ -1,7 +1,7 @@
 """``keep``: the model being left stays resident, so switching back only swaps the pointer.
 
 Residency is bounded: by ``max_resident`` engines and, when a ``memory_allows`` check is given (the ``auto``
-policy), by memory, and by the memory budget's bytes. Before a new engine loads, the device evicts residents in
+policy), by memory, and by the memory budget's bytes. Before a new engine loads, the model slots evict residents in
 the residency policy's order (``residency/policy.py``: least recently used first, never pinned or busy ones) until
 every bound holds. With an in-place swap (``auto`` on CPU and CUDA) a full house does not evict and start anew:
 the first resident engine in that order that can take the target takes it in place (``reconfigure``).

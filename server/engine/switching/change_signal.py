@@ -1,4 +1,4 @@
-"""The device's change broadcast: how requests and switches wait for the gate to change, without a lock, and how the
+"""The model slots' change broadcast: how requests and switches wait for the gate to change, without a lock, and how the
 scheduler hears of every change (its one change path: nothing else tells it that something changed).
 
 Everything runs on one asyncio loop and state changes happen between awaits, so waiters only need to hear that

@@ -1,9 +1,9 @@
 """What the manager does when an engine watch reports a death, and why a request on a dead engine failed.
 
 The manager's :meth:`~server.engine.manager.EngineManager.engine_died` and ``failure_of`` are :class:`EngineDeaths`'s;
-the device runs the death itself (:meth:`ModelSlots.mark_dead`: the slot fails and its requests end at once), and its
-change signal tells the scheduler. Restarting the engine (healing with the failure backoff) is ``healing.py``'s,
-which is told here.
+the model slots run the death themselves (:meth:`ModelSlots.mark_dead`: the slot fails and its requests end at
+once), and their change signal tells the scheduler. Restarting the engine (healing with the failure backoff) is
+``healing.py``'s, which is told here.
 """
 
 from __future__ import annotations

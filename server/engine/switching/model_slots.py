@@ -1,4 +1,4 @@
-"""The one owner of the device's state: the model slots, the leases in flight and the operation under way.
+"""The one owner of the serving state: the model slots, the leases in flight and the operation under way.
 
 Only :class:`ModelSlots` changes a slot (``tests/engine/test_device.py`` holds that), and only through
 :meth:`ModelSlots._move`, which names the states it expects to leave (compare-and-set, as llama-swap's
@@ -101,7 +101,7 @@ class ModelSlots(Generic[B]):
         models: Model name to profile, in profile order.
         strategy: Brings engines up, parks and frees them (it reads the models through the :class:`SlotAccess` it
             is given).
-        build_bundle: Builds a model's frontend bundle once its engine is up (None: no bundles, device tests).
+        build_bundle: Builds a model's frontend bundle once its engine is up (None: no bundles, as the slot tests run).
         memory_plan: The KV-cache budget the models run under (None where Turnout does not budget).
         drain_timeout: The profile's drain timeout: a hold waits for a switch under way this long plus
             :data:`HOLD_MARGIN_S`.
@@ -117,7 +117,7 @@ class ModelSlots(Generic[B]):
         drain_timeout: float = 30.0,
     ) -> None:
         if not models:
-            raise ValueError("the device needs at least one model")
+            raise ValueError("the model slots need at least one model")
         self._slots = {name: Slot(name, profile) for name, profile in models.items()}
         self._leases: dict[str, set[Lease[B]]] = {name: set() for name in models}
         self._strategy = strategy
@@ -340,7 +340,7 @@ class ModelSlots(Generic[B]):
         if slot.published is not None:
             return slot.published
         if self._build_bundle is None:
-            raise IllegalTransition(f"{name}: this device builds no bundles")
+            raise IllegalTransition(f"{name}: these model slots build no bundles")
         published: Published[B] = slot._hold_bundle(await self._build_bundle(name, slot.profile, slot.engine))
         return published
 

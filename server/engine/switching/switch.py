@@ -1,8 +1,8 @@
 """One switch, step by step: drain, abort the rest, park the old model, bring up the target, or roll back.
 
-The device records the switch (closing the gate) before a :class:`SwitchRun` starts and publishes its outcome in
+The model slots record the switch (closing the gate) before a :class:`SwitchRun` starts and publishes its outcome in
 one assignment after it ends, so nothing here is visible to requests half-done. Every change of a slot goes
-through the device's intent methods; the strategy only operates on engines.
+through the slots' intent methods; the strategy only operates on engines.
 
 Failure handling:
     * parking the old model fails: it goes back to ``active`` when it still holds its engine; when its engine
@@ -98,7 +98,7 @@ class SwitchRun(Generic[B]):
     # -- failures -------------------------------------------------------------------------------------------
 
     def _park_failed(self, old: str, exc: Exception) -> SwitchOutcome[B]:
-        """The old model could not be parked but still holds its engine: it stays active (the device did that)."""
+        """The old model could not be parked but still holds its engine: it stays active (the model slots did that)."""
         assert self.previous is not None
         reason = f"could not park '{old}': {describe_error(exc)}"
         logger.error("%s; it stays active", reason)

@@ -1,5 +1,5 @@
-"""A switch as the manager runs it: a task that the device records as the switch under way, and what happens when
-it ends, however it ends: its outcome published on the device (whose change signal tells the scheduler, which may
+"""A switch as the manager runs it: a task that the model slots record as the switch under way, and what happens when
+it ends, however it ends: its outcome published on the model slots (whose change signal tells the scheduler, which may
 start the next switch), its attempt in the switch history, the healing and the observers told of a restart.
 
 The steps of one switch (drain, park, bring up, roll back) are ``switch.py``'s :class:`SwitchRun`; when a switch
@@ -60,7 +60,7 @@ class SwitchTasks(Generic[B]):
         self._abort_grace = abort_grace
 
     def begin(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
-        """Start the switch to ``target`` as a task, recorded on the device as the switch under way.
+        """Start the switch to ``target`` as a task, recorded on the model slots as the switch under way.
 
         Args:
             target: The model to activate.

@@ -96,7 +96,7 @@ class Waiter(Generic[T]):
 
 @dataclass(frozen=True)
 class SwitchView:
-    """The switch under way, as the device records it.
+    """The switch under way, as the model slots record it.
 
     Attributes:
         source: The model being left (None: nothing was active).
@@ -148,7 +148,7 @@ class SchedulerEffects(Protocol[T]):
     """What the scheduler asks of its driver. Each call returns at once; none may call back into the scheduler."""
 
     def start_switch(self, source: str | None, target: str) -> None:
-        """Begin switching the device to ``target`` (the device records it at once); report its end with
+        """Begin switching the device to ``target`` (the model slots record it at once); report its end with
         :meth:`Scheduler.switch_ended`."""
 
     def admit(self, waiter: Waiter[T]) -> None:

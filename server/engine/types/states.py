@@ -62,9 +62,10 @@ class IllegalTransition(RuntimeError):
 class Slot:
     """One configured model, the engine it holds, and what it publishes when it is active.
 
-    Everything is read-only here: the device changes a slot only through its underscore methods (a test holds
-    that no other module calls them). Attaching or detaching an engine drops the published snapshot, so a
-    bundle never outlives the engine it was built for (a parked ``keep`` or ``sleep`` slot keeps both, and
+    Everything is read-only here: the model slots' owner (:class:`ModelSlots`) changes a slot only through its
+    underscore methods (a test holds that no other module calls them). Attaching or detaching an engine drops the
+    published snapshot, so a bundle never outlives the engine it was built for (a parked ``keep`` or ``sleep`` slot
+    keeps both, and
     switching back reuses its bundle).
     """
 
@@ -89,7 +90,7 @@ class Slot:
 
     @property
     def reason(self) -> str | None:
-        """Why the slot failed (``failed``), or why the device stopped it (``stopped``: an eviction to fit another
+        """Why the slot failed (``failed``), or why its owner stopped it (``stopped``: an eviction to fit another
         model in the memory budget); None otherwise."""
         return self._reason
 
@@ -106,7 +107,7 @@ class Slot:
 
     @property
     def published(self) -> Published[Any] | None:
-        """The model and the bundle built for the engine held now: what the device publishes when the slot is
+        """The model and the bundle built for the engine held now: what the model slots publish when the slot is
         active. None until a bundle is held, and again after the engine changes."""
         return self._published
 
@@ -116,7 +117,7 @@ class Slot:
         after the engine stops."""
         return self._last_start
 
-    # -- the device's (see the class docstring) -----------------------------------------------------------------
+    # -- the owner's (see the class docstring) -----------------------------------------------------------------
 
     def _move(self, expected: frozenset[SlotState], new: SlotState, reason: str | None = None) -> SlotState:
         """Compare-and-set: move to ``new`` from one of ``expected``; return the state left."""

@@ -1,6 +1,7 @@
 """The contracts between the model slots' owner, the strategies and the engines they load.
 
-The device decides *when* a model is parked or brought up and is the only code that changes a slot; a strategy
+The model slots (:class:`ModelSlots`) decide *when* a model is parked or brought up, and their owner is the only
+code that changes a slot; a strategy
 decides *how*, as operations on engines that return results. A strategy never sees a slot it may change: it gets
 a model's name, profile and engine, and answers what the slot should hold next. Where it needs room for another
 engine (``keep``), it asks the model slots through :class:`SlotAccess`. All engine creation goes through an
@@ -92,7 +93,7 @@ class SlotAccess(Protocol):
 
     @property
     def models(self) -> Mapping[str, ModelProfile]:
-        """Every configured model, in profile order (the device's one model list, as it is now)."""
+        """Every configured model, in profile order (the slots' one model list, as it is now)."""
 
     def residents(self) -> Sequence[Slot]:
         """The parked slots other than the target that may go, in the residency policy's order (least recently used
