@@ -1,10 +1,10 @@
 """The contracts between the model slots' owner, the strategies and the engines they load.
 
 The model slots (:class:`ModelSlots`) decide *when* a model is parked or brought up, and their owner is the only
-code that changes a slot; a strategy
-decides *how*, as operations on engines that return results. A strategy never sees a slot it may change: it gets
-a model's name, profile and engine, and answers what the slot should hold next. Where it needs room for another
-engine (``keep``), it asks the model slots through :class:`SlotAccess`. All engine creation goes through an
+code that changes a slot; a strategy decides *how*, as operations on engines that return results. A strategy never
+sees a slot it may change: it gets a model's name, profile and engine, and answers what the slot should hold next.
+Where it needs room for another engine (``keep``), it asks the model slots through :class:`SlotAccess`. All engine
+creation goes through an
 :class:`EngineLoader`, so the switch logic is tested against fakes and the real vLLM loader lives in one module
 (``server/engine/runtime/vllm_loader.py``).
 """
