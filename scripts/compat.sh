@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compatibility run (#25): Turnout on a second vLLM beside the project's main one, after the main suite.
+# The compatibility run: Turnout on a second vLLM beside the project's main one, after the main suite.
 #  1. A source check of the vLLMs that cannot run here (0.26.0 needs torch 2.11, 0.33.0 is CUDA-only): their
 #     wheels, downloaded without dependencies and cached, must have every vLLM name the adapters use, with
 #     signatures the adapter handles (scripts/vllm_source_check.py).

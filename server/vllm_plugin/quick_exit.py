@@ -18,7 +18,7 @@ engine process needs at exit (vLLM closes its queues, sockets and process group 
 objects of nanobind extensions (triton's IR, which vLLM imports) make nanobind print some 40 lines of "leaked"
 warnings to stderr as the interpreter ends, so the hook also points the process's stderr at ``/dev/null`` from
 then on: nothing of the engine's is written there after its shutdown. An engine's shutdown then takes about
-1.7 s instead of 5 s (see the closing note of #28).
+1.7 s instead of 5 s, measured on the CPU build of vLLM.
 """
 
 from __future__ import annotations
