@@ -38,7 +38,7 @@ from server.api.key_scopes import KeyNotSet, allowed_model, visible
 from server.api.model_cards import model_card, served_names
 from server.api.model_names import resolve_model_name
 from server.api.profile_watch import watch_profile
-from server.api.reloader import Reloader
+from server.api.reloader import Reloader, ReloadUnavailable
 from server.api.request_admission import ServingBundle, check_serves_form
 from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
@@ -73,6 +73,7 @@ __all__ = [
     "KeyNotSet",
     "KeyRing",
     "OpenConnections",
+    "ReloadUnavailable",
     "Reloader",
     "RequestOutOfBounds",
     "RouteTable",

@@ -40,7 +40,7 @@ from server.api.errors import EXCEPTION_HANDLERS
 from server.api.key_ring import KeyRing
 from server.api.metrics import HTTP_METRICS, metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
-from server.api.reloader import Reloader
+from server.api.reloader import NO_PROFILE_FILE, Reloader, ReloadUnavailable
 from server.api.request_admission import ServingBundle
 from server.api.request_id import add_request_id_header, request_id_in_logs
 from server.api.settings import ApiSettings
@@ -53,7 +53,15 @@ __all__ = ["APP_DEPENDENCIES", "REQUEST_DEPENDENCIES", "BackgroundTask", "create
 BackgroundTask = Callable[[], Awaitable[None]]
 _TEMPLATES = Path(__file__).parent / "templates"
 #: The app-wide dependencies the routes name (``create_app`` gives their values; the ingress's route table none).
-APP_DEPENDENCIES: Final = ("manager", "metrics_registry", "reloader", "api_settings", "key_ring", "stored_responses")
+APP_DEPENDENCIES: Final = (
+    "manager",
+    "metrics_registry",
+    "reloader",
+    "reload_unavailable",
+    "api_settings",
+    "key_ring",
+    "stored_responses",
+)
 #: The per-request dependencies: who asks an unguarded route, for the model names it may see.
 REQUEST_DEPENDENCIES: Final = {"viewer": provide_viewer}
 
@@ -70,7 +78,7 @@ def create_app(
     *,
     default_model: str | None = None,
     loading_status: Callable[[str], AbstractContextManager[None]] | None = None,
-    reloader: Reloader | None = None,
+    reloader: Reloader | ReloadUnavailable | None = None,
     background: Sequence[BackgroundTask] = (),
     request_schemas: Mapping[str, Mapping[str, Any]] | None = None,
     key_ring: KeyRing | None = None,
@@ -83,7 +91,8 @@ def create_app(
         default_model: Loaded at start-up (lifespan) and the engines are shut down at exit; None when the caller
             manages the manager's life itself.
         loading_status: Shows progress while the default model loads (the CLI's rich spinner).
-        reloader: Applies changed profiles (``POST /admin/reload``); None when the server has no profile file.
+        reloader: Applies changed profiles (``POST /admin/reload``); a :class:`ReloadUnavailable` says why this
+            server cannot (a Ray replica), None that it has no profile file.
         background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
         request_schemas: The request bodies' JSON Schemas for ``/openapi.json`` (vLLM's request models, from
             ``vllm_adapter.request_body_schemas``); None documents them as plain JSON objects.
@@ -110,7 +119,12 @@ def create_app(
     registry = metrics_registry(manager)
     stored_responses = StoredResponses()
     keys = key_ring or KeyRing.of(settings)
-    values = dict(zip(APP_DEPENDENCIES, (manager, registry, reloader, settings, keys, stored_responses), strict=True))
+    # A reload goes to the reloader; where there is none, the refusal says why (two values: Litestar checks a
+    # dependency's type, and a union of two classes is not one it can check).
+    reloads = reloader if isinstance(reloader, Reloader) else None
+    refusal = reloader if isinstance(reloader, ReloadUnavailable) else NO_PROFILE_FILE
+    parts = (manager, registry, reloads, refusal, settings, keys, stored_responses)
+    values = dict(zip(APP_DEPENDENCIES, parts, strict=True))
     app = Litestar(
         route_handlers=node_routes(settings, keys, reloadable_keys=key_ring is not None),
         # Constants for the app's life: resolved once, then served from Litestar's cache on every request.

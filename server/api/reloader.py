@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -29,7 +29,16 @@ from server.profiles import (
     file_digests,
 )
 
-__all__ = ["ModelReload", "Prepare", "ProfileRejected", "ReloadReport", "Reloader", "Validate"]
+__all__ = [
+    "NO_PROFILE_FILE",
+    "ModelReload",
+    "Prepare",
+    "ProfileRejected",
+    "ReloadReport",
+    "ReloadUnavailable",
+    "Reloader",
+    "Validate",
+]
 
 logger = logging.getLogger("turnout.api")
 
@@ -42,6 +51,19 @@ Validate = Callable[[str, bytes], ValidationResult]
 Prepare = Callable[[Profile], tuple[Profile, MemoryPlan | None]]
 
 Effect = Literal["now", "next_activation", "next_load"]
+
+
+class ReloadUnavailable(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a server cannot reload its profile: ``POST /admin/reload`` answers 501 ``reload_unavailable`` with
+    ``reason`` (what the operator does instead), in the API's error shape."""
+
+    reason: str
+
+
+#: A server started without a profile file (an app built in code) has nothing to reload.
+NO_PROFILE_FILE: Final = ReloadUnavailable(
+    reason="This server was started without a profile file; it cannot reload one."
+)
 
 
 class ProfileRejected(Exception):

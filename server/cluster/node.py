@@ -14,12 +14,13 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from ray import serve
 
 from server.api import (
+    ReloadUnavailable,
     RouteTable,
     RouteUnsupported,
     check_serves_form,
@@ -35,6 +36,13 @@ from server.engine import EngineError
 from server.frontend import unsupported_route_body
 
 __all__ = ["TurnoutNode", "error_items"]
+
+#: A replica holds no profile of its own to reload: Ray Serve built every replica from the deployed options, and a
+#: reload here would change one replica of many. The whole application is redeployed instead.
+REPLICA_RELOAD: Final = ReloadUnavailable(
+    reason="A Ray Serve replica cannot reload its profile: redeploy the application with the changed profile "
+    "(serve deploy with the new config, or restart turnout ray-serve)."
+)
 
 logger = logging.getLogger("turnout.cluster")
 
@@ -67,7 +75,7 @@ class TurnoutNode:
         manager = parts.manager
         self._manager = manager
         self._models = models = ReplicaModels(manager)
-        self._app = create_app(manager, parts.edge.settings)
+        self._app = create_app(manager, parts.edge.settings, reloader=REPLICA_RELOAD)
         self._routes = RouteTable(parts.edge.settings)
         context = serve.get_replica_context()
         self._replica = context.replica_id.unique_id

@@ -47,7 +47,8 @@ async def make_client() -> AsyncIterator[MakeClient]:
         await manager.initialize("tools")
         # httpx's ASGI transport runs requests concurrently on this loop (Litestar's test client serializes
         # them), which the switch tests need; the lifespan is covered by the live-server tests.
-        app = create_app(manager, ApiSettings(**settings))
+        reloader = settings.pop("reloader", None)
+        app = create_app(manager, ApiSettings(**settings), reloader=reloader)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test")
         made.append((client, manager))
         return client, manager

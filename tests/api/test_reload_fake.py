@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from server.api import ReloadUnavailable
 from server.api.profile_watch import watch_profile
+from tests.api.conftest import MakeClient, admin
 from tests.api.served_profile import Served, serve_profile
 
 PROFILE = """\
@@ -271,3 +273,22 @@ async def test_the_validator_is_fed_what_the_checked_descriptor_read(served: Ser
     response = await served.reload(path=str(other), dry_run=True)
     assert response.status_code == 200, response.text
     assert seen == [(str(other), other.read_bytes())]
+
+
+@pytest.mark.parametrize(
+    ("reloader", "reason"),
+    [
+        (None, "started without a profile file"),
+        (ReloadUnavailable(reason="redeploy the application instead"), "redeploy the application instead"),
+    ],
+)
+async def test_a_server_that_cannot_reload_says_why_in_a_501(
+    make_client: MakeClient, reloader: ReloadUnavailable | None, reason: str
+) -> None:
+    client, manager = await make_client(reloader=reloader)
+    response = await client.post("/admin/reload", json={}, headers=admin())
+    assert response.status_code == 501
+    error = response.json()["error"]
+    assert error["code"] == "reload_unavailable"
+    assert reason in error["message"]
+    assert manager.snapshot().active_model == "tools"  # nothing changed

@@ -514,3 +514,12 @@ async def test_the_command_lines_frontend_defaults_reach_every_replica(
         )
         assert response.status_code == 200, response.text
         assert response.json()["choices"][0]["message"]["role"] == NODE_ROLE
+
+
+async def test_a_replica_refuses_a_reload_and_says_to_redeploy(client: httpx.AsyncClient) -> None:
+    # A reload would change one replica of many: the node answers 501 in the API's shape, nothing else moves.
+    response = await client.post("/admin/reload", json={}, headers=ADMIN)
+    assert response.status_code == 501, response.text
+    error = response.json()["error"]
+    assert error["code"] == "reload_unavailable"
+    assert "redeploy" in error["message"]

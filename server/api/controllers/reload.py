@@ -10,7 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from server.api.errors import error_response
-from server.api.reloader import ProfileRejected, Reloader, ReloadReport
+from server.api.reloader import ProfileRejected, Reloader, ReloadReport, ReloadUnavailable
 from server.frontend import error_body
 
 __all__ = ["ReloadController", "ReloadRequest"]
@@ -45,7 +45,10 @@ class ReloadController(Controller):
 
     @post("/reload", status_code=200)
     async def reload(
-        self, data: JSONBody[ReloadRequest], reloader: NamedDependency[Reloader | None]
+        self,
+        data: JSONBody[ReloadRequest],
+        reloader: NamedDependency[Reloader | None],
+        reload_unavailable: NamedDependency[ReloadUnavailable],
     ) -> ReloadReport | Response[dict[str, Any]]:
         """Validate a profile and apply it: frontends at once, engine settings at each model's next load.
 
@@ -55,8 +58,9 @@ class ReloadController(Controller):
         path with a NUL byte is 400 ``invalid_reload_path``.
         Errors change nothing: 422 ``invalid_profile`` lists every profile error at ``file:line:col`` (also in
         ``issues``); 409 ``reload_refused`` when it would remove the active model or a switch is under way; 422
-        ``reload_failed`` when the active model's new frontend cannot be built.
+        ``reload_failed`` when the active model's new frontend cannot be built; 501 ``reload_unavailable`` where
+        this server cannot reload (started without a profile file, or a Ray Serve replica: redeploy instead).
         """
         if reloader is None:
-            return error_response(501, "This server was started without a profile file; it cannot reload one.")
+            return error_response(501, reload_unavailable.reason, code="reload_unavailable")
         return await reloader.reload(data.path, dry_run=data.dry_run)
