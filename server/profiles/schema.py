@@ -243,7 +243,8 @@ class Switching(Base, frozen=True, kw_only=True):
         max_wait_s: Auto mode: the longest a request waits for its model. Past it the request gets 503 with
             ``Retry-After``; the active model also gives the device up early so that waiters make it in time.
         max_queue: How many requests may wait for one model (auto mode's switches, manual mode's admin switch, a
-            model at its ``max_concurrent_requests``); the next one gets 503 with ``Retry-After`` at once.
+            model at its ``max_concurrent_requests``); the next one gets 503 with ``Retry-After`` at once, or 429
+            ``too_many_requests`` with ``Retry-After`` while its model serves its ``max_concurrent_requests``.
         failure_backoff_s: Auto mode: after a model fails to load it is not tried again for this long, doubled
             after each further failure. Meanwhile its requests get 503 ``model_load_failed`` at once, and the
             healthy model keeps serving. An admin switch retries at once.

@@ -9,6 +9,7 @@ from server.engine.strategies import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
+from tests.waiting import until
 
 
 def _error(response: Any, status: int, code: str) -> str:
@@ -90,6 +91,27 @@ async def test_past_the_concurrency_limit_and_queue_a_request_gets_429(make_clie
     assert int(refused.headers["retry-after"]) >= 1
     manager.release(held)
     assert (await asyncio.wait_for(waiting, 5)).status_code == 200
+
+
+async def test_a_model_at_its_limit_answers_429_while_a_switch_drains_it(make_client: MakeClient) -> None:
+    models = {
+        "tools": ModelProfile(model="/m/tools", max_concurrent_requests=1),
+        "plain": ModelProfile(model="/m/plain"),
+    }
+    switching = Switching(mode="auto", max_queue=1, min_residency_s=0.1, max_residency_s=0.1)
+    client, manager = await make_client(models=models, switching=switching)
+    held = await manager.acquire("tools")  # tools serves its one request: the switch away waits for it
+    body = {"model": "tools", "messages": [], "max_tokens": 2}
+    waiting = asyncio.create_task(client.post("/v1/chat/completions", json=body))
+    await until(lambda: manager.snapshot().slots[0].queued == 1)
+    other = asyncio.create_task(client.post("/v1/chat/completions", json=body | {"model": "plain"}))
+    await until(lambda: manager.snapshot().switching_to == "plain")
+    refused = await client.post("/v1/chat/completions", json=body)
+    assert "concurrent requests" in _error(refused, 429, "too_many_requests")
+    assert int(refused.headers["retry-after"]) >= 1
+    manager.release(held)
+    assert (await asyncio.wait_for(other, 10)).status_code == 200
+    assert (await asyncio.wait_for(waiting, 10)).status_code == 200
 
 
 async def test_manual_mode_waiters_past_max_queue_get_503_with_retry_after(make_client: MakeClient) -> None:

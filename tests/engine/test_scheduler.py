@@ -350,3 +350,19 @@ def test_no_switch_starts_while_a_reload_holds_the_device() -> None:
     rig.slots.held_for_reload = False
     rig.scheduler.device_changed(rig.now)
     assert rig.effects.switches == [("a", "b")]
+
+
+def test_past_its_concurrency_limit_a_full_queue_refuses_with_the_limit_even_during_a_switch() -> None:
+    rig = SchedulerRig(min_residency_s=1.0, max_residency_s=1.0, max_queue=1)
+    rig.slots.limits["a"] = 1
+    rig.submit("a", "running")
+    rig.submit("a", "past-the-limit")  # waits for 'running' to end
+    rig.submit("b", "b1")
+    rig.advance(1.0)  # 'a' used its time: the switch to 'b' drains it while 'running' still runs
+    assert rig.effects.switches == [("a", "b")] and rig.slots.in_flight("a") == 1
+    rig.submit("a", "one-too-many")
+    assert rig.effects.refused_tickets() == {"one-too-many": Refusal.CONCURRENCY_LIMIT}
+    # Once 'a' serves under its limit, a full queue waits for the device: that is unavailability, not the limit.
+    rig.finish("a")
+    rig.submit("a", "after-drain")
+    assert rig.effects.refused_tickets()["after-drain"] is Refusal.QUEUE_FULL

@@ -36,7 +36,8 @@ Policy (docs/switching.md's "Auto mode" section says the same for users):
 
 Per-model concurrency (both modes): a model with ``max_concurrent_requests`` admits no more than that many at
 once; past it, requests for the active model wait in its queue, in order (up to ``max_queue``, then
-``CONCURRENCY_LIMIT``, a 429), and each request that ends lets the next one in.
+``CONCURRENCY_LIMIT``, a 429 with Retry-After, also while a switch drains it), and each request that ends lets
+the next one in. A full queue of a model under its limit waits for the device: ``QUEUE_FULL``, a 503.
 
 Invariants:
     * The scheduler starts a switch only while the device is free (no switch under way, no reload holding it).
@@ -182,7 +183,9 @@ class Scheduler(Generic[T]):
         elif not self._policy.auto and (refusal := _manual_refusal(model, switch, active)) is not None:
             self._refuse(waiter, refusal, 1)
         elif len(state.queue) >= self._policy.max_queue:
-            self._refuse(waiter, Refusal.QUEUE_FULL, self._expected_wait(model, now))
+            # A model that serves its limit (a switch drains it) is refused for its own load: 429, not 503.
+            full = Refusal.CONCURRENCY_LIMIT if self._at_limit(model, queued_first=False) else Refusal.QUEUE_FULL
+            self._refuse(waiter, full, self._expected_wait(model, now))
         else:
             state.queue.append(waiter)
             self._decide(now)
