@@ -80,8 +80,8 @@ class TurnoutKVKeep(KVConnectorBase_V1):
         if role == KVConnectorRole.SCHEDULER and self.pool is not None:
             from vllm.v1.core.kv_cache_utils import get_none_hash_seed
 
-            self.identity = model_identity(vllm_config, get_none_hash_seed())
             try:
+                self.identity = model_identity(vllm_config, get_none_hash_seed(), self.pool.content_digests())
                 self.pool.claim(str(extra["served_name"]), self.identity)
             except (OSError, ValueError) as exc:
                 logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from server.vllm_plugin.checkpoint_content import ContentDigests, content_stamp
 from server.vllm_plugin.private_folder import check_private, private_subfolder
 
 __all__ = [
@@ -51,6 +52,8 @@ DEFAULT_POOL_PARENT: Final = Path("/dev/shm") if Path("/dev/shm").is_dir() else 
 FREE_MARGIN_FRACTION: Final = 0.1
 FREE_MARGIN_MIN_BYTES: Final = 32 * 2**20
 _NAMES: Final = "names"
+#: The checkpoint files' content digests (``checkpoint_content``), kept for the engines to come.
+_DIGESTS: Final = "digests"
 _WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
 #: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
@@ -58,17 +61,20 @@ _KEY: Final = re.compile(r"(?:[0-9a-f]{32}|[0-9a-f]{64})(?:\.r[0-9]{1,4})?")
 _NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def model_identity(vllm_config: Any, none_hash_seed: str) -> str:
+def model_identity(vllm_config: Any, none_hash_seed: str, digests: ContentDigests | None = None) -> str:
     """A digest of what a block's contents depend on: weights, tokenizer, dtypes, block size, hash seed.
 
-    Weight and tokenizer files count by name, size and modification time (hashing gigabytes would cost
-    seconds): a reload that rewrites a model's weights changes its identity.
+    Weight and tokenizer files count by content (:mod:`checkpoint_content`; subfolders too), so a checkpoint
+    rewritten with the same sizes and times changes its identity; ``digests`` caches their hashes (default: this
+    call only). A hub id counts by its revision.
     """
+    digests = digests or ContentDigests()
     model = vllm_config.model_config
     cache = vllm_config.cache_config
     parts: list[Any] = [
         str(model.model),
         str(getattr(model, "revision", None)),
+        str(getattr(model, "tokenizer_revision", None)),
         str(model.dtype),
         str(getattr(model, "quantization", None)),
         str(cache.cache_dtype),
@@ -77,22 +83,12 @@ def model_identity(vllm_config: Any, none_hash_seed: str) -> str:
         none_hash_seed,
         int(vllm_config.parallel_config.tensor_parallel_size),
         int(vllm_config.parallel_config.pipeline_parallel_size),
-        _files_stamp(Path(str(model.model)), _WEIGHT_SUFFIXES),
+        content_stamp(Path(str(model.model)), _WEIGHT_SUFFIXES, digests),
         str(model.tokenizer),
-        _files_stamp(Path(str(model.tokenizer)), (".json", ".model", ".txt", ".tiktoken")),
+        content_stamp(Path(str(model.tokenizer)), (".json", ".model", ".txt", ".tiktoken", ".jinja"), digests),
     ]
+    digests.save()
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
-
-
-def _files_stamp(folder: Path, suffixes: tuple[str, ...]) -> list[list[Any]]:
-    if not folder.is_dir():
-        return []  # a hub id: its revision names it
-    stamp = []
-    for path in sorted(folder.iterdir()):
-        if path.name.endswith(suffixes):
-            st = path.stat()
-            stamp.append([path.name, st.st_size, st.st_mtime_ns])
-    return stamp
 
 
 class KVPool:
@@ -121,6 +117,12 @@ class KVPool:
     def model_dir(self, identity: str) -> Path:
         """The folder of ``identity``'s blocks; ``ValueError`` for anything but 32 hex digits."""
         return self.root / _valid(_IDENTITY, identity)
+
+    def content_digests(self) -> ContentDigests:
+        """The checkpoint files' content digests, cached in the pool's folder: an engine that starts on files
+        nobody rewrote since reads their digests instead of hashing them again."""
+        self.check()
+        return ContentDigests(private_subfolder(self.root, _DIGESTS) / "files.json")
 
     def claim(self, served_name: str, identity: str) -> None:
         """Record that ``served_name`` now has ``identity``; the blocks of its previous identity are dropped

@@ -20,6 +20,7 @@ import pytest
 
 from server.profiles import load_profile
 from server.vllm_plugin import with_kv_keep
+from server.vllm_plugin.checkpoint_content import ContentDigests
 from server.vllm_plugin.kv_keep import TurnoutKVKeep
 from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name, model_identity
 from server.vllm_plugin.kv_pool_owner import LOCK_NAME, PoolOwner, sweep_dead_pools
@@ -448,3 +449,40 @@ def test_a_keep_makes_room_before_it_writes(tmp_path: Path, monkeypatch: pytest.
     skipped: list[int] = []
     assert keep_kv(_core(pool, more, skipped))["kept_blocks"] == 0.0
     assert skipped == [] and not any(pool.has_block(ident("m"), h.hex()) for h in more), "nothing was written"
+
+
+def test_a_checkpoint_rewritten_with_the_same_sizes_and_times_changes_its_identity(tmp_path: Path) -> None:
+    # cp -p, rsync -a or a tar extract of a same-shape fine-tune: every stamp but the content is kept.
+    model, cache = tmp_path / "model", tmp_path / "digests.json"
+    weights = model / "model.safetensors"
+    shard = model / "shards" / "part-1.safetensors"  # a subfolder counts too
+    shard.parent.mkdir(parents=True)
+    for path in (weights, shard):
+        path.write_bytes(b"w" * 64)
+    (model / "tokenizer.json").write_text("{}")
+    digests = ContentDigests(cache)
+    first = model_identity(_config(model), "seed", digests)
+    assert cache.exists()
+    assert model_identity(_config(model), "seed", ContentDigests(cache)) == first
+
+    for path, content in ((weights, b"v" * 64), (shard, b"s" * 64)):
+        stamp = path.stat()
+        path.write_bytes(content)
+        os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (stamp.st_size, stamp.st_mtime_ns)
+        # A cache written before the rewrite does not hide it: the change time moved.
+        changed = model_identity(_config(model), "seed", ContentDigests(cache))
+        assert changed != first
+        first = changed
+
+
+def test_an_untouched_file_is_not_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, cache = tmp_path / "model", tmp_path / "digests.json"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"w" * 64)
+    model_identity(_config(model), "seed", ContentDigests(cache))
+    hashed: list[object] = []
+    real = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda *args: hashed.append(args) or real(*args))
+    model_identity(_config(model), "seed", ContentDigests(cache))
+    assert hashed == []
