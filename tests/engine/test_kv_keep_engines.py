@@ -13,6 +13,7 @@ link of its prefix): the keep works, and the planted things and the folder they 
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from collections.abc import AsyncIterator, Iterator
@@ -51,9 +52,11 @@ WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
-def _profile(strategy: str, pool_root: Path) -> Profile:
+def _profile(strategy: str, pool_root: Path, plain: Path | None = None) -> Profile:
     demo = load_profile(DEMO)
     models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
+    if plain is not None:  # plain's checkpoint from another folder
+        models["plain"] = msgspec.structs.replace(models["plain"], model=str(plain))
     switching = msgspec.structs.replace(demo.switching, strategy=strategy, drain_timeout=5.0, kv_keep_bytes=KEEP_BYTES)
     return with_kv_keep(msgspec.structs.replace(demo, models=models, switching=switching), pool_root)
 
@@ -61,9 +64,9 @@ def _profile(strategy: str, pool_root: Path) -> Profile:
 Served = tuple[httpx.AsyncClient, EngineManager[Any], KVPool]
 
 
-async def _serve(strategy: str, tmp_path: Path) -> AsyncIterator[Served]:
+async def _serve(strategy: str, tmp_path: Path, plain: Path | None = None) -> AsyncIterator[Served]:
     owner = PoolOwner()  # a pool of this test's own, made as a server makes its own
-    profile = _profile(strategy, owner.root)
+    profile = _profile(strategy, owner.root, plain)
 
     async def build_bundle(name: str, model: Any, engine: Any) -> Any:
         return await build_bundle_for_profile(name, model, engine, FrontendSettings(enable_prompt_tokens_details=True))
@@ -209,3 +212,35 @@ async def test_a_b_a_restores_a_prefix_under_stop(tmp_path: Path) -> None:
         text, cached = await _turn(client, "plain")
         assert cached >= CACHED_AT_LEAST, "A's prefix outlived its engine in the pool"
         assert text == fresh
+
+
+def _rewrite_keeping_stamps(weights: Path) -> None:
+    """Rewrite ``weights`` as ``cp -p`` of a same-shape fine-tune would: other values, the same size and mtime."""
+    from safetensors.torch import load_file, save_file
+
+    stamp = weights.stat()
+    tensors = load_file(weights)
+    first = sorted(tensors)[0]
+    tensors[first] = tensors[first] * 1.5
+    save_file(tensors, weights, metadata={"format": "pt"})
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (stamp.st_size, stamp.st_mtime_ns)
+
+
+async def test_a_checkpoint_rewritten_with_the_same_sizes_and_times_gets_none_of_its_old_blocks(
+    tmp_path: Path,
+) -> None:
+    """A's blocks are kept when the device leaves it; its checkpoint is then rewritten in place with the same
+    sizes and modification times; when A comes back, nothing of the old weights' cache answers."""
+    plain = tmp_path / "plain"
+    shutil.copytree(load_profile(DEMO).models["plain"].model, plain)
+    async for client, _, pool in _serve("stop", tmp_path, plain):
+        await _turn(client, "plain")
+        await _switch(client, "tools")
+        kept = set(pool.usage())
+        assert kept, "A's blocks were kept when the device left it"
+        _rewrite_keeping_stamps(plain / "model.safetensors")
+        await _switch(client, "plain")
+        _, cached = await _turn(client, "plain")
+        assert cached == 0, "the old weights' kept blocks answered for the rewritten checkpoint"
+        assert not kept & set(pool.usage()), "the old identity's blocks were dropped"
