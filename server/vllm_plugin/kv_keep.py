@@ -32,7 +32,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
-from server.vllm_plugin.kv_pool import KVPool, model_identity
+from server.vllm_plugin.kv_pool import BLOCK_DIGEST_BYTES, KVPool, model_identity
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -300,7 +300,8 @@ def keep_on_worker(wrapper: Any, identity: str, num_blocks: int, blocks: list[tu
 
 
 def _bytes_per_block(kv_cache_config: Any) -> int:
+    """What one block takes in the pool: its bytes in every layer, and the digest written after them."""
     groups = kv_cache_config.kv_cache_groups
     if len(groups) != 1:
         return 0
-    return int(groups[0].kv_cache_spec.page_size_bytes) * len(groups[0].layer_names)
+    return int(groups[0].kv_cache_spec.page_size_bytes) * len(groups[0].layer_names) + BLOCK_DIGEST_BYTES

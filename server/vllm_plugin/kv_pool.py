@@ -3,9 +3,10 @@
 It lives in files under a private folder on tmpfs (``/dev/shm``: host memory, no disk), so that it outlives an
 engine restart (``stop``) and is shared by the engine-core process (which decides what is kept and answers prefix
 lookups) and the worker processes (which copy block contents in and out). One folder per model identity
-(:func:`model_identity`: the weights' and tokenizer's files, dtype, block size, prefix-hash seed), one file per
-block, named by vLLM's block hash (a content hash of the block's tokens and of every block before it, with the
-cache salt). A block of model A can therefore never serve model B, nor A after its weights changed.
+(:func:`model_identity`: the weights' and tokenizer's files by content, dtype, block size, prefix-hash seed), one
+file per block, named by vLLM's block hash (a content hash of the block's tokens and of every block before it, with the
+cache salt) and ending with a digest of its name and bytes that a restore checks. A block of model A can therefore
+never serve model B, nor A after its weights changed, nor bytes changed since they were kept.
 
 Bound and order: the whole pool (every model) stays within ``limit_bytes``, counted in the memory its files take
 (allocated blocks, not their stated size); room is made before a keep writes, the least recently used blocks
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -38,6 +40,7 @@ from server.vllm_plugin.checkpoint_content import ContentDigests, content_stamp
 from server.vllm_plugin.private_folder import check_private, private_subfolder
 
 __all__ = [
+    "BLOCK_DIGEST_BYTES",
     "DEFAULT_POOL_PARENT",
     "FREE_MARGIN_FRACTION",
     "FREE_MARGIN_MIN_BYTES",
@@ -54,6 +57,8 @@ FREE_MARGIN_MIN_BYTES: Final = 32 * 2**20
 _NAMES: Final = "names"
 #: The checkpoint files' content digests (``checkpoint_content``), kept for the engines to come.
 _DIGESTS: Final = "digests"
+#: Each block file ends with this many bytes of BLAKE2b over its name and contents.
+BLOCK_DIGEST_BYTES: Final = 16
 _WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
 #: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
@@ -147,9 +152,9 @@ class KVPool:
         return stat.S_ISREG(st.st_mode)
 
     def write_block(self, identity: str, key: str, data: bytes | memoryview) -> None:
-        """Write one block (room for it is made first: :meth:`make_room`)."""
+        """Write one block, its digest after it (room for it is made first: :meth:`make_room`)."""
         folder = private_subfolder(self.root, self.model_dir(identity).name)
-        _write_atomic(folder / _valid(_KEY, key), data)
+        _write_atomic(folder / _valid(_KEY, key), data, _block_digest(identity, key, data))
 
     def touch(self, identity: str, key: str) -> None:
         """Mark a kept block as just used (no-op when it is gone)."""
@@ -161,13 +166,18 @@ class KVPool:
 
         Raises:
             OSError: It is gone (evicted), unreadable, or not a plain file.
-            ValueError: It does not hold ``size`` bytes, or ``identity`` or ``key`` is not a hex name.
+            ValueError: It does not hold ``size`` bytes and their digest, its bytes do not match the digest
+                written with them (changed since, or another block's), or ``identity`` or ``key`` is not a hex
+                name: a miss, never an answer.
         """
         data = bytearray(size)
+        digest = bytearray(BLOCK_DIGEST_BYTES)
         with _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd, os.fdopen(fd, "rb", closefd=False) as f:
             read = f.readinto(data)
-            if read != size or f.read(1):
+            if read != size or f.readinto(digest) != BLOCK_DIGEST_BYTES or f.read(1):
                 raise ValueError(f"kept block {key} holds another size than {size} bytes")
+            if not hmac.compare_digest(digest, _block_digest(identity, key, data)):
+                raise ValueError(f"kept block {key} does not match its digest")
             with contextlib.suppress(OSError):
                 os.utime(fd)
         return data
@@ -296,11 +306,20 @@ def _remove_entry(root: Path, name: str) -> None:
             os.unlink(path)
 
 
-def _write_atomic(path: Path, data: bytes | memoryview) -> None:
+def _block_digest(identity: str, key: str, data: bytes | bytearray | memoryview) -> bytes:
+    """A block's digest over its name and bytes: a block renamed, moved to another model or changed in place no
+    longer matches."""
+    digest = hashlib.blake2b(f"{identity}/{key}".encode(), digest_size=BLOCK_DIGEST_BYTES)
+    digest.update(data)
+    return digest.digest()
+
+
+def _write_atomic(path: Path, *parts: bytes | memoryview) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
         os.replace(tmp, path)  # replaces a link named ``path`` itself, never its target
     except BaseException:
         with contextlib.suppress(OSError):

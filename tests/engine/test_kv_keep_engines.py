@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,15 +160,33 @@ async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) ->
     # The pool lost A's blocks after the lookup found them: every file cut short (as a block evicted, or half
     # written by a dying process, would read).
     await _switch(client, "plain")
-    damaged = 0
-    for folder in pool.root.iterdir():
-        if folder.is_dir() and folder.name != "names":
-            for block in folder.iterdir():
-                block.write_bytes(b"\0" * 7)
-                damaged += 1
-    assert damaged > 0
+    assert _damage(pool, lambda data: b"\0" * 7) > 0
     text, _ = await _turn(client, "plain", [*PREFIX, 21])
     assert text == fresh, "a block that could not be restored was prefilled again"
+
+
+async def test_a_kept_block_whose_bytes_changed_is_prefilled_not_restored(reconfigured: Served) -> None:
+    # Every kept byte flipped in place, sizes kept: only the digest written with each block can tell.
+    client, manager, pool = reconfigured
+    if manager.active_model != "plain":
+        await _switch(client, "plain")
+    fresh, _ = await _turn(client, "plain", [*PREFIX, 31])
+    await _switch(client, "tools")
+    await _switch(client, "plain")
+    assert _damage(pool, lambda data: bytes(byte ^ 0xFF for byte in data[:-16]) + data[-16:]) > 0
+    text, _ = await _turn(client, "plain", [*PREFIX, 31])
+    assert text == fresh, "a block that did not match its digest was prefilled again"
+
+
+def _damage(pool: KVPool, change: Callable[[bytes], bytes]) -> int:
+    """Rewrite every kept block file of every model with ``change`` of its bytes; how many."""
+    damaged = 0
+    for folder in pool.root.iterdir():
+        if folder.is_dir() and len(folder.name) == 32:  # a model identity's folder
+            for block in folder.iterdir():
+                block.write_bytes(change(block.read_bytes()))
+                damaged += 1
+    return damaged
 
 
 async def test_what_another_user_planted_beside_the_pool_is_left_alone(

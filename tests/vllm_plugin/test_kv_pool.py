@@ -27,7 +27,9 @@ from server.vllm_plugin.kv_pool_owner import LOCK_NAME, PoolOwner, sweep_dead_po
 from server.vllm_plugin.private_folder import FolderNotPrivate, check_private
 from tests.fakes.local_user import as_nobody, can_plant, plant_beside_pools, planted_tree
 
-BLOCK = 4096  # one tmpfs page: a block's size and the memory it takes agree
+PAGE = 4096
+#: A block's bytes and its 16-byte digest fill one tmpfs page: a block file's size and the memory it takes agree.
+BLOCK = PAGE - 16
 
 
 def ident(name: str) -> str:
@@ -65,7 +67,7 @@ def _aged(pool: KVPool, identity: str, name: str, age_s: float) -> None:
 
 
 def test_the_bound_holds_across_models_and_the_least_recently_used_go_first(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * PAGE)
     m = [ident(f"m{model}") for model in range(4)]
     for model in range(4):  # 12 blocks of 4 models, the oldest first
         for block in range(3):
@@ -74,30 +76,30 @@ def test_the_bound_holds_across_models_and_the_least_recently_used_go_first(tmp_
 
     pool.enforce_bound()
 
-    assert sum(pool.usage().values()) <= 5 * BLOCK
+    assert sum(pool.usage().values()) <= 5 * PAGE
     assert pool.has_block(m[0], key("b0"))
     assert all(pool.has_block(m[3], key(f"b{block}")) for block in range(3))
     assert not pool.has_block(m[0], key("b1")) and not pool.has_block(m[1], key("b0"))
 
 
 def test_room_is_made_before_a_write(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * PAGE)
     for block in range(5):
         _aged(pool, ident("m"), f"b{block}", age_s=100 - block)
-    pool.make_room(2 * BLOCK)
-    assert sum(pool.usage().values()) <= 3 * BLOCK, "two more blocks fit in the bound before they are written"
+    pool.make_room(2 * PAGE)
+    assert sum(pool.usage().values()) <= 3 * PAGE, "two more blocks fit in the bound before they are written"
     assert not pool.has_block(ident("m"), key("b0")) and pool.has_block(ident("m"), key("b4"))
 
 
 def test_free_tmpfs_is_checked(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=5 * PAGE)
     fs = os.statvfs(pool.root)
     assert pool.leaves_free(BLOCK)
     assert not pool.leaves_free(fs.f_bavail * fs.f_frsize), "a keep that would fill the file system is refused"
 
 
 def test_a_short_block_and_names_that_are_not_hex_are_refused(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * PAGE)
     pool.write_block(ident("m"), key("k"), b"x" * (BLOCK - 1))
     with pytest.raises(ValueError, match="another size"):
         pool.read_block(ident("m"), key("k"), BLOCK)
@@ -111,7 +113,7 @@ def test_a_short_block_and_names_that_are_not_hex_are_refused(tmp_path: Path) ->
 
 
 def test_a_model_whose_identity_changed_loses_its_blocks(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * PAGE)
     pool.claim("plain", ident("old-weights"))
     pool.write_block(ident("old-weights"), key("k"), b"x")
     pool.claim("other", ident("other-weights"))
@@ -166,14 +168,14 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(
 def test_kept_bytes_by_name_follow_each_models_current_identity_and_create_nothing(tmp_path: Path) -> None:
     root = tmp_path / "pool"
     assert kept_bytes_by_name(root, ["plain"]) == {} and not root.exists(), "no pool: no figures, no folder"
-    pool = KVPool(private(root), limit_bytes=10 * BLOCK)
+    pool = KVPool(private(root), limit_bytes=10 * PAGE)
     pool.claim("plain", ident("plain-weights"))
     pool.write_block(ident("plain-weights"), key("a"), b"x" * BLOCK)
     pool.write_block(ident("plain-weights"), key("b"), b"x" * BLOCK)
     pool.claim("tools", ident("tools-weights"))
 
     usage = kept_bytes_by_name(root, ["plain", "tools", "never-kept"])
-    assert usage == {"plain": 2 * BLOCK, "tools": 0, "never-kept": 0}
+    assert usage == {"plain": 2 * PAGE, "tools": 0, "never-kept": 0}
     pool.claim("plain", ident("new-weights"))  # a reload changed its weights: its blocks are gone
     assert kept_bytes_by_name(root, ["plain"]) == {"plain": 0}
 
@@ -204,7 +206,7 @@ def test_a_planted_record_naming_a_folder_outside_removes_nothing(tmp_path: Path
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "precious").write_text("keep me")
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * PAGE)
     pool.claim("plain", ident("w"))
     record = pool.root / "names" / hashlib.sha256(b"plain").hexdigest()[:32]
     for planted in (str(victim), "../victim"):
@@ -240,14 +242,14 @@ def test_links_in_the_pool_are_never_followed(tmp_path: Path) -> None:
 
 
 def test_a_sparse_file_counts_the_memory_it_takes(tmp_path: Path) -> None:
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * PAGE)
     for block in range(3):
         _aged(pool, ident("m"), f"b{block}", age_s=100 - block)
     with (pool.model_dir(ident("m")) / key("sparse")).open("wb") as f:
         f.truncate(10 * 2**30)  # 10 GiB stated, nothing taken: the youngest file
     pool.enforce_bound()
     assert all(pool.has_block(ident("m"), key(f"b{block}")) for block in range(3)), "the kept blocks survive"
-    assert sum(pool.usage().values()) < 4 * BLOCK
+    assert sum(pool.usage().values()) < 4 * PAGE
 
 
 def test_another_user_cannot_plant_or_take_over_a_pool(shm: Path) -> None:
@@ -258,7 +260,7 @@ def test_another_user_cannot_plant_or_take_over_a_pool(shm: Path) -> None:
         assert owner.root.parent == shm and owner.root.name.startswith("turnout-kv-")
         assert not owner.root.name.startswith(("turnout-kv-planted", "turnout-kv-link"))
         assert stat.S_IMODE(owner.root.stat().st_mode) == 0o700 and owner.root.stat().st_uid == os.geteuid()
-        pool = KVPool(owner.root, limit_bytes=2 * BLOCK)
+        pool = KVPool(owner.root, limit_bytes=2 * PAGE)
         pool.claim("plain", ident("plain-weights"))
         pool.write_block(ident("plain-weights"), key("b"), b"x" * BLOCK)
         pool.enforce_bound()
@@ -431,7 +433,7 @@ def _core(pool: KVPool, hashes: list[bytes], written: list[int]) -> SimpleNamesp
 def test_a_keep_makes_room_before_it_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from server.vllm_plugin.kv_keep import keep_kv
 
-    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * BLOCK)
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * PAGE)
     for block in range(4):  # full of older blocks
         _aged(pool, ident("old"), f"o{block}", age_s=100 - block)
     hashes = [hashlib.sha256(f"new{i}".encode()).digest() for i in range(2)]
@@ -440,8 +442,8 @@ def test_a_keep_makes_room_before_it_writes(tmp_path: Path, monkeypatch: pytest.
     kept = keep_kv(_core(pool, hashes, before_write))
 
     assert kept["kept_blocks"] == 2.0
-    assert before_write == [2 * BLOCK], "two old blocks went before the two new ones were written"
-    assert sum(pool.usage().values()) <= 4 * BLOCK
+    assert before_write == [2 * PAGE], "two old blocks went before the two new ones were written"
+    assert sum(pool.usage().values()) <= 4 * PAGE
     assert all(pool.has_block(ident("m"), h.hex()) for h in hashes)
 
     monkeypatch.setattr(KVPool, "leaves_free", lambda self, incoming: False)  # a nearly full /dev/shm
@@ -486,3 +488,22 @@ def test_an_untouched_file_is_not_hashed_again(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(hashlib, "file_digest", lambda *args: hashed.append(args) or real(*args))
     model_identity(_config(model), "seed", ContentDigests(cache))
     assert hashed == []
+
+
+def test_a_block_that_does_not_match_its_digest_is_a_miss(tmp_path: Path) -> None:
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=4 * PAGE)
+    pool.write_block(ident("m"), key("a"), b"a" * BLOCK)
+    pool.write_block(ident("m"), key("b"), b"b" * BLOCK)
+    assert pool.read_block(ident("m"), key("a"), BLOCK) == b"a" * BLOCK
+    folder = pool.model_dir(ident("m"))
+
+    flipped = bytearray((folder / key("a")).read_bytes())
+    flipped[7] ^= 0xFF  # a byte changed in place: same size, same name
+    (folder / key("a")).write_bytes(flipped)
+    with pytest.raises(ValueError, match="digest"):
+        pool.read_block(ident("m"), key("a"), BLOCK)
+
+    shutil.copyfile(folder / key("b"), folder / key("c"))  # a whole, valid block under another block's name
+    with pytest.raises(ValueError, match="digest"):
+        pool.read_block(ident("m"), key("c"), BLOCK)
+    assert pool.read_block(ident("m"), key("b"), BLOCK) == b"b" * BLOCK
