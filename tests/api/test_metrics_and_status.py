@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server.api.metrics import KeptKVCollector
 from server.profiles.schema import Switching
-from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name
+from server.vllm_plugin.kv_pool import BLOCK_DIGEST_BYTES, KVPool, kept_bytes_by_name
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader
 
@@ -130,7 +130,7 @@ async def test_the_kept_kv_pool_is_read_per_scrape(make_client: MakeClient, tmp_
     root.mkdir(mode=0o700)
     pool = KVPool(root, limit_bytes=1 << 20)
     pool.claim("tools", "a" * 32)
-    pool.write_block("a" * 32, "b" * 64, b"x" * 4096)
+    pool.write_block("a" * 32, "b" * 64, b"x" * (4096 - BLOCK_DIGEST_BYTES))  # with its digest: one tmpfs page
     text = generate_latest(registry).decode()
     assert _value(text, "turnout_kv_kept_bytes", model="tools") == 4096.0
     assert _value(text, "turnout_kv_kept_bytes", model="plain") == 0.0
