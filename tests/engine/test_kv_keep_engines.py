@@ -32,7 +32,7 @@ from server.frontend.vllm_adapter import build_renderer
 from server.profiles import load_profile
 from server.profiles.schema import Profile
 from server.vllm_plugin import with_kv_keep
-from server.vllm_plugin.kv_pool import DEFAULT_POOL_PARENT, KVPool
+from server.vllm_plugin.kv_pool import BLOCK_DIGEST_BYTES, DEFAULT_POOL_PARENT, KVPool
 from server.vllm_plugin.kv_pool_owner import PoolOwner
 from tests.fakes.local_user import can_plant, plant_beside_pools, planted_tree
 
@@ -151,31 +151,30 @@ async def test_a_b_a_restores_a_prefix_under_reconfigure(reconfigured: Served) -
     assert text == fresh
 
 
-async def test_a_failed_restore_falls_back_to_a_prefill(reconfigured: Served) -> None:
+def _cut_short(data: bytes) -> bytes:
+    """A block file as an eviction under the lookup, or a dying writer, leaves it."""
+    return b"\0" * 7
+
+
+def _flipped(data: bytes) -> bytes:
+    """Every kept byte flipped in place, the size and the digest kept: only the digest can tell."""
+    return bytes(byte ^ 0xFF for byte in data[:-BLOCK_DIGEST_BYTES]) + data[-BLOCK_DIGEST_BYTES:]
+
+
+@pytest.mark.parametrize(("change", "tail"), [(_cut_short, 21), (_flipped, 31)])
+async def test_a_block_that_cannot_be_restored_as_kept_is_prefilled_again(
+    reconfigured: Served, change: Callable[[bytes], bytes], tail: int
+) -> None:
+    # The pool's files change after the lookup found them; the answer is a fresh engine's.
     client, manager, pool = reconfigured
     if manager.active_model != "plain":
         await _switch(client, "plain")
-    fresh, _ = await _turn(client, "plain", [*PREFIX, 21])
-    await _switch(client, "tools")
-    # The pool lost A's blocks after the lookup found them: every file cut short (as a block evicted, or half
-    # written by a dying process, would read).
-    await _switch(client, "plain")
-    assert _damage(pool, lambda data: b"\0" * 7) > 0
-    text, _ = await _turn(client, "plain", [*PREFIX, 21])
-    assert text == fresh, "a block that could not be restored was prefilled again"
-
-
-async def test_a_kept_block_whose_bytes_changed_is_prefilled_not_restored(reconfigured: Served) -> None:
-    # Every kept byte flipped in place, sizes kept: only the digest written with each block can tell.
-    client, manager, pool = reconfigured
-    if manager.active_model != "plain":
-        await _switch(client, "plain")
-    fresh, _ = await _turn(client, "plain", [*PREFIX, 31])
+    fresh, _ = await _turn(client, "plain", [*PREFIX, tail])
     await _switch(client, "tools")
     await _switch(client, "plain")
-    assert _damage(pool, lambda data: bytes(byte ^ 0xFF for byte in data[:-16]) + data[-16:]) > 0
-    text, _ = await _turn(client, "plain", [*PREFIX, 31])
-    assert text == fresh, "a block that did not match its digest was prefilled again"
+    assert _damage(pool, change) > 0
+    text, _ = await _turn(client, "plain", [*PREFIX, tail])
+    assert text == fresh, "a block that could not be restored as kept was prefilled again"
 
 
 def _damage(pool: KVPool, change: Callable[[bytes], bytes]) -> int:
