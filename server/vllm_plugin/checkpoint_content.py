@@ -16,11 +16,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 __all__ = ["ContentDigests", "content_stamp"]
-
-_CHUNK: Final = 8 << 20
 
 
 class ContentDigests:
