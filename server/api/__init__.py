@@ -42,8 +42,6 @@ from server.api.stack import (
     StackOptions,
     StackSource,
     assemble_stack,
-    edge_settings,
-    prepare_stack,
     without_preloads,
 )
 from server.api.withheld_env import (
@@ -94,13 +92,11 @@ __all__ = [
     "check_secret_sources",
     "check_serves_form",
     "create_app",
-    "edge_settings",
     "engine_error_body",
     "error_response",
     "is_admin",
     "limited_protocol",
     "model_card",
-    "prepare_stack",
     "read_keys",
     "resolve_model_name",
     "retry_after_header",

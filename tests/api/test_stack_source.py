@@ -101,3 +101,14 @@ async def test_a_reload_lists_a_changed_switching_key_as_restart_only(
         assert list(reloader.profile.models) == ["tiny"] and reloader.profile.switching.drain_timeout == 60.0
     finally:
         await stack.manager.shutdown()
+
+
+async def test_a_ray_node_gets_the_assembled_key_ring(profile: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: a node built its parts without the key ring, and its app made another from the settings.
+    fake_engines(monkeypatch)
+    profile.write_text(PROFILE + "server:\n  api_key_env: STACK_NODE_KEY\n")
+    with secrets_put_back():
+        monkeypatch.setenv("STACK_NODE_KEY", "sk-node")
+        node = await build.profile_node(node_options(str(profile)))
+    assert node.key_ring is not None and node.key_ring.keyed
+    assert node.key_ring.match(["sk-node"]).models is None  # the profile's one key, for every model
