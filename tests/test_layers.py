@@ -446,3 +446,39 @@ def test_the_validate_check_sees_a_heavy_import() -> None:
     # The test above must be able to fail: the same check after importing the frontend's vLLM adapter.
     code = f"import sys, server.frontend.vllm_adapter; print([m for m in {HEAVY!r} if m in sys.modules])"
     assert "vllm" in fresh_python(code)
+
+
+#: The profile loader's entry points, and the only modules outside ``profiles`` that call them: the stack source
+#: (``turnout serve``, a reload, a Ray node and its ingress) and ``turnout validate``. Everything else gets its
+#: profile from the stack source, so that it is loaded and validated one way, once a process.
+PROFILE_LOADERS = frozenset({"load_profile", "validate_profile"})
+PROFILE_LOADER_CALLERS = frozenset({"server/api/stack/source.py", "server/cli/validate.py"})
+
+
+def profile_loader_calls(root: Path = SERVER) -> list[str]:
+    """Every ``file calls name`` outside ``profiles`` that calls the profile loader by name or attribute."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.is_relative_to(root / "profiles"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = node.func
+                name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", None)
+                if name in PROFILE_LOADERS:
+                    found.append(f"{path.relative_to(root.parent).as_posix()} calls {name}")
+    return found
+
+
+def test_only_the_stack_source_and_validate_load_a_profile() -> None:
+    callers = {call.split(" calls ")[0] for call in profile_loader_calls()}
+    assert callers == PROFILE_LOADER_CALLERS
+
+
+def test_the_loader_scan_sees_a_call(tmp_path: Path) -> None:
+    # The test above must be able to fail: the Ray node's own load of the profile, as it was.
+    (tmp_path / "server" / "cluster").mkdir(parents=True)
+    (tmp_path / "server" / "cluster" / "build.py").write_text(
+        "from server.profiles import load_profile\n\nprofile = load_profile(path, parsers=parser_registry())\n"
+    )
+    assert profile_loader_calls(tmp_path / "server") == ["server/cluster/build.py calls load_profile"]

@@ -3,21 +3,13 @@
 It sits above ``engine`` and ``frontend`` and below ``cluster`` and ``cli`` (see ``server/__init__.py``).
 
 This face is all other packages import (``tests/test_layers.py``): the app (:func:`create_app`) and its settings,
-the one assembly of the serving stack that ``turnout serve`` and a Ray node both call (:func:`assemble_stack`), and
-the edge pieces the CLI and the Ray ingress build the same way ``turnout serve`` does (the keys and their scopes,
-model names, guards, error shapes, the reloader and the profile watch). The modules behind it are the API's own to
-move.
+the one path from a profile file to its serving stack that ``turnout serve``, a reload and a Ray node all take
+(:class:`StackSource`, in ``server/api/stack/``), and the edge pieces the CLI and the Ray ingress build the same way
+``turnout serve`` does (the keys and their scopes, model names, guards, error shapes, the reloader and the profile
+watch). The modules behind it are the API's own to move.
 """
 
 from server.api.app import create_app
-from server.api.assembly import (
-    ServingStack,
-    StackOptions,
-    assemble_stack,
-    edge_settings,
-    prepare_stack,
-    without_preloads,
-)
 from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
 from server.api.connection_limits import ConnectionLimits, OpenConnections, limited_protocol
 from server.api.edge import EDGE_CHECKED_ELSEWHERE, LOOPBACK_HOSTS, EdgeChecks, EdgePolicy
@@ -44,6 +36,14 @@ from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
 from server.api.route_table import RouteTable
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
+from server.api.stack import (
+    ServingStack,
+    SourceOptions,
+    StackOptions,
+    StackSource,
+    assemble_stack,
+    without_preloads,
+)
 from server.api.withheld_env import (
     FILE_SUFFIX,
     SecretSourceInvalid,
@@ -82,7 +82,9 @@ __all__ = [
     "ServingBundle",
     "ServingFlags",
     "ServingStack",
+    "SourceOptions",
     "StackOptions",
+    "StackSource",
     "allowed_model",
     "api_settings",
     "assemble_stack",
@@ -90,13 +92,11 @@ __all__ = [
     "check_secret_sources",
     "check_serves_form",
     "create_app",
-    "edge_settings",
     "engine_error_body",
     "error_response",
     "is_admin",
     "limited_protocol",
     "model_card",
-    "prepare_stack",
     "read_keys",
     "resolve_model_name",
     "retry_after_header",

@@ -96,8 +96,8 @@ def create_app(
         background: Tasks that run while the app serves (the profile watcher); cancelled at exit.
         request_schemas: The request bodies' JSON Schemas for ``/openapi.json`` (vLLM's request models, from
             ``vllm_adapter.request_body_schemas``); None documents them as plain JSON objects.
-        key_ring: The API keys, shared with ``reloader`` so that a reload applies changed keys at once; None:
-            ``settings``' keys, for the app's life.
+        key_ring: The API keys (the assembled stack's), shared with ``reloader`` so that a reload applies changed
+            keys at once; None: ``settings``' keys, for the app's life.
     """
 
     @asynccontextmanager
@@ -126,7 +126,7 @@ def create_app(
     parts = (manager, registry, reloads, refusal, settings, keys, stored_responses)
     values = dict(zip(APP_DEPENDENCIES, parts, strict=True))
     app = Litestar(
-        route_handlers=node_routes(settings, keys, reloadable_keys=key_ring is not None),
+        route_handlers=node_routes(settings, keys, reloadable_keys=reloads is not None and key_ring is not None),
         # Constants for the app's life: resolved once, then served from Litestar's cache on every request.
         dependencies={
             **{name: _constant(value) for name, value in values.items()},

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
@@ -32,23 +32,35 @@ from server.profiles import (
 __all__ = [
     "NO_PROFILE_FILE",
     "ModelReload",
-    "Prepare",
     "ProfileRejected",
     "ReloadReport",
+    "ReloadSource",
     "ReloadUnavailable",
     "Reloader",
-    "Validate",
 ]
 
 logger = logging.getLogger("turnout.api")
 
-#: Validates a profile the way ``turnout serve`` does (live parser registries, the CLI's defaults): its file's name
-#: and the content the reload read from it (``validate_profile``'s ``data``; the file is not opened again).
-Validate = Callable[[str, bytes], ValidationResult]
-#: Readies a valid profile to run as ``turnout serve`` does at start-up: its command-line engine defaults, vLLM's
-#: check of every model's engine config, and the KV-cache budget. Raises EngineConfigInvalid or
-#: MemoryBudgetExceeded.
-Prepare = Callable[[Profile], tuple[Profile, MemoryPlan | None]]
+
+class ReloadSource(Protocol):
+    """Where a reloaded profile is loaded and readied, as the server's own was at start-up (the server's
+    :class:`~server.api.stack.StackSource`)."""
+
+    def load(self, path: str | None = None, data: bytes | None = None) -> ValidationResult:
+        """``path`` validated as the server's profile was (live parser registries, the command line's defaults),
+        from ``data``, the content the reload read from it (the file is not opened again)."""
+        ...
+
+    def prepare(self, profile: Profile) -> tuple[Profile, MemoryPlan | None]:
+        """A valid ``profile`` readied to run beside what runs now: the command line's engine defaults, vLLM's check
+        of every model's engine config, and the KV-cache budget; its settings that apply only at a restart
+        (``switching.*``) as the file has them, so that the reload reports them.
+
+        Raises:
+            EngineConfigInvalid, MemoryBudgetExceeded: The profile cannot be served here.
+        """
+        ...
+
 
 Effect = Literal["now", "next_activation", "next_load"]
 
@@ -127,8 +139,7 @@ class Reloader:
     Args:
         manager: The running manager.
         profile: The profile the server started with.
-        validate: The server's own validation.
-        prepare: What the server does to a valid profile before it runs it (None: nothing).
+        source: Where the server's profile came from: each reloaded version is loaded and readied there.
         key_ring: The serving routes' keys, read again from each reloaded profile and ``env`` (None: keys fixed).
         env: Where the keys' variables are read (default: the server's environment, ``secret_env``, whose newly
             named key variables a reload then withholds from ``os.environ`` as start-up did).
@@ -138,8 +149,7 @@ class Reloader:
         self,
         manager: EngineManager[Any],
         profile: Profile,
-        validate: Validate,
-        prepare: Prepare | None = None,
+        source: ReloadSource,
         *,
         key_ring: KeyRing | None = None,
         env: Mapping[str, str] | None = None,
@@ -147,8 +157,7 @@ class Reloader:
         self._manager = manager
         self._profile = profile
         self._digests = file_digests(profile)
-        self._validate = validate
-        self._prepare = prepare
+        self._source = source
         self._paths = ReloadPaths(profile.path, profile.server.reload_dirs)
         self._key_ring = key_ring
         self._env = secret_env() if env is None else env
@@ -216,7 +225,7 @@ class Reloader:
         except OSError as exc:
             message = f"cannot read the profile: {exc.strerror or exc}"
             raise ProfileRejected([ProfileIssue(file=source, line=1, col=1, message=message)], []) from None
-        return self._validate(source, data)
+        return self._source.load(source, data)
 
     def _read_keys(self, new: Profile, result: ValidationResult) -> KeyEntries | None:
         """The key set ``new`` configures (None without a key ring); an unset variable rejects the profile."""
@@ -234,10 +243,8 @@ class Reloader:
 
     def _prepared(self, result: ValidationResult) -> tuple[Profile, MemoryPlan | None]:
         assert result.profile is not None
-        if self._prepare is None:
-            return result.profile, self._manager.memory_plan
         try:
-            return self._prepare(result.profile)
+            return self._source.prepare(result.profile)
         except (EngineConfigInvalid, MemoryBudgetExceeded) as refused:
             # vLLM's own checks know no positions: each problem names the model and the key instead.
             path = result.profile.path

@@ -16,7 +16,9 @@ from ruamel.yaml.comments import CommentedMap
 
 from server.cli._output import out_console
 from server.cli.logging_setup import LOG_FORMAT_OPTION, set_up_logging
-from server.cli.serve import ServeOptions, load_serving_profile, run_server
+from server.cli.profile_checks import load_serving_profile
+from server.cli.serve_options import ServeOptions
+from server.cli.uvicorn_server import run_server
 from server.profiles import LogFormat
 
 __all__ = ["DEMO_PROFILE", "demo", "demo_profile"]
@@ -53,7 +55,10 @@ def demo(host: str, port: int, log_format: LogFormat) -> None:
         "log_format": log_format,
         "logging_setup": setup,
     }
-    run_server(load_serving_profile(str(profile)), ServeOptions(**options))
+    from server.api import StackSource
+
+    serve_options = ServeOptions(**options)
+    run_server(load_serving_profile(StackSource(serve_options.source(str(profile)))), serve_options)
 
 
 def demo_profile(models: dict[str, Path], source: Path = DEMO_PROFILE) -> Path:

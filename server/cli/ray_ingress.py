@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.api import ConnectionLimits, limited_protocol
 from server.cli._output import err_console
-from server.cli.serve import profile_connection_limits
+from server.cli.uvicorn_server import profile_connection_limits
 
 if TYPE_CHECKING:
     import uvicorn

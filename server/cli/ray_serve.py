@@ -20,16 +20,11 @@ from pathlib import Path
 import click
 
 from server.cli._output import err_console, out_console
+from server.cli.profile_checks import load_serving_profile, refuse_invalid_profile, settings_or_exit
 from server.cli.ray_auth import installed_ray_version, local_ray_auth, private_token_file
-from server.cli.serve import (
-    ServeOptions,
-    engine_defaults,
-    listener_or_exit,
-    load_serving_profile,
-    refuse_invalid_profile,
-    settings_or_exit,
-)
+from server.cli.serve_options import ServeOptions, engine_defaults
 from server.cli.stack_flags import ADMISSION_TIMEOUT_OPTION, NO_PRELOAD_OPTION, frontend_default_options
+from server.cli.uvicorn_server import listener_or_exit
 from server.cluster import ACCELERATOR, MAX_ONGOING_REQUESTS, node_options
 from server.engine import StateDir, state_dir
 from server.profiles import Profile
@@ -93,8 +88,11 @@ def ray_serve(
         no_preload=no_preload,
         engine_defaults=engine_defaults({}, reasoning_parser),
     )
-    # Before Ray and vLLM are imported (seconds).
-    refuse_invalid_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
+    from server.api import ServingFlags, SourceOptions, StackSource
+
+    # The ingress's own check and load; each replica loads the profile again with these options, in its process.
+    source = StackSource(SourceOptions(path=str(profile), stack=options.stack, flags=ServingFlags(dev=dev)))
+    refuse_invalid_profile(source)  # before Ray and vLLM are imported (seconds)
     ray_version = installed_ray_version()
     local = address == "local"
     if local and ray_version is not None:  # before Ray is imported: it reads its authentication mode on import
@@ -105,11 +103,10 @@ def ray_serve(
     except ImportError:
         err_console.print("ray-serve needs the ray extra: pip install -e '.[ray]'", markup=False)
         raise SystemExit(1) from None
-    from server.api import ServingFlags
     from server.cli.ray_ingress import run_ingress
     from server.cluster import node_application
 
-    loaded = load_serving_profile(str(profile), tool_call_parser, enable_auto_tool_choice)
+    loaded = load_serving_profile(source).require()
     path = str(profile.resolve())
     secret_files: dict[str, str] = {}
     if local:  # the local replicas read this environment: a key variable left unset stops here, not in Ray

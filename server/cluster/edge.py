@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.api import ApiSettings, ServingFlags, edge_settings
+from server.api import ApiSettings, ServingFlags, SourceOptions, StackSource
 from server.cluster.parts import EdgeParts
-from server.profiles import Profile, load_profile
+from server.profiles import Profile
 
-__all__ = ["edge_flags", "edge_of", "edge_parts", "profile_edge"]
+__all__ = ["edge_flags", "edge_of", "profile_edge"]
 
 
 def edge_flags(options: Mapping[str, Any]) -> ServingFlags:
@@ -28,21 +28,14 @@ def edge_of(profile: Profile, settings: ApiSettings) -> EdgeParts:
     return EdgeParts(settings=settings, models=profile.models, default_model=profile.default_model)
 
 
-def edge_parts(profile: Profile, options: Mapping[str, Any]) -> EdgeParts:
-    """``profile``'s edge: its settings (``edge_settings``, as a node's assembly reads them) from this process's
-    environment and :func:`edge_flags`; the secrets then leave ``os.environ``.
-
-    Raises:
-        KeyNotSet: A ``server.api_keys`` item's variable is unset (the replica does not start).
-    """
-    return edge_of(profile, edge_settings(profile, edge_flags(options)))
-
-
 async def profile_edge(options: Mapping[str, Any]) -> EdgeParts:
-    """``options["profile"]``'s edge (the ingress's builder). The profile is checked without vLLM's parser
-    registry: the ingress never renders a chat, and each node checks the parser names as it starts.
+    """``options["profile"]``'s edge (the ingress's builder), through the stack source (``StackSource.edge``). The
+    profile is checked without vLLM's parser registry: the ingress never renders a chat, and each node checks the
+    parser names as it starts.
 
     Raises:
         ProfileInvalid: The profile has errors; Ray shows them in the deployment's status.
+        KeyNotSet: A ``server.api_keys`` item's variable is unset (the replica does not start).
     """
-    return edge_parts(load_profile(str(options["profile"])), options)
+    profile, settings = StackSource(SourceOptions(path=str(options["profile"]), flags=edge_flags(options))).edge()
+    return edge_of(profile, settings)

@@ -75,7 +75,7 @@ class TurnoutNode:
         manager = parts.manager
         self._manager = manager
         self._models = models = ReplicaModels(manager)
-        self._app = create_app(manager, parts.edge.settings, reloader=REPLICA_RELOAD)
+        self._app = create_app(manager, parts.edge.settings, reloader=REPLICA_RELOAD, key_ring=parts.key_ring)
         self._routes = RouteTable(parts.edge.settings)
         context = serve.get_replica_context()
         self._replica = context.replica_id.unique_id

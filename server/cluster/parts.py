@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api import ApiSettings, ServingBundle
+from server.api import ApiSettings, KeyRing, ServingBundle
 from server.engine import EngineManager
 from server.profiles import ModelProfile
 
@@ -37,11 +37,14 @@ class NodeParts:
     Attributes:
         manager: Not initialized yet: the replica's first multiplexed load starts it with the requested model.
         edge: The same parts the ingress is built from (its app uses ``edge.settings``).
+        key_ring: The assembled stack's key ring, which the replica's app checks keys by (None: one of
+            ``edge.settings``' keys, as the fakes build it).
         counters: Extra figures for the replica's report (the fakes' load counts); empty in production.
     """
 
     manager: EngineManager[ServingBundle]
     edge: EdgeParts
+    key_ring: KeyRing | None = None
     counters: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
 
 

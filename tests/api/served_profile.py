@@ -12,9 +12,9 @@ import httpx
 from server.api import ApiSettings, create_app
 from server.api.key_ring import KeyRing, read_keys
 from server.api.reloader import Reloader
-from server.engine import EngineManager
+from server.engine import EngineManager, MemoryPlan
 from server.engine.strategies import KeepStrategy
-from server.profiles import ValidationResult, validate_profile
+from server.profiles import Profile, ValidationResult, validate_profile
 from tests.api.conftest import ADMIN_TOKEN, admin
 from tests.fakes.bundles import build_fake_serving_bundle
 from tests.fakes.engines import FakeLoader
@@ -43,6 +43,20 @@ class Served:
         await self.manager.shutdown()
 
 
+class _FakeSource:
+    """The server's stack source as a reload calls it: the fake parser registry, the workspace's environment, and
+    nothing to prepare (the plan stays the manager's)."""
+
+    def __init__(self, env: Mapping[str, str], manager: EngineManager[Any]) -> None:
+        self._env, self._manager = env, manager
+
+    def load(self, path: str | None = None, data: bytes | None = None) -> ValidationResult:
+        return validate_profile(path, env=self._env, parsers=FakeParserRegistry(), data=data)
+
+    def prepare(self, profile: Profile) -> tuple[Profile, MemoryPlan | None]:
+        return profile, self._manager.memory_plan
+
+
 async def serve_profile(tmp_path: Path, text: str, env: Mapping[str, str] | None = None) -> Served:
     """Serve ``text`` as ``profile.yaml`` in a workspace under ``tmp_path``, its keys read from ``env`` as
     ``turnout serve`` reads them (and again on each reload). Close it with :meth:`Served.close`."""
@@ -51,10 +65,7 @@ async def serve_profile(tmp_path: Path, text: str, env: Mapping[str, str] | None
     profile_path.write_text(text)
     all_env = {**isolated_env(workspace), **(env or {})}
 
-    def validate(path: str | None, data: bytes | None = None) -> ValidationResult:
-        return validate_profile(path, env=all_env, parsers=FakeParserRegistry(), data=data)
-
-    profile = validate(str(profile_path)).profile
+    profile = validate_profile(str(profile_path), env=all_env, parsers=FakeParserRegistry()).profile
     assert profile is not None
     manager: EngineManager[Any] = EngineManager(
         profile.models, KeepStrategy(FakeLoader()), build_fake_serving_bundle, abort_grace=0.1, memory_probe=lambda: 1.0
@@ -62,7 +73,7 @@ async def serve_profile(tmp_path: Path, text: str, env: Mapping[str, str] | None
     await manager.initialize(profile.default_model)
     keys = read_keys(profile, all_env)
     ring = KeyRing(keys)
-    reloader = Reloader(manager, profile, validate, key_ring=ring, env=all_env)
+    reloader = Reloader(manager, profile, _FakeSource(all_env, manager), key_ring=ring, env=all_env)
     settings = ApiSettings(
         admin_token=ADMIN_TOKEN,
         api_key=keys.api_key,

@@ -261,13 +261,14 @@ async def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused_unread(
 async def test_the_validator_is_fed_what_the_checked_descriptor_read(served: Served) -> None:
     """The profile is parsed from the bytes read through the checked descriptor, never from the path again."""
     seen: list[tuple[str, bytes | None]] = []
-    validate = served.reloader._validate
+    source: Any = served.reloader._source
+    validate = source.load
 
     def recording(path: str, data: bytes | None = None) -> Any:
         seen.append((path, data))
         return validate(path, data)
 
-    served.reloader._validate = recording
+    source.load = recording
     other = served.workspace / "other.yaml"
     other.write_text(PROFILE.replace("  plain:", "  plain2:"))
     response = await served.reload(path=str(other), dry_run=True)

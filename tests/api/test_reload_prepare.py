@@ -53,7 +53,7 @@ class Server:
         self.refuse: list[str] = []
         self.prepared = 0
 
-    def validate(self, path: str | None, data: bytes | None = None) -> ValidationResult:
+    def load(self, path: str | None = None, data: bytes | None = None) -> ValidationResult:
         return validate_profile(path, env=self.env, parsers=FakeParserRegistry(), data=data)
 
     def prepare(self, profile: Profile) -> tuple[Profile, MemoryPlan]:
@@ -66,7 +66,7 @@ class Server:
 @pytest.fixture
 async def started(tmp_path: Path) -> AsyncIterator[tuple[Server, EngineManager[Any], Reloader]]:
     server = Server(make_workspace(tmp_path))
-    loaded = server.validate(str(server.path)).profile
+    loaded = server.load(str(server.path)).profile
     assert loaded is not None
     profile, plan = server.prepare(loaded)
     manager: EngineManager[Any] = EngineManager(
@@ -78,7 +78,7 @@ async def started(tmp_path: Path) -> AsyncIterator[tuple[Server, EngineManager[A
         memory_plan=plan,
     )
     await manager.initialize(profile.default_model)
-    yield server, manager, Reloader(manager, profile, server.validate, prepare=server.prepare)
+    yield server, manager, Reloader(manager, profile, server)
     await manager.shutdown()
 
 

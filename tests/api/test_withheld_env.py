@@ -63,7 +63,7 @@ async def test_a_reload_reads_a_new_key_variable_then_withholds_it(
         with secrets_put_back():
             monkeypatch.setenv("W_NEW_TEAM", "team-key")
             ring = KeyRing(KeySet())
-            reloader = Reloader(served.manager, served.reloader.profile, served.reloader._validate, key_ring=ring)
+            reloader = Reloader(served.manager, served.reloader.profile, served.reloader._source, key_ring=ring)
             served.write(text + "server:\n  api_keys:\n    - {key_env: W_NEW_TEAM, models: [tools]}\n")
             report = await reloader.reload()
             assert report.keys_changed and ring.match(["team-key"]).models == frozenset({"tools"})

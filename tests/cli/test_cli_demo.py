@@ -30,7 +30,7 @@ def test_the_demo_serves_the_models_where_the_env_var_put_them(
     served: list[str] = []
     monkeypatch.setenv("TURNOUT_TINY_MODELS", str(tmp_path / "elsewhere"))
     monkeypatch.setattr("server.tinymodels.build_tiny_models", lambda: moved)
-    monkeypatch.setattr(demo_module, "load_serving_profile", lambda path: served.append(path) or path)
+    monkeypatch.setattr(demo_module, "load_serving_profile", lambda source: served.append(source.options.path))
     monkeypatch.setattr(demo_module, "run_server", lambda profile, options: None)
     # Not this process's logging, nor a vLLM logging file in its environment for the engines of later tests.
     monkeypatch.setattr(demo_module, "set_up_logging", lambda log_format, level: None)

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: the same), with this process's pool made as ``with_kv_keep`` makes it.
 SERVER = """
 import uvicorn
-from server.cli.serve import _draining_server_class
+from server.cli.uvicorn_server import draining_server_class
 from server.vllm_plugin import close_kv_pool, server_kv_pool
 
 root = server_kv_pool().root
@@ -37,7 +37,7 @@ async def drain(timeout):
     return 0
 
 config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning")
-_draining_server_class()(config, drain, 1.0, close_kv_pool).run()
+draining_server_class()(config, drain, 1.0, close_kv_pool).run()
 """
 
 

@@ -1,7 +1,7 @@
 """Node and edge builders for the Ray tests: the real manager and app over fake engines, with a switch delay.
 
 Options (the same for the nodes and the ingress, as in production): ``models`` (names; the first is the default),
-``host`` (the HTTP proxy's bind address: ``server.allowed_hosts`` defaults by it, as ``edge_parts`` does),
+``host`` (the HTTP proxy's bind address: ``server.allowed_hosts`` defaults by it, as ``profile_edge`` does),
 ``strategy`` (``stop`` or ``keep``), ``max_active`` (keep's residency limit) and ``switch_delay_s`` (each engine
 load takes that long, so a switch costs time as a real one does).
 """

@@ -1,5 +1,5 @@
-"""A spy inside the one assembly of the serving stack (``server/api/assembly.py``): what each assembly prepared and
-built, without vLLM's engine checks or an engine.
+"""A spy inside the one assembly of the serving stack (``server/api/stack/assembly.py``): what each assembly
+prepared and built, without vLLM's engine checks or an engine.
 
 It stands in for the three calls the assembly makes into the layers below it (``prepare_profile``,
 ``build_manager`` and ``build_bundle_for_profile``), so whatever reaches them went through ``assemble_stack``:
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from server.api import assembly
+from server.api.stack import assembly
 from server.engine import BundleBuilder
 from server.frontend import FrontendSettings, settings_for_model
 from server.profiles import ModelProfile, Profile

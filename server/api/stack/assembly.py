@@ -1,24 +1,27 @@
-"""The one assembly of the serving stack: the engine manager, its bundle builder, the frontend and engine defaults
-and the app's settings, from the profile and one :class:`StackOptions`.
+"""The assembly of the serving stack: the app's settings and key ring, the engine manager and its bundle builder,
+the frontend and engine defaults, from a validated profile and one :class:`StackOptions`.
 
-``turnout serve`` and every Ray Serve node call :func:`assemble_stack`, so an option set on the command line
-reaches both (issue 42: a Ray node once built its bundles with a bare ``FrontendSettings()`` and no engine
-defaults, so no flag of ``turnout serve`` had a counterpart on Ray). The options travel to a node inside the
-application's options (``server.cluster.node_options``). A model's bundle is built here too, below the CLI: the
-manager's device calls :func:`bundle_builder`'s function when it publishes a model.
+:class:`~server.api.stack.StackSource` calls :func:`assemble_stack` for ``turnout serve`` and every Ray Serve node
+alike, so an option set on the command line reaches both (a Ray node once built its bundles with a bare
+``FrontendSettings()`` and no engine defaults, so no flag of ``turnout serve`` had a counterpart on Ray). The
+options travel to a node inside the application's options (``server.cluster.node_options``). A model's bundle is
+built here too, below the CLI: the manager's device calls :func:`bundle_builder`'s function when it publishes a
+model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from server.api.key_ring import KeyRing
 from server.api.request_admission import ServingBundle
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
+from server.api.stack.options import StackOptions
 from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
 from server.engine import EngineManager, build_manager, prepare_profile
 from server.frontend import FrontendSettings, build_bundle_for_profile
@@ -29,41 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ServingStack",
-    "StackOptions",
     "assemble_stack",
     "bundle_builder",
     "edge_settings",
     "prepare_stack",
     "without_preloads",
 ]
-
-
-@dataclass(frozen=True, kw_only=True)
-class StackOptions:
-    """What the command line adds to a profile's serving stack: the same for ``turnout serve`` and a Ray node.
-
-    Attributes:
-        engine_defaults: Engine arguments every model gets (``AsyncEngineArgs`` fields: vLLM's engine flags and
-            the default reasoning parser); a model's own key wins.
-        frontend_defaults: ``FrontendSettings`` fields every model gets (``--tool-call-parser``,
-            ``--chat-template``, vLLM's per-model frontend flags, ...); a model's own profile key wins.
-        fingerprint_mode: vLLM's ``--fingerprint-mode``: the ``system_fingerprint`` of every model's answers.
-        fingerprint_value: The fingerprint of ``--fingerprint-mode custom``.
-        admission_timeout: Most seconds a request waits for a switch (None: the manager's default).
-        no_preload: ``--no-preload``: only the default model loads at start.
-    """
-
-    engine_defaults: Mapping[str, Any] = field(default_factory=dict)
-    frontend_defaults: Mapping[str, Any] = field(default_factory=dict)
-    fingerprint_mode: str = "full"
-    fingerprint_value: str | None = None
-    admission_timeout: float | None = None
-    no_preload: bool = False
-
-    def frontend_settings(self) -> FrontendSettings:
-        """The frontend defaults of every model: the requests are logged when the engines log them."""
-        log_requests = bool(self.engine_defaults.get("enable_log_requests", False))
-        return FrontendSettings(**{"log_requests": log_requests, **self.frontend_defaults})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +49,8 @@ class ServingStack:
         memory_plan: The KV-cache plan (None where Turnout does not budget).
         manager: The engine manager; not started (the app's lifespan, or a node's first load, starts it).
         settings: The app's settings.
+        key_ring: The serving routes' keys (``settings``' and the command line's): one ring for the app and its
+            reloader, so that a reload that changes the keys applies them from the next request.
         frontend: The frontend defaults every model's bundle is built with.
     """
 
@@ -82,6 +58,7 @@ class ServingStack:
     memory_plan: MemoryPlan | None
     manager: EngineManager[ServingBundle]
     settings: ApiSettings
+    key_ring: KeyRing
     frontend: FrontendSettings
 
 
@@ -139,8 +116,9 @@ def assemble_stack(
     on_prepared: Callable[[Profile, MemoryPlan | None], None] | None = None,
     warm_launcher: bool = False,
 ) -> ServingStack:
-    """The serving stack of ``profile``: its settings (the secrets then withheld, before any engine process can
-    start), the prepared profile (:func:`prepare_stack`), the frontend defaults, and the manager over them.
+    """The serving stack of ``profile``: its settings and key ring (the secrets then withheld, before any engine
+    process can start), the prepared profile (:func:`prepare_stack`), the frontend defaults, and the manager over
+    them.
 
     Args:
         profile: The validated profile.
@@ -173,4 +151,7 @@ def assemble_stack(
         memory_plan=plan,
         warm_launcher=warm_launcher,
     )
-    return ServingStack(profile=prepared, memory_plan=plan, manager=manager, settings=settings, frontend=defaults)
+    key_ring = KeyRing.of(settings, cli_api_key=flags.api_key)
+    return ServingStack(
+        profile=prepared, memory_plan=plan, manager=manager, settings=settings, key_ring=key_ring, frontend=defaults
+    )
