@@ -20,7 +20,7 @@ from server.api.request_admission import ServingBundle
 from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
 from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
-from server.engine import EngineManager, build_manager, prepare_profile
+from server.engine import CostBook, EngineManager, build_manager, prepare_profile, state_dir
 from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.profiles import ModelProfile, Profile
 
@@ -51,6 +51,8 @@ class StackOptions:
         fingerprint_value: The fingerprint of ``--fingerprint-mode custom``.
         admission_timeout: Most seconds a request waits for a switch (None: the manager's default).
         no_preload: ``--no-preload``: only the default model loads at start.
+        keep_costs: Keep the measured reload costs in this user's private state folder, so that a restart starts
+            with them (``turnout serve``; a Ray replica keeps them in memory).
     """
 
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -59,6 +61,7 @@ class StackOptions:
     fingerprint_value: str | None = None
     admission_timeout: float | None = None
     no_preload: bool = False
+    keep_costs: bool = False
 
     def frontend_settings(self) -> FrontendSettings:
         """The frontend defaults of every model: the requests are logged when the engines log them."""
@@ -172,5 +175,6 @@ def assemble_stack(
         admission_timeout=options.admission_timeout,
         memory_plan=plan,
         warm_launcher=warm_launcher,
+        costs=CostBook(state_dir()) if options.keep_costs else None,
     )
     return ServingStack(profile=prepared, memory_plan=plan, manager=manager, settings=settings, frontend=defaults)

@@ -6,8 +6,8 @@ returns.
 
 Its public names are all other packages import (``tests/test_layers.py``): the manager and what it reports, its
 errors, the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine
-flags and the memory plan), the counters the metrics read and this user's private state folder
-(:class:`StateDir`). The modules behind them are the engine's own to move.
+flags and the memory plan), the counters the metrics read, the measured reload costs (:class:`CostBook`) and this
+user's private state folder (:class:`StateDir`). The modules behind them are the engine's own to move.
 Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
 profile fast.
 
@@ -43,6 +43,8 @@ from server.engine.types import (
     PARKED,
     AdmissionTimeout,
     Capabilities,
+    CostBook,
+    CostsDocument,
     EngineDied,
     EngineError,
     EngineStart,
@@ -72,6 +74,7 @@ from server.engine.types import (
     SwitchConflict,
     SwitchFailed,
     SwitchReport,
+    costs_schema,
 )
 from server.vllm_plugin import kept_bytes_by_model
 
@@ -82,6 +85,8 @@ __all__ = [
     "AdmissionTimeout",
     "BundleBuilder",
     "Capabilities",
+    "CostBook",
+    "CostsDocument",
     "EngineConfigInvalid",
     "EngineDied",
     "EngineError",
@@ -120,6 +125,7 @@ __all__ = [
     "SwitchReport",
     "build_manager",
     "capabilities_of",
+    "costs_schema",
     "hlml_memory",
     "kept_bytes_by_model",
     "nvml_memory",
