@@ -202,6 +202,7 @@ ENGINE_ORDER: tuple[tuple[str, ...], ...] = (
     ("strategies",),  # how a model is parked and brought up
     ("switching",),  # the model slots and a switch
     ("admission",),  # who runs, who waits, who gets the slots next
+    ("simulation",),  # the scheduler and the residency policy on a fake clock (turnout simulate)
     ("residency_controls",),  # loads and unloads without a switch
     ("manager_status",),
     ("manager",),

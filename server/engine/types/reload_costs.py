@@ -131,7 +131,7 @@ class CostBook:
 
     def __init__(self, store: CostStore | None = None) -> None:
         self._store = store
-        self._models: dict[str, dict[ReloadPath, PathCost]] = {}
+        self._paths: dict[str, dict[ReloadPath, PathCost]] = {}
         if store is not None:
             self._load(store)
 
@@ -144,7 +144,7 @@ class CostBook:
 
     def add(self, model: str, path: ReloadPath, seconds: float, phases: Mapping[str, float] | None = None) -> None:
         """Count one measurement of ``model`` coming up by ``path`` in ``seconds``, and save the book."""
-        paths = self._models.setdefault(model, {})
+        paths = self._paths.setdefault(model, {})
         known = paths.get(path)
         phases = dict(phases or {})
         if known is None:
@@ -162,7 +162,7 @@ class CostBook:
 
     def seconds(self, model: str, path: ReloadPath) -> float | None:
         """The measured mean of ``model`` coming up by ``path`` (None: never measured)."""
-        cost = self._models.get(model, {}).get(path)
+        cost = self._paths.get(model, {}).get(path)
         return cost.mean_s if cost is not None else None
 
     def return_s(self, model: str) -> float | None:
@@ -176,7 +176,7 @@ class CostBook:
 
     def document(self) -> CostsDocument:
         """The book as ``GET /admin/costs`` serves it."""
-        models = {name: ModelCosts(**paths) for name, paths in self._models.items()}
+        models = {name: ModelCosts(**paths) for name, paths in self._paths.items()}
         return CostsDocument(models=models)
 
     @classmethod
@@ -190,7 +190,7 @@ class CostBook:
         for name, costs in document.models.items():
             paths = {path: cost for path in _PATHS if (cost := costs.path(path)) is not None}
             if paths:
-                self._models[name] = paths
+                self._paths[name] = paths
 
     def _load(self, store: CostStore) -> None:
         try:
