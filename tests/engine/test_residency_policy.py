@@ -347,9 +347,10 @@ def test_cost_evicts_the_cheap_to_reload_model_before_a_dear_one_used_longer_ago
     dear = _idle("dear", 60.0, return_s=30.0)
     assert [r.name for r in eviction_order([dear, cheap], rule="cost", now=100.0)] == ["cheap", "dear"]
     assert [r.name for r in eviction_order([dear, cheap], rule="lru", now=100.0)] == ["dear", "cheap"]
-    # A dear model idle hundreds of times longer goes after all.
-    long_idle = _idle("dear", -40_000.0, return_s=30.0)
-    assert eviction_order([long_idle, cheap], rule="cost", now=100.0)[0].name == "dear"
+    # A model twice as dear that sat idle 20 times longer goes after all (16 times halves the value).
+    half = _idle("half", 90.0, return_s=0.5)
+    assert eviction_order([_idle("twice", -100.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "twice"
+    assert eviction_order([_idle("twice", 80.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "half"
 
 
 def test_cost_weighs_bytes_and_uses_up_to_the_cap() -> None:

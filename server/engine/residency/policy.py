@@ -31,6 +31,7 @@ The rules:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -39,6 +40,7 @@ import msgspec
 from server.profiles import EvictionRule, Footprint, describe_size
 
 __all__ = [
+    "AGE_EXPONENT",
     "USE_CAP",
     "EvictionDecision",
     "ResidencyOutlook",
@@ -63,6 +65,11 @@ USE_CAP: Final = 2
 #: The idle seconds a resident is treated as having at least, so that the one used a moment ago is not worth
 #: everything.
 _MIN_AGE_S: Final = 1.0
+#: How strongly idle time ages a resident's value: idle 16 times longer, worth half. Dividing by the idle time
+#: itself (1) let recency all but decide, close to least recently used (0.97x its switch seconds in
+#: ``benchmarks/residency_policies.py``); 0.25 weighs the reload cost more and still lets a dear model that sat
+#: idle for long go (0.84x, with a better p99 wait, on seeds other than those it was chosen on).
+AGE_EXPONENT: Final = 0.25
 
 
 class Resident(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,20 +159,20 @@ def eviction_order(
 
 
 def keep_value(resident: Resident, *, now: float, mean_bytes: float = 0.0, fallback_s: float = 0.0) -> float:
-    """What keeping ``resident`` is worth, per second it stays: the reload its next use would otherwise cost,
-    times how likely that use comes soon, for each byte it holds (``docs/residency.md`` gives the formula)::
+    """What keeping ``resident`` is worth: the reload its next use would otherwise cost, times how likely that use
+    comes soon, for each byte it holds (``docs/residency.md`` gives the formula)::
 
-        min(uses, USE_CAP) x return_s / (bytes / mean_bytes) / max(now - last_used, 1 s)
+        min(uses, USE_CAP) x return_s / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
 
     GreedyDual-Size-Frequency's value (frequency x cost / size), aged by the idle time rather than by an inflation
-    value: a model idle twice as long is worth half as much. ``mean_bytes``: the mean footprint of the candidates
-    (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model never measured (the mean
-    of those measured).
+    value: a model idle sixteen times as long is worth half as much. ``mean_bytes``: the mean footprint of the
+    candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model never measured
+    (the mean of those measured).
     """
     cost = resident.return_s if resident.return_s is not None else fallback_s
     share = resident.footprint_bytes / mean_bytes if mean_bytes > 0 and resident.footprint_bytes > 0 else 1.0
     age = max(now - resident.last_used, _MIN_AGE_S)
-    return min(resident.uses, USE_CAP) * cost / share / age
+    return min(resident.uses, USE_CAP) * cost / share / math.pow(age, AGE_EXPONENT)
 
 
 def one_more_fits(held: int, *, max_active: int | None) -> bool:
