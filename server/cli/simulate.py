@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import httpx
 import msgspec
 from rich.table import Table
 
@@ -128,6 +129,14 @@ def _rate(flag: str, default: float, text: str) -> Callable[[F], F]:
 @click.option("--json", "as_json", is_flag=True, help='Print {"policies": {NAME: {"overall": ..., "models": ...}}}.')
 @_rate("--prefill-tps", 2000.0, "Prompt tokens one request's prefill takes per second.")
 @_rate("--decode-tps", 30.0, "Tokens one request generates per second.")
+@click.option("--live", "live_url", default=None, metavar="URL", help="Also replay the trace against this server.")
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="--live: replay this many times faster than recorded.",
+)
 @click.option(
     "--token-env",
     default=DEFAULT_ADMIN_TOKEN_ENV,
@@ -142,6 +151,8 @@ def simulate_command(
     as_json: bool,
     prefill_tps: float,
     decode_tps: float,
+    live_url: str | None,
+    speed: float,
     token_env: str,
 ) -> None:
     """Replay a recorded trace on PROFILE's models with the real scheduler and residency policy on a fake clock."""
@@ -154,6 +165,8 @@ def simulate_command(
         result.profile, load_costs(costs_source, token_env), prefill_tps=prefill_tps, decode_tps=decode_tps
     )
     policies = run_simulation(setup, trace_path, compare)
+    if live_url is not None:
+        policies["live"] = _live(live_url, result.profile, trace_path, speed, token_env)
     if as_json:
         click.echo(msgspec.json.encode({"policies": policies}).decode())
         return
@@ -175,6 +188,25 @@ def simulate_command(
             f"p99 wait {base.overall.wait_p99_s:g} s -> {new.wait_p99_s:g} s",
             markup=False,
         )
+
+
+def _live(url: str, profile: Profile, trace_path: Path, speed: float, token_env: str) -> Outcome:
+    """The trace replayed against the server at ``url`` (``live_replay.py``)."""
+    from server.cli.admin_token import admin_token
+    from server.cli.live_replay import replay
+
+    key = os.environ.get(profile.server.api_key_env) or os.environ.get("VLLM_API_KEY")
+    try:
+        return replay(
+            url,
+            read_trace(trace_path),
+            list(profile.models),
+            speed=speed,
+            admin=admin_token(token_env),
+            key=key,
+        )
+    except httpx.HTTPError as exc:
+        raise click.ClickException(f"the live replay against {url} failed: {exc}") from None
 
 
 def _table(policy: str, outcome: Outcome) -> Table:

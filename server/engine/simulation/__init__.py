@@ -6,7 +6,7 @@ neither vLLM nor Ray."""
 from __future__ import annotations
 
 from server.engine.simulation.driver import ASSUMED_COSTS, SimulatedModel, Simulation, simulate
-from server.engine.simulation.figures import Figures, Outcome, percentile
+from server.engine.simulation.figures import Figures, Outcome, Tally, percentile
 from server.engine.simulation.trace import TRACE_FIELDS, TraceInvalid, TraceRequest, parse_trace, read_trace
 from server.engine.simulation.what_if import WhatIf, strongest_change
 
@@ -17,6 +17,7 @@ __all__ = [
     "Outcome",
     "SimulatedModel",
     "Simulation",
+    "Tally",
     "TraceInvalid",
     "TraceRequest",
     "WhatIf",
