@@ -14,7 +14,7 @@ import pytest
 
 from server.cli import plan_report
 from server.cluster.replica_models import ReplicaModels
-from server.engine import SlotState
+from server.engine import CostBook, SlotState
 from server.engine.residency import policy as residency_policy
 from server.engine.residency.policy import (
     Resident,
@@ -380,3 +380,18 @@ def test_a_higher_priority_value_is_evicted_first_and_held_models_never(rule: An
     assert [r.name for r in order] == ["usual", "important"]
     decision = evictions_to_fit("t", 1, [important, usual, *held], budget_bytes=0, rule=rule, now=100.0)
     assert decision.fits is False  # every evictable one goes and held ones stay: still no room
+
+
+@pytest.mark.parametrize("rule", ["cost", "lru"])
+async def test_the_managers_keep_evicts_by_the_measured_costs_under_the_cost_rule(
+    make_manager: MakeManager, loader: FakeLoader, rule: Any
+) -> None:
+    costs = CostBook()
+    costs.add("a", "cold", 0.5)
+    costs.add("b", "cold", 60.0)  # b comes back dear: cost keeps it though a was used more recently
+    manager = make_manager(KeepStrategy(loader, max_resident=2), switching=Switching(eviction=rule), costs=costs)
+    await manager.initialize("a")
+    await manager.switch("b")
+    await manager.switch("a")
+    await manager.switch("c")  # a (parked last, cheap) or b (parked before it, dear) must go
+    assert loader.unloads == (["a"] if rule == "cost" else ["b"])
