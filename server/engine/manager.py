@@ -124,6 +124,7 @@ class EngineManager(Generic[B]):
             self._observers,
             start_switch=self._start_auto_switch,
             is_dead=self._healer.is_dead,
+            costs=self._costs,
         )
         self._residency: Residency[B] = Residency(
             self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace

@@ -9,7 +9,8 @@ import random
 import pytest
 
 from server.engine.admission import scheduler as scheduler_module
-from server.engine.admission.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST
+from server.engine.admission.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST, Scheduler
+from server.engine.types import CostBook
 from server.engine.types.scheduling import Refusal, SchedulerPolicy
 from server.profiles.schema import Switching
 from tests.fakes.scheduling import SchedulerRig
@@ -414,3 +415,15 @@ def test_a_priority_never_makes_a_request_time_out(due_rule: bool, monkeypatch: 
         assert "patient" not in rig.effects.refused_tickets()
     else:
         assert rig.effects.refused_tickets()["patient"] is Refusal.WAIT_TIMEOUT
+
+
+def test_an_unmeasured_switch_is_estimated_from_the_reload_cost_book() -> None:
+    book = CostBook()
+    book.add("b", "cold", 12.0)
+    book.add("b", "warm", 0.3)
+    rig = SchedulerRig()
+    fresh = Scheduler(SchedulerPolicy.from_switching(Switching(mode="auto")), rig.effects, rig.slots, book)
+    assert fresh.cost_estimate("a", "b") == 0.3  # b is warm in the fake device
+    rig.slots.warm = lambda model: False
+    assert fresh.cost_estimate("a", "b") == 12.0 and fresh.cost_estimate("a", "c") == 0.0
+    assert rig.scheduler.cost_estimate("a", "b") == 0.0  # no book: no evidence yet

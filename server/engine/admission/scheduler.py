@@ -57,7 +57,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.types import Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
+from server.engine.types import CostBook, Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
 
 __all__ = ["DUE_SHARE", "IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
 
@@ -105,7 +105,9 @@ class Scheduler(Generic[T]):
         slots: The model slots, read on every decision.
     """
 
-    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], slots: SlotsView) -> None:
+    def __init__(
+        self, policy: SchedulerPolicy, effects: SchedulerEffects[T], slots: SlotsView, costs: CostBook | None = None
+    ) -> None:
         # Each model's demand (queue, last use, backoff), made at its first request; the model list is the device's.
         self._demand: dict[str, _Model[T]] = {}
         self._policy = policy
@@ -114,6 +116,7 @@ class Scheduler(Generic[T]):
         self._active_since = 0.0
         self._now = 0.0  # the time of the newest event, for the views that take none
         self._costs: dict[tuple[str | None, str, bool], float] = {}
+        self._book = costs
 
     # -- views ----------------------------------------------------------------------------------------------
 
@@ -144,14 +147,21 @@ class Scheduler(Generic[T]):
         """The running estimate of a switch's seconds.
 
         Kept per (source, target) and per whether ``target`` is warm now. Unmeasured pairs borrow the reverse
-        pair's estimate, else the mean into ``target``, else 0 (no evidence yet that switches are dear).
+        pair's estimate, else the mean into ``target``, else the reload cost book's figure for ``target`` by that
+        path (``warm``, else its in-place swap or cold start: measured by earlier runs too, as it is kept across
+        restarts), else 0 (no evidence yet that switches are dear).
         """
         warm = self._slots.is_warm(target)
         for key in ((source, target, warm), (target, source, warm)):
             if key in self._costs:
                 return self._costs[key]
         to_target = [cost for (_, to, was_warm), cost in self._costs.items() if to == target and was_warm == warm]
-        return sum(to_target) / len(to_target) if to_target else 0.0
+        if to_target:
+            return sum(to_target) / len(to_target)
+        booked = None
+        if self._book is not None:
+            booked = self._book.seconds(target, "warm") if warm else self._book.return_s(target)
+        return booked if booked is not None else 0.0
 
     def quantum(self, source: str, target: str) -> float:
         """How long ``source`` keeps the device, with demand, before a switch to ``target``."""

@@ -68,7 +68,7 @@ _MIN_AGE_S: Final = 1.0
 #: How strongly idle time ages a resident's value: idle 16 times longer, worth half. Dividing by the idle time
 #: itself (1) let recency all but decide, close to least recently used (0.97x its switch seconds in
 #: ``benchmarks/residency_policies.py``); 0.25 weighs the reload cost more and still lets a dear model that sat
-#: idle for long go (0.84x, with a better p99 wait, on seeds other than those it was chosen on).
+#: idle for long go (0.83x, with a better p99 wait, on seeds other than those it was chosen on).
 AGE_EXPONENT: Final = 0.25
 
 

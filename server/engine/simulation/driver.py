@@ -117,7 +117,7 @@ class _Run:
         self.tally = Tally(names)
         self.last_event = 0.0
         auto = msgspec.structs.replace(setup.switching, mode="auto")
-        self.scheduler: Scheduler[int] = Scheduler(SchedulerPolicy.from_switching(auto), self, self)
+        self.scheduler: Scheduler[int] = Scheduler(SchedulerPolicy.from_switching(auto), self, self, setup.costs)
 
     # -- the scheduler's view of the device (SlotsView) ---------------------------------------------------------
 
