@@ -164,6 +164,9 @@ class Simulation:
     def concurrency_limit(self, model: str) -> int | None:
         return None  # the simulated device's ``capacity`` bounds what runs at once, for every model together
 
+    def priority(self, model: str) -> int:
+        return 0
+
     # -- the event loop -------------------------------------------------------------------------------------
 
     def at(self, when: float, action: Callable[[], None]) -> None:

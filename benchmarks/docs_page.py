@@ -17,6 +17,8 @@ from benchmarks.cluster_sim import page_section as _cluster
 from benchmarks.cold_start_results import ColdStart
 from benchmarks.cold_start_results import page_section as _cold
 from benchmarks.ratios import paired_ratios, within_noise
+from benchmarks.residency_policies import ResidencyPolicies
+from benchmarks.residency_policies import page_section as _residency
 from benchmarks.result_types import (
     AutoMode,
     Captured,
@@ -46,6 +48,7 @@ _OTHERS: tuple[tuple[str, type[Result]], ...] = (
     ("switch_weights", SwitchWeights),
     ("auto_mode", AutoMode),
     ("cluster_simulation", ClusterSimulation),
+    ("residency_policies", ResidencyPolicies),
     ("reliability_long", ReliabilityLong),
 )
 
@@ -426,6 +429,7 @@ def render() -> str:
         *_weights(read_result("switch_weights", SwitchWeights), read_result("switch_weights_before", SwitchWeights)),
         *_auto(read_result("auto_mode", AutoMode), read_result("scheduler_simulation", Captured)),
         *_cluster(read_result("cluster_simulation", ClusterSimulation)),
+        *_residency(read_result("residency_policies", ResidencyPolicies)),
         *_reliability(read_result("reliability_long", ReliabilityLong)),
     ]
     # A result file written before its writer made paths relative may still name this machine's checkout.

@@ -202,6 +202,7 @@ ENGINE_ORDER: tuple[tuple[str, ...], ...] = (
     ("strategies",),  # how a model is parked and brought up
     ("switching",),  # the model slots and a switch
     ("admission",),  # who runs, who waits, who gets the slots next
+    ("simulation",),  # the scheduler and the residency policy on a fake clock (turnout simulate)
     ("residency_controls",),  # loads and unloads without a switch
     ("manager_status",),
     ("manager",),
@@ -452,7 +453,8 @@ def test_the_validate_check_sees_a_heavy_import() -> None:
 #: (``turnout serve``, a reload, a Ray node and its ingress) and ``turnout validate``. Everything else gets its
 #: profile from the stack source, so that it is loaded and validated one way, once a process.
 PROFILE_LOADERS = frozenset({"load_profile", "validate_profile"})
-PROFILE_LOADER_CALLERS = frozenset({"server/api/stack/source.py", "server/cli/validate.py"})
+#: ``turnout simulate`` reads a profile offline as validate does (no vLLM, no Ray) and never serves it.
+PROFILE_LOADER_CALLERS = frozenset({"server/api/stack/source.py", "server/cli/validate.py", "server/cli/simulate.py"})
 
 
 def profile_loader_calls(root: Path = SERVER) -> list[str]:

@@ -13,7 +13,7 @@ from rich.table import Table
 from server.cli._output import err_console, out_console
 from server.profiles import DEFAULT_ADMIN_TOKEN_ENV, describe_size, describe_start
 
-__all__ = ["load", "reload", "status", "switch", "unload"]
+__all__ = ["admin_get", "load", "reload", "status", "switch", "unload"]
 
 _URL = click.option(
     "--url", default="http://127.0.0.1:8000", show_default=True, envvar="TURNOUT_URL", help="Server URL."
@@ -127,6 +127,12 @@ def _print_residency(report: dict[str, Any], as_json: bool) -> None:
         f"active: {report['active_model'] or '-'}",
         markup=False,
     )
+
+
+def admin_get(url: str, token_env: str) -> dict[str, Any]:
+    """``GET url`` of a server's admin route, with the admin token as ``turnout status`` sends it; a refusal or an
+    unreachable server ends the command with the reason."""
+    return _call("GET", url, token_env, timeout=30.0)
 
 
 @click.command()

@@ -10,6 +10,7 @@ from server.cli.demo import demo
 from server.cli.ray_serve import ray_serve
 from server.cli.schema import schema
 from server.cli.serve import serve
+from server.cli.simulate import simulate_command
 from server.cli.validate import validate
 
 __all__ = ["main"]
@@ -21,5 +22,5 @@ def main() -> None:
     """Turnout: one accelerator, many models. An OpenAI-compatible multi-model server."""
 
 
-for _command in (serve, validate, switch, load, unload, status, reload, demo, ray_serve, schema):
+for _command in (serve, validate, simulate_command, switch, load, unload, status, reload, demo, ray_serve, schema):
     main.add_command(_command)

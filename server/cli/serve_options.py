@@ -65,6 +65,7 @@ class ServeOptions:
             fingerprint_value=server.get("fingerprint_value"),
             admission_timeout=self.admission_timeout,
             no_preload=self.no_preload,
+            keep_costs=True,
         )
 
     @property

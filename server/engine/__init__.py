@@ -6,8 +6,9 @@ returns.
 
 Its public names are all other packages import (``tests/test_layers.py``): the manager and what it reports, its
 errors, the start-up steps the CLI and the Ray node run (:func:`prepare_profile`, :func:`build_manager`, the engine
-flags and the memory plan), the counters the metrics read and this user's private state folder
-(:class:`StateDir`). The modules behind them are the engine's own to move.
+flags and the memory plan), the counters the metrics read, the measured reload costs (:class:`CostBook`), the
+simulation ``turnout simulate`` runs (:func:`simulate`) and this user's private state folder (:class:`StateDir`).
+The modules behind them are the engine's own to move.
 Importing it does not import vLLM (the engines import it when they start), so ``turnout serve`` refuses a bad
 profile fast.
 
@@ -38,11 +39,25 @@ from server.engine.runtime import (
     state_dir,
     state_home,
 )
+from server.engine.simulation import (
+    ASSUMED_COSTS,
+    Outcome,
+    SimulatedModel,
+    Simulation,
+    Tally,
+    TraceInvalid,
+    TraceRequest,
+    read_trace,
+    simulate,
+    strongest_change,
+)
 from server.engine.strategies import StrategyUnavailable, capabilities_of, resolve_strategy_name
 from server.engine.types import (
     PARKED,
     AdmissionTimeout,
     Capabilities,
+    CostBook,
+    CostsDocument,
     EngineDied,
     EngineError,
     EngineStart,
@@ -72,16 +87,20 @@ from server.engine.types import (
     SwitchConflict,
     SwitchFailed,
     SwitchReport,
+    costs_schema,
 )
 from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [
+    "ASSUMED_COSTS",
     "ENGINE_METRICS",
     "PARKED",
     "VLLM_PREFIX",
     "AdmissionTimeout",
     "BundleBuilder",
     "Capabilities",
+    "CostBook",
+    "CostsDocument",
     "EngineConfigInvalid",
     "EngineDied",
     "EngineError",
@@ -101,6 +120,7 @@ __all__ = [
     "ModelSwitching",
     "ModelsReplaced",
     "NoActiveModel",
+    "Outcome",
     "Published",
     "ReloadFailed",
     "ReloadRefused",
@@ -109,6 +129,8 @@ __all__ = [
     "ResidencyRefused",
     "ResidencyReport",
     "RestartPlan",
+    "SimulatedModel",
+    "Simulation",
     "Slot",
     "SlotSnapshot",
     "SlotState",
@@ -118,15 +140,22 @@ __all__ = [
     "SwitchConflict",
     "SwitchFailed",
     "SwitchReport",
+    "Tally",
+    "TraceInvalid",
+    "TraceRequest",
     "build_manager",
     "capabilities_of",
+    "costs_schema",
     "hlml_memory",
     "kept_bytes_by_model",
     "nvml_memory",
     "parse_engine_flags",
     "prepare_profile",
+    "read_trace",
     "residency_outlook",
     "resolve_strategy_name",
+    "simulate",
     "state_dir",
     "state_home",
+    "strongest_change",
 ]

@@ -16,6 +16,7 @@ import msgspec
 from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.residency import (
     ENGINE_OVERHEAD_BYTES,
+    Weighing,
     budget_eviction,
     host_held_bytes,
     plan_kv_cache,
@@ -42,7 +43,7 @@ from server.engine.strategies import (
     select_strategy,
 )
 from server.engine.supervision import EngineWatches, Supervision
-from server.engine.types import EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading
+from server.engine.types import CostBook, EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
@@ -160,16 +161,20 @@ def build_manager(
     admission_timeout: float | None = None,
     memory_plan: MemoryPlan | None = None,
     warm_launcher: bool = False,
+    costs: CostBook | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
 
     ``warm_launcher``: start the engine launcher now, beside the server's own start, when its engines would be
     forked from it (``server/engine/runtime``); otherwise it starts at the first engine start.
 
+    ``costs``: the measured reload costs, kept between runs (None: a fresh book in memory).
+
     ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
     loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
     """
     device = device or detect_device()
+    costs = costs if costs is not None else CostBook()
     stash_factory = stash_host_factory()
     in_place = None
     # Every engine the real loader starts is watched; the manager is told of deaths once it exists.
@@ -191,7 +196,11 @@ def build_manager(
         memory_allows=memory_check(device, profile.models),
         in_place=in_place,
         # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
-        by_bytes=budget_eviction(lambda: manager.memory_plan) if memory_plan and memory_plan.budget_bytes else None,
+        by_bytes=(
+            budget_eviction(lambda: manager.memory_plan, Weighing(profile.switching.eviction, costs))
+            if memory_plan and memory_plan.budget_bytes
+            else None
+        ),
         watches=watches,
     )
     manager: EngineManager[B] = EngineManager(
@@ -201,6 +210,7 @@ def build_manager(
         switching=profile.switching,
         admission_timeout=admission_timeout,
         memory_plan=memory_plan,
+        costs=costs,
         # A given loader is a test's: its models are no vLLM's to read.
         model_tasks=generation_tasks if loader is None else None,
     )

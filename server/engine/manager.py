@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from server.engine.admission import Admission
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
+from server.engine.residency import Weighing
 from server.engine.residency_controls import Residency
 from server.engine.runtime import ModelTasks, TaskReader
 from server.engine.strategies import models_held_at_once
@@ -32,6 +33,8 @@ from server.engine.supervision import Healer
 from server.engine.switching import BundleBuilder, EngineDeaths, ModelSlots, SwitchHistory, SwitchTasks
 from server.engine.types import (
     Capabilities,
+    CostBook,
+    CostsDocument,
     EngineError,
     Lease,
     ManagerClosed,
@@ -76,6 +79,7 @@ class EngineManager(Generic[B]):
         memory_plan: The KV-cache budget decided at start-up, shown in the status.
         model_tasks: Reads a model's vLLM tasks before it loads (``model_tasks.generation_tasks``); None: they
             are known only once it loaded (fakes).
+        costs: What bringing each model up cost, measured by the switches (None: a fresh book in memory).
     """
 
     def __init__(
@@ -90,11 +94,18 @@ class EngineManager(Generic[B]):
         memory_probe: Callable[[], float] = memory_in_use_mb,
         memory_plan: MemoryPlan | None = None,
         model_tasks: TaskReader | None = None,
+        costs: CostBook | None = None,
     ) -> None:
         self._switching = switching or Switching()
+        self._costs = costs if costs is not None else CostBook()
         self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
         self._slots: ModelSlots[B] = ModelSlots(
-            models, strategy, build_bundle, memory_plan, drain_timeout=self._switching.drain_timeout
+            models,
+            strategy,
+            build_bundle,
+            memory_plan,
+            drain_timeout=self._switching.drain_timeout,
+            weighing=Weighing(self._switching.eviction, self._costs),
         )
         self._strategy = strategy
         self._tasks = ModelTasks(lambda: self._slots.models, model_tasks)
@@ -113,6 +124,7 @@ class EngineManager(Generic[B]):
             self._observers,
             start_switch=self._start_auto_switch,
             is_dead=self._healer.is_dead,
+            costs=self._costs,
         )
         self._residency: Residency[B] = Residency(
             self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
@@ -125,6 +137,7 @@ class EngineManager(Generic[B]):
             self._healer,
             memory_probe=memory_probe,
             abort_grace=abort_grace,
+            costs=self._costs,
         )
         self._deaths: EngineDeaths[B] = EngineDeaths(self._slots, self._observers, self._healer)
 
@@ -181,6 +194,11 @@ class EngineManager(Generic[B]):
         """vLLM's generation tasks of model ``name`` (``generate``, ``transcription``), known without loading it;
         None when they cannot be known before it loads (or ``name`` is no model's)."""
         return await self._tasks.of(name)
+
+    @property
+    def costs(self) -> CostsDocument:
+        """What bringing each model up cost, per path (``GET /admin/costs``)."""
+        return self._costs.document()
 
     def add_observer(self, observer: ManagerObserver) -> None:
         """Tell ``observer`` about switch attempts, queue waits and aborted requests from now on."""

@@ -42,6 +42,7 @@ PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 SwitchMode = Literal["manual", "auto"]
 StrategyName = Literal["auto", "stop", "keep", "sleep", "reconfigure", "stash"]
+EvictionRule = Literal["cost", "lru"]
 SleepLevel = Literal[1, 2]
 #: A size with its unit: binary ``KiB``/``MiB``/``GiB``/``TiB``, decimal ``KB``/``MB``/``GB``/``TB``, or ``B``.
 MEMORY_SIZE_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGT]i?B|B)\s*$"
@@ -142,6 +143,11 @@ class ModelProfile(Base, frozen=True, kw_only=True):
             The model's key in ``models`` stays its own name (the one switches and the status use).
         pinned: Keep the model resident once it is loaded: ``keep`` never evicts it to make room (least recently
             used or memory pressure), and the idle timer never unloads it.
+        priority: Which model comes first when several want the device (an integer, default 0; a lower value
+            comes first, as vLLM's request ``priority``): in auto mode the waiting model with the lowest value is
+            switched to next, and among the idle residents the highest value is evicted first. It never makes a
+            request time out: a waiter that would otherwise miss ``switching.max_wait_s`` is served first whatever
+            its priority (``docs/switching.md``).
         preload: Load the model (resident, not active) once the default model serves, within the strategy's
             residency limits; readiness does not wait for it, and a preload that fails shows in the status like
             any failed load. Needs a strategy that holds several engines (``keep``).
@@ -197,6 +203,7 @@ class ModelProfile(Base, frozen=True, kw_only=True):
     anthropic_disabled_thinking_effort: DisabledThinkingEffort | None = None
     served_model_name: str | list[str] | None = None
     pinned: bool = False
+    priority: int = 0
     preload: bool = False
     idle_unload_s: PositiveFloat | None = None
     max_concurrent_requests: PositiveInt | None = None
@@ -234,8 +241,13 @@ class Switching(Base, frozen=True, kw_only=True):
         memory_budget: The memory resident models may take together under ``keep`` (and ``auto`` on CPU and
             CUDA): a size (``70GiB``, ``512MiB``) or a fraction of the device's memory (``0.8``). Default: the
             device's memory less a 10% reserve. A model is loaded when its footprint (weights, KV cache, engine)
-            fits beside the resident ones; otherwise the least recently used idle, unpinned residents are
-            evicted until it does. A model whose footprint alone exceeds the budget is a profile error.
+            fits beside the resident ones; otherwise idle, unpinned residents are evicted, in the order
+            ``eviction`` gives, until it does. A model whose footprint alone exceeds the budget is a profile error.
+        eviction: Which idle, unpinned resident goes first when another model needs the room (by count or by
+            memory): ``cost`` the one whose loss costs least, weighing its measured cost to come back
+            (``GET /admin/costs``), how often it served, its bytes and how long it sat idle (the formula is in
+            ``docs/residency.md``); ``lru`` the least recently used. Either way a model with a higher
+            ``priority`` value goes before one with a lower value.
         min_residency_s: Auto mode: the shortest time a model keeps the device once it is active, while it has
             requests in flight and others wait. A model with nothing in flight gives the device up at once.
         max_residency_s: Auto mode: the longest such time. In between, the time grows with the measured cost
@@ -282,6 +294,7 @@ class Switching(Base, frozen=True, kw_only=True):
     sleep_level: SleepLevel = 1
     max_active: PositiveInt | None = None
     memory_budget: MemorySize | DeviceFraction | None = None
+    eviction: EvictionRule = "cost"
     min_residency_s: NonNegativeFloat = 2.0
     max_residency_s: NonNegativeFloat = 60.0
     max_wait_s: PositiveFloat = 120.0

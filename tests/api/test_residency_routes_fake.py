@@ -130,3 +130,14 @@ async def test_manual_mode_waiters_past_max_queue_get_503_with_retry_after(make_
     assert int(refused.headers["retry-after"]) >= 1
     assert (await asyncio.wait_for(switch, 10)).status_code == 200
     assert [(await answer).status_code for answer in waiting] == [200, 200]
+
+
+async def test_costs_route_serves_what_the_switches_measured(make_client: MakeClient) -> None:
+    client, _ = await make_client()
+    assert (await client.get("/admin/costs")).status_code == 401
+    switched = await client.post("/v1/models/switch", json={"model": "plain"}, headers=admin())
+    assert switched.status_code == 200, switched.text
+    costs = (await client.get("/admin/costs", headers=admin())).json()
+    assert costs["version"] == 1 and set(costs["models"]) == {"tools", "plain"}  # the start-up's load counts too
+    ((path, cost),) = costs["models"]["plain"].items()
+    assert path in ("in_place", "warm", "cold") and cost["count"] == 1 and cost["mean_s"] >= 0

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "server" / "engine"
 #: The scheduler's change events: a call of one of these from outside says "something changed".
 SCHEDULER_EVENTS = frozenset({"device_changed", "switch_ended", "set_models", "switch_forced", "finished"})
+#: The simulator: it drives a scheduler of its own on a fake clock (``turnout simulate``).
+SIMULATOR = "simulation.driver"
 #: The modules the model slots' owner lives in (once four ``device*`` modules; now ``switching/model_slots.py``).
 DEVICE_MODULE = re.compile(r"^(switching\.)?_?(device|model_slots)(_\w+)?$")
 
@@ -224,7 +226,8 @@ def facts() -> dict[str, int]:
             1 for pattern in (r"_last_active\b", r"last_busy_at\b", r"_active_since\b") if _modules_with(pattern)
         ),
         "restart bookkeeping (modules)": _modules_with(r"self\._dead\b|self\._restarts\b"),
-        "SchedulerPolicy built": _count(r"SchedulerPolicy\.from_switching\(|SchedulerPolicy\("),
+        # The simulator builds the policy of its own scheduler (``DRIVERS_ALLOWED`` in test_engine_room.py says why).
+        "SchedulerPolicy built": _count(r"SchedulerPolicy\.from_switching\(|SchedulerPolicy\(", besides=SIMULATOR),
         # SchedulerPolicy itself turns the profile's string into ``policy.auto``: the one place that may compare it.
         "mode compared as a string": _count(r"mode\s*[!=]=\s*[\"']", besides="admission.scheduling_types"),
         "hold timeout drain_timeout + 60": _count(r"drain_timeout\s*\+\s*(?:60|HOLD_MARGIN_S)"),

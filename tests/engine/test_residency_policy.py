@@ -14,7 +14,7 @@ import pytest
 
 from server.cli import plan_report
 from server.cluster.replica_models import ReplicaModels
-from server.engine import SlotState
+from server.engine import CostBook, SlotState
 from server.engine.residency import policy as residency_policy
 from server.engine.residency.policy import (
     Resident,
@@ -243,7 +243,7 @@ def test_a_model_is_due_at_its_deadline(now: float, due: bool) -> None:
 def most_recent_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """The eviction order turned around: the most recently used idle, unpinned resident goes first."""
 
-    def reversed_order(residents: Iterable[Resident]) -> list[Resident]:
+    def reversed_order(residents: Iterable[Resident], **_: Any) -> list[Resident]:
         return sorted((item for item in residents if item.evictable), key=lambda item: -item.last_used)
 
     monkeypatch.setattr(residency_policy, "eviction_order", reversed_order)
@@ -255,7 +255,8 @@ async def test_the_device_room_and_keeps_count_eviction_follow_the_policys_order
 ) -> None:
     if order == "mru":
         request.getfixturevalue("most_recent_first")
-    manager = make_manager(KeepStrategy(loader, max_resident=2))
+    # lru: under cost the fake loads' measured times would weigh in, and those vary with the machine's load
+    manager = make_manager(KeepStrategy(loader, max_resident=2), switching=Switching(eviction="lru"))
     await manager.initialize("a")
     await manager.switch("b")  # a resident
     await manager.switch("a")  # b resident, then a parked as the switch to c begins: a is the most recent
@@ -333,3 +334,65 @@ def test_the_ray_replicas_capacity_asks_the_policy(monkeypatch: pytest.MonkeyPat
 
 def test_validate_plan_reads_the_policys_outlook() -> None:
     assert plan_report.residency_outlook is residency_policy.residency_outlook
+
+
+# -- eviction by value (switching.eviction: cost) and priorities -------------------------------------------------
+
+
+def _idle(name: str, last_used: float, **fields: Any) -> Resident:
+    return Resident(name=name, last_used=last_used, **fields)
+
+
+def test_cost_evicts_the_cheap_to_reload_model_before_a_dear_one_used_longer_ago() -> None:
+    cheap = _idle("cheap", 90.0, return_s=0.1)
+    dear = _idle("dear", 60.0, return_s=30.0)
+    assert [r.name for r in eviction_order([dear, cheap], rule="cost", now=100.0)] == ["cheap", "dear"]
+    assert [r.name for r in eviction_order([dear, cheap], rule="lru", now=100.0)] == ["dear", "cheap"]
+    # A model twice as dear that sat idle 20 times longer goes after all (16 times halves the value).
+    half = _idle("half", 90.0, return_s=0.5)
+    assert eviction_order([_idle("twice", -100.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "twice"
+    assert eviction_order([_idle("twice", 80.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "half"
+
+
+def test_cost_weighs_bytes_and_uses_up_to_the_cap() -> None:
+    small = _idle("small", 50.0, return_s=4.0, footprint_bytes=1 << 30)
+    large = _idle("large", 50.0, return_s=4.0, footprint_bytes=8 << 30)
+    assert [r.name for r in eviction_order([small, large], rule="cost", now=100.0)] == ["large", "small"]
+    once = _idle("once", 50.0, return_s=4.0, uses=1)
+    often = _idle("often", 50.0, return_s=4.0, uses=2)
+    very = _idle("very", 50.0, return_s=4.0, uses=50)
+    assert eviction_order([often, once], rule="cost", now=100.0)[0].name == "once"
+    assert residency_policy.keep_value(very, now=100.0) == residency_policy.keep_value(often, now=100.0)
+
+
+def test_cost_without_measurements_is_least_recently_used_and_an_unmeasured_model_counts_the_mean() -> None:
+    residents = [_idle("new", 80.0), _idle("old", 20.0), _idle("mid", 50.0)]
+    assert [r.name for r in eviction_order(residents, rule="cost", now=100.0)] == ["old", "mid", "new"]
+    measured = [_idle("a", 50.0, return_s=1.0), _idle("b", 50.0, return_s=9.0), _idle("unmeasured", 50.0)]
+    assert [r.name for r in eviction_order(measured, rule="cost", now=100.0)] == ["a", "unmeasured", "b"]
+
+
+@pytest.mark.parametrize("rule", ["cost", "lru"])
+def test_a_higher_priority_value_is_evicted_first_and_held_models_never(rule: Any) -> None:
+    important = _idle("important", 10.0, priority=-1, return_s=0.1)
+    usual = _idle("usual", 90.0, return_s=30.0)
+    held = [_idle("pinned", 0.0, pinned=True), _idle("busy", 0.0, busy=True), _idle("active", 0.0, active=True)]
+    order = eviction_order([important, usual, *held], rule=rule, now=100.0)
+    assert [r.name for r in order] == ["usual", "important"]
+    decision = evictions_to_fit("t", 1, [important, usual, *held], budget_bytes=0, rule=rule, now=100.0)
+    assert decision.fits is False  # every evictable one goes and held ones stay: still no room
+
+
+@pytest.mark.parametrize("rule", ["cost", "lru"])
+async def test_the_managers_keep_evicts_by_the_measured_costs_under_the_cost_rule(
+    make_manager: MakeManager, loader: FakeLoader, rule: Any
+) -> None:
+    costs = CostBook()
+    costs.add("a", "cold", 0.5)
+    costs.add("b", "cold", 60.0)  # b comes back dear: cost keeps it though a was used more recently
+    manager = make_manager(KeepStrategy(loader, max_resident=2), switching=Switching(eviction=rule), costs=costs)
+    await manager.initialize("a")
+    await manager.switch("b")
+    await manager.switch("a")
+    await manager.switch("c")  # a (parked last, cheap) or b (parked before it, dear) must go
+    assert loader.unloads == (["a"] if rule == "cost" else ["b"])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 
 import pytest
 
-from server.engine.admission.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST
+from server.engine.admission import scheduler as scheduler_module
+from server.engine.admission.scheduler import IDLE_GAP_S, RESIDENCY_PER_SWITCH_COST, Scheduler
+from server.engine.types import CostBook
 from server.engine.types.scheduling import Refusal, SchedulerPolicy
 from server.profiles.schema import Switching
 from tests.fakes.scheduling import SchedulerRig
@@ -366,3 +370,60 @@ def test_past_its_concurrency_limit_a_full_queue_refuses_with_the_limit_even_dur
     rig.finish("a")
     rig.submit("a", "after-drain")
     assert rig.effects.refused_tickets()["after-drain"] is Refusal.QUEUE_FULL
+
+
+def test_the_waiting_model_with_the_lowest_priority_value_goes_next() -> None:
+    rig = SchedulerRig(models=("a", "b", "c"), min_residency_s=2.0)
+    rig.slots.priorities.update({"c": -1})
+    rig.submit("a", "busy")
+    rig.submit("b", "older")
+    rig.advance(0.5)
+    rig.submit("c", "important")
+    rig.advance(2.0)
+    assert rig.effects.switches == [("a", "c")]
+
+
+IMPORTANT = ("a", "h", "k")
+
+
+def _contend(rig: SchedulerRig, seconds: float) -> None:
+    """Three important models that always have demand, and one request for 'l' waiting from the start."""
+    count = itertools.count()
+    rig.submit("a", "first")
+    rig.submit("l", "patient")
+    while rig.now < seconds:
+        for model in IMPORTANT:
+            idle = model == rig.active and rig.slots.leases[model] == 0
+            if idle or (model != rig.active and rig.scheduler.queue_depth(model) == 0):
+                rig.submit(model, f"{model}{next(count)}")
+        if rig.slots.switch is not None:
+            rig.end_switch(after=0.1)
+        else:
+            rig.advance(0.5)
+
+
+@pytest.mark.parametrize("due_rule", [True, False])
+def test_a_priority_never_makes_a_request_time_out(due_rule: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not due_rule:  # the rule switched off: the important models would pass the device among themselves
+        monkeypatch.setattr(scheduler_module, "DUE_SHARE", math.inf)
+    rig = SchedulerRig(models=(*IMPORTANT, "l"), min_residency_s=2.0, max_residency_s=4.0, max_wait_s=20.0)
+    rig.slots.priorities.update(dict.fromkeys(IMPORTANT, -1))
+    _contend(rig, 30.0)
+    if due_rule:
+        admitted = rig.effects.admitted_tickets()
+        assert "patient" in admitted and rig.effects.admit_times[admitted.index("patient")] < 20.0
+        assert "patient" not in rig.effects.refused_tickets()
+    else:
+        assert rig.effects.refused_tickets()["patient"] is Refusal.WAIT_TIMEOUT
+
+
+def test_an_unmeasured_switch_is_estimated_from_the_reload_cost_book() -> None:
+    book = CostBook()
+    book.add("b", "cold", 12.0)
+    book.add("b", "warm", 0.3)
+    rig = SchedulerRig()
+    fresh = Scheduler(SchedulerPolicy.from_switching(Switching(mode="auto")), rig.effects, rig.slots, book)
+    assert fresh.cost_estimate("a", "b") == 0.3  # b is warm in the fake device
+    rig.slots.warm = lambda model: False
+    assert fresh.cost_estimate("a", "b") == 12.0 and fresh.cost_estimate("a", "c") == 0.0
+    assert rig.scheduler.cost_estimate("a", "b") == 0.0  # no book: no evidence yet

@@ -25,6 +25,7 @@ class FakeSlots:
     leases: Counter[str] = field(default_factory=Counter)
     warm: Callable[[str], bool] = lambda model: True
     limits: dict[str, int] = field(default_factory=dict)
+    priorities: dict[str, int] = field(default_factory=dict)
 
     @property
     def free(self) -> bool:
@@ -38,6 +39,9 @@ class FakeSlots:
 
     def concurrency_limit(self, model: str) -> int | None:
         return self.limits.get(model)
+
+    def priority(self, model: str) -> int:
+        return self.priorities.get(model, 0)
 
 
 @dataclass

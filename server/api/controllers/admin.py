@@ -1,5 +1,5 @@
-"""Admin routes: the switch route (vLLM-Gaudi compatible), the manager's status, and loading or unloading a model
-without switching to it."""
+"""Admin routes: the switch route (vLLM-Gaudi compatible), the manager's status, the measured reload costs, and
+loading or unloading a model without switching to it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from server.api.request_admission import ServingBundle
-from server.engine import EngineManager, ManagerSnapshot, ResidencyReport, SwitchReport
+from server.engine import CostsDocument, EngineManager, ManagerSnapshot, ResidencyReport, SwitchReport
 
 __all__ = ["AdminController", "SwitchController", "SwitchRequest", "UnloadRequest"]
 
@@ -55,6 +55,12 @@ class AdminController(Controller):
     async def status(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> ManagerSnapshot:
         """Every slot's state, the active model, the switch under way and the last switch's report."""
         return manager.snapshot()
+
+    @get("/costs")
+    async def costs(self, manager: NamedDependency[EngineManager[ServingBundle]]) -> CostsDocument:
+        """What bringing each model up cost, per model and path (``in_place``, ``warm``, ``cold``), as the switches
+        measured it (``docs/residency.md`` has its JSON Schema)."""
+        return manager.costs
 
     @post("/models/{name:str}/load", status_code=200)
     async def load(

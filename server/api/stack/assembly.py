@@ -23,7 +23,7 @@ from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
 from server.api.stack.options import StackOptions
 from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
-from server.engine import EngineManager, build_manager, prepare_profile
+from server.engine import CostBook, EngineManager, build_manager, prepare_profile, state_dir
 from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.profiles import ModelProfile, Profile
 
@@ -150,6 +150,7 @@ def assemble_stack(
         admission_timeout=options.admission_timeout,
         memory_plan=plan,
         warm_launcher=warm_launcher,
+        costs=CostBook(state_dir()) if options.keep_costs else None,
     )
     key_ring = KeyRing.of(settings, cli_api_key=flags.api_key)
     return ServingStack(

@@ -26,6 +26,8 @@ class StackOptions:
         fingerprint_value: The fingerprint of ``--fingerprint-mode custom``.
         admission_timeout: Most seconds a request waits for a switch (None: the manager's default).
         no_preload: ``--no-preload``: only the default model loads at start.
+        keep_costs: Keep the measured reload costs in this user's private state folder, so that a restart starts
+            with them (``turnout serve``; a Ray replica keeps them in memory).
     """
 
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -34,6 +36,7 @@ class StackOptions:
     fingerprint_value: str | None = None
     admission_timeout: float | None = None
     no_preload: bool = False
+    keep_costs: bool = False
 
     def frontend_settings(self) -> FrontendSettings:
         """The frontend defaults of every model: the requests are logged when the engines log them."""

@@ -22,6 +22,7 @@ from server.engine.types import (
     AdmissionTimeout,
     Change,
     ConcurrencyLimit,
+    CostBook,
     EngineDied,
     EngineError,
     Lease,
@@ -71,8 +72,9 @@ class Admission(Generic[B]):
         observer: ManagerObserver,
         start_switch: Callable[[str | None, str], None],
         is_dead: Callable[[str], bool],
+        costs: CostBook | None = None,
     ) -> None:
-        self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, slots)
+        self.scheduler: Scheduler[Ticket[B]] = Scheduler(policy, self, slots, costs)
         self._slots = slots
         self._policy = policy
         self._observer = observer

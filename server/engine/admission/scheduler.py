@@ -23,12 +23,16 @@ Policy (docs/switching.md's "Auto mode" section says the same for users):
        ``clamp(RESIDENCY_PER_SWITCH_COST x estimated cost of the pending switch, min_residency_s,
        max_residency_s)``. The cost is a running estimate per (from, to) pair of measured switch times, kept
        apart for warm targets (parked with their engine) and cold ones (an engine start). The
-       model yields earlier when the oldest waiter would otherwise miss ``max_wait_s`` (at 90% of it, less the
-       switch's estimated cost). With nothing in flight
+       model yields earlier when any model's oldest waiter would otherwise miss ``max_wait_s`` (at 90% of it,
+       less the switch's estimated cost). With nothing in flight
        it lingers for ``min(estimated cost, min_residency_s)`` in case more requests come (ski rental: idling
        as long as the switch would take costs at most twice the best choice), then yields; after a request
        ends it lingers at least ``IDLE_GAP_S`` (a client's next request is milliseconds away).
-    5. Next comes the model whose oldest waiter is oldest (models that are backing off are skipped).
+    5. Next comes a model whose oldest waiter is due (has waited ``DUE_SHARE`` of ``max_wait_s``, less the
+       switch's estimated cost), the oldest first; with none due, the model with the lowest ``priority`` value,
+       and among equals the one whose oldest waiter is oldest (models that are backing off are skipped). So a
+       priority orders the device's time but never makes a request time out: a waiter that nears its bound goes
+       first, and the active model yields in time for every waiter's bound (step 4), not only the next model's.
     6. No request waits longer than ``max_wait_s``: past it, it is refused (the API answers 503 + Retry-After).
     7. A model that failed to load backs off for ``failure_backoff_s x 2^(failures-1)``, capped. Meanwhile its
        requests are refused at once and it is never switched to, so the healthy model is neither drained nor
@@ -53,9 +57,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.engine.types import Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
+from server.engine.types import CostBook, Refusal, SchedulerEffects, SchedulerPolicy, SlotsView, SwitchView, Waiter
 
-__all__ = ["IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
+__all__ = ["DUE_SHARE", "IDLE_GAP_S", "RESIDENCY_PER_SWITCH_COST", "Scheduler"]
 
 logger = logging.getLogger("turnout.engine.scheduler")
 
@@ -70,6 +74,10 @@ DEADLINE_SHARE = 0.9
 #: its next one before yielding, however cheap the switch: a client's next request needs a few milliseconds to
 #: come back, and yielding in that gap made a cheap ``keep`` swap on nearly every alternation of mixed traffic.
 IDLE_GAP_S = 0.1
+#: A waiter that has waited this share of ``max_wait_s`` (less its switch's estimated cost) is due: its model comes
+#: next whatever the priorities, so that a priority never makes a request time out. Half the bound leaves the other
+#: half for one more model's quantum and the switch (the active model yields in time for every waiter's bound).
+DUE_SHARE = 0.5
 #: Weight of the newest measurement in the running estimate of a switch's cost.
 COST_SMOOTHING = 0.5
 
@@ -97,14 +105,18 @@ class Scheduler(Generic[T]):
         slots: The model slots, read on every decision.
     """
 
-    def __init__(self, policy: SchedulerPolicy, effects: SchedulerEffects[T], slots: SlotsView) -> None:
+    def __init__(
+        self, policy: SchedulerPolicy, effects: SchedulerEffects[T], slots: SlotsView, costs: CostBook | None = None
+    ) -> None:
         # Each model's demand (queue, last use, backoff), made at its first request; the model list is the device's.
         self._demand: dict[str, _Model[T]] = {}
         self._policy = policy
         self._effects = effects
         self._slots = slots
         self._active_since = 0.0
+        self._now = 0.0  # the time of the newest event, for the views that take none
         self._costs: dict[tuple[str | None, str, bool], float] = {}
+        self._book = costs
 
     # -- views ----------------------------------------------------------------------------------------------
 
@@ -135,14 +147,21 @@ class Scheduler(Generic[T]):
         """The running estimate of a switch's seconds.
 
         Kept per (source, target) and per whether ``target`` is warm now. Unmeasured pairs borrow the reverse
-        pair's estimate, else the mean into ``target``, else 0 (no evidence yet that switches are dear).
+        pair's estimate, else the mean into ``target``, else the reload cost book's figure for ``target`` by that
+        path (``warm``, else its in-place swap or cold start: measured by earlier runs too, as it is kept across
+        restarts), else 0 (no evidence yet that switches are dear).
         """
         warm = self._slots.is_warm(target)
         for key in ((source, target, warm), (target, source, warm)):
             if key in self._costs:
                 return self._costs[key]
         to_target = [cost for (_, to, was_warm), cost in self._costs.items() if to == target and was_warm == warm]
-        return sum(to_target) / len(to_target) if to_target else 0.0
+        if to_target:
+            return sum(to_target) / len(to_target)
+        booked = None
+        if self._book is not None:
+            booked = self._book.seconds(target, "warm") if warm else self._book.return_s(target)
+        return booked if booked is not None else 0.0
 
     def quantum(self, source: str, target: str) -> float:
         """How long ``source`` keeps the device, with demand, before a switch to ``target``."""
@@ -154,7 +173,7 @@ class Scheduler(Generic[T]):
         """The next time :meth:`tick` has something to do (a wait bound or the end of a quantum)."""
         times = [m.queue[0].enqueued_at + self._policy.max_wait_s for m in self._demand.values() if m.queue]
         times = [when for when in times if when < math.inf]
-        candidate = self._next_model()
+        candidate = self._next_model(self._now)
         active = self._slots.active_model
         if self._policy.auto and self._slots.free and active is not None and candidate is not None:
             times.append(self._yield_at(active, candidate))
@@ -268,9 +287,10 @@ class Scheduler(Generic[T]):
 
     def _decide(self, now: float) -> None:
         """Start the next switch when the policy says so; the one place that does."""
+        self._now = now
         if not self._policy.auto or not self._slots.free or self._slots.closed:
             return
-        candidate = self._next_model()
+        candidate = self._next_model(now)
         if candidate is None:
             return
         active = self._slots.active_model
@@ -287,21 +307,32 @@ class Scheduler(Generic[T]):
         )
         self._effects.start_switch(active, candidate)
 
-    def _next_model(self) -> str | None:
-        """The model, other than the active one, whose oldest waiter is oldest."""
-        oldest: Waiter[T] | None = None
+    def _next_model(self, now: float) -> str | None:
+        """The model, other than the active one, that gets the device next (the policy's step 5)."""
         active = self._slots.active_model
-        for name, state in self._demand.items():
-            if name != active and state.queue and (oldest is None or state.queue[0].enqueued_at < oldest.enqueued_at):
-                oldest = state.queue[0]
-        return oldest.model if oldest is not None else None
+        heads = [state.queue[0] for name, state in self._demand.items() if name != active and state.queue]
+        if not heads:
+            return None
+        due = [head for head in heads if now >= self._due_at(active, head)]
+        if due:
+            return min(due, key=lambda head: head.enqueued_at).model
+        return min(heads, key=lambda head: (self._slots.priority(head.model), head.enqueued_at)).model
+
+    def _due_at(self, active: str | None, head: Waiter[T]) -> float:
+        """When ``head`` (a model's oldest waiter) is due: its model comes next whatever the priorities."""
+        return head.enqueued_at + DUE_SHARE * self._policy.max_wait_s - self.cost_estimate(active, head.model)
 
     def _yield_at(self, active: str, candidate: str) -> float:
-        """When ``active`` gives the device up to ``candidate`` even though it has demand."""
+        """When ``active`` gives the device up to ``candidate`` even though it has demand: at the end of its
+        quantum, or in time for the bound of any model's oldest waiter."""
         by_quantum = self._active_since + self.quantum(active, candidate)
-        oldest = self._demand[candidate].queue[0].enqueued_at
         # Leave the switch its estimated time, and a tenth of the bound for the estimate to be wrong.
-        by_deadline = oldest + DEADLINE_SHARE * self._policy.max_wait_s - self.cost_estimate(active, candidate)
+        share = DEADLINE_SHARE * self._policy.max_wait_s
+        by_deadline = min(
+            state.queue[0].enqueued_at + share - self.cost_estimate(active, name)
+            for name, state in self._demand.items()
+            if name != active and state.queue
+        )
         return min(by_quantum, by_deadline)
 
     def _idle_until(self, active: str, candidate: str) -> float:

@@ -24,7 +24,13 @@ from server.engine.residency.kv_budget import (
     with_kv_budget,
 )
 from server.engine.residency.policy import ResidencyOutlook, Resident, residency_outlook
-from server.engine.residency.slot_eviction import BudgetEviction, budget_eviction, held_bytes, in_eviction_order
+from server.engine.residency.slot_eviction import (
+    BudgetEviction,
+    Weighing,
+    budget_eviction,
+    held_bytes,
+    in_eviction_order,
+)
 
 __all__ = [
     "DEFAULT_RESERVE_FRACTION",
@@ -33,6 +39,7 @@ __all__ = [
     "BudgetEviction",
     "ResidencyOutlook",
     "Resident",
+    "Weighing",
     "budget_eviction",
     "held_bytes",
     "host_held_bytes",

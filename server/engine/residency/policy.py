@@ -11,7 +11,11 @@ monotonic seconds the caller reads. Changing the eviction order is :func:`evicti
 
 The rules:
     * Only an idle, unpinned resident ever goes: never a pinned model, a busy one (requests in flight, a switch
-      holding it) or the active one. The least recently used goes first (:func:`eviction_order`).
+      holding it) or the active one. Among those, a higher ``priority`` value goes first (lower values are the
+      more important models, as vLLM's request priority), and within one priority the eviction rule
+      (``switching.eviction``) orders them (:func:`eviction_order`): ``lru``, the least recently used first;
+      ``cost`` (the default), the one whose loss costs least first (:func:`keep_value`, a GreedyDual-Size-Frequency
+      kind of value: its measured cost to come back, times how often it served, over its bytes and its idle time).
     * A target fits when the engines held, the target included, are at most ``max_active`` and its footprint fits
       in what ``budget_bytes`` leaves (:func:`evictions_to_fit`); when even every resident that may go would not
       free enough, it cannot fit now, and the answer says why, with the numbers.
@@ -27,14 +31,17 @@ The rules:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import msgspec
 
-from server.profiles import Footprint, describe_size
+from server.profiles import EvictionRule, Footprint, describe_size
 
 __all__ = [
+    "AGE_EXPONENT",
+    "USE_CAP",
     "EvictionDecision",
     "ResidencyOutlook",
     "Resident",
@@ -43,6 +50,7 @@ __all__ = [
     "idle_deadline",
     "idle_due",
     "idle_limit",
+    "keep_value",
     "most_resident",
     "one_more_fits",
     "residency_outlook",
@@ -51,6 +59,17 @@ __all__ = [
 #: Above this many models the sets that fit are found greedily instead of by trying every subset.
 _EXACT_UP_TO: Final = 16
 _MAX_SETS: Final = 8
+#: Uses counted in a resident's value: two uses tell a model that comes back from one that came once, and counting
+#: more kept a model that was popular long ago in place of the one wanted now (the simulations said so).
+USE_CAP: Final = 2
+#: The idle seconds a resident is treated as having at least, so that the one used a moment ago is not worth
+#: everything.
+_MIN_AGE_S: Final = 1.0
+#: How strongly idle time ages a resident's value: idle 16 times longer, worth half. Dividing by the idle time
+#: itself (1) let recency all but decide, close to least recently used (0.97x its switch seconds in
+#: ``benchmarks/residency_policies.py``); 0.25 weighs the reload cost more and still lets a dear model that sat
+#: idle for long go (0.83x, with a better p99 wait, on seeds other than those it was chosen on).
+AGE_EXPONENT: Final = 0.25
 
 
 class Resident(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +83,10 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True):
         busy: Requests in flight or queued, or a switch holds it (loading, draining): it stays now.
         active: It is the model that serves now: never evicted (the idle timer may unload it in ``auto`` mode).
         idle_unload_s: Seconds it may sit idle before it is unloaded (:func:`idle_limit`; None: never).
+        return_s: What it costs to come back once it is gone, measured (the cost book's cold start, else its
+            in-place swap; None: never measured).
+        uses: How often it served or was loaded (:data:`USE_CAP` of them count).
+        priority: Its model's ``priority``: a higher value goes first.
     """
 
     name: str
@@ -73,6 +96,9 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True):
     busy: bool = False
     active: bool = False
     idle_unload_s: float | None = None
+    return_s: float | None = None
+    uses: int = 1
+    priority: int = 0
 
     @property
     def evictable(self) -> bool:
@@ -103,10 +129,50 @@ class EvictionDecision(msgspec.Struct, frozen=True, kw_only=True):
 # -- which residents may go, and in what order --------------------------------------------------------------------
 
 
-def eviction_order(residents: Iterable[Resident]) -> list[Resident]:
-    """The residents that may go, in the order they go: the idle, unpinned ones, least recently used first (the
-    order among equals is the order given). The same order offers a resident engine to take a target in place."""
-    return sorted((item for item in residents if item.evictable), key=lambda item: item.last_used)
+def eviction_order(
+    residents: Iterable[Resident], *, rule: EvictionRule = "lru", now: float | None = None
+) -> list[Resident]:
+    """The residents that may go, in the order they go: the idle, unpinned ones, a higher ``priority`` first, then
+    by ``rule``: ``lru`` the least recently used first, ``cost`` the least :func:`keep_value` first (the least
+    recently used first among equals, and the order given after that). The same order offers a resident engine to
+    take a target in place.
+
+    ``now``: the time the idle ages are counted to (default: the newest ``last_used`` among ``residents``).
+    """
+    idle = [item for item in residents if item.evictable]
+    if rule == "lru":
+        return sorted(idle, key=lambda item: (-item.priority, item.last_used))
+    everyone = list(residents)
+    when = now if now is not None else max((item.last_used for item in everyone), default=0.0)
+    sizes = [item.footprint_bytes for item in idle if item.footprint_bytes > 0]
+    mean_bytes = sum(sizes) / len(sizes) if sizes else 0.0
+    known = [item.return_s for item in idle if item.return_s is not None]
+    fallback = sum(known) / len(known) if known else 0.0
+    return sorted(
+        idle,
+        key=lambda item: (
+            -item.priority,
+            keep_value(item, now=when, mean_bytes=mean_bytes, fallback_s=fallback),
+            item.last_used,
+        ),
+    )
+
+
+def keep_value(resident: Resident, *, now: float, mean_bytes: float = 0.0, fallback_s: float = 0.0) -> float:
+    """What keeping ``resident`` is worth: the reload its next use would otherwise cost, times how likely that use
+    comes soon, for each byte it holds (``docs/residency.md`` gives the formula)::
+
+        min(uses, USE_CAP) x return_s / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
+
+    GreedyDual-Size-Frequency's value (frequency x cost / size), aged by the idle time rather than by an inflation
+    value: a model idle sixteen times as long is worth half as much. ``mean_bytes``: the mean footprint of the
+    candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model never measured
+    (the mean of those measured).
+    """
+    cost = resident.return_s if resident.return_s is not None else fallback_s
+    share = resident.footprint_bytes / mean_bytes if mean_bytes > 0 and resident.footprint_bytes > 0 else 1.0
+    age = max(now - resident.last_used, _MIN_AGE_S)
+    return min(resident.uses, USE_CAP) * cost / share / math.pow(age, AGE_EXPONENT)
 
 
 def one_more_fits(held: int, *, max_active: int | None) -> bool:
@@ -121,6 +187,8 @@ def evictions_to_fit(
     *,
     budget_bytes: int,
     max_active: int | None = None,
+    rule: EvictionRule = "lru",
+    now: float | None = None,
 ) -> EvictionDecision:
     """The residents to unload, in :func:`eviction_order`, so that ``target`` fits within the limits.
 
@@ -130,13 +198,14 @@ def evictions_to_fit(
         residents: Every other model holding memory now.
         budget_bytes: What all resident models may take together.
         max_active: The most engines at once, the target included (None: no count cap).
+        rule, now: As :func:`eviction_order`.
     """
     free = budget_bytes - sum(item.footprint_bytes for item in residents)
     reason = f"to fit {target} (needs {describe_size(target_bytes)}, free {describe_size(free)})"
     count = len(residents)
     evict: list[str] = []
     room = free
-    for item in eviction_order(residents):
+    for item in eviction_order(residents, rule=rule, now=now):
         if room >= target_bytes and one_more_fits(count, max_active=max_active):
             break
         evict.append(item.name)

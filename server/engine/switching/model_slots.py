@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
-from server.engine.residency import in_eviction_order
+from server.engine.residency import Weighing, in_eviction_order
 from server.engine.runtime import ENGINE_STARTS
 from server.engine.switching.change_signal import ChangeSignal, wait_set
 from server.engine.types import (
@@ -115,6 +115,7 @@ class ModelSlots(Generic[B]):
         memory_plan: MemoryPlan | None = None,
         *,
         drain_timeout: float = 30.0,
+        weighing: Weighing | None = None,
     ) -> None:
         if not models:
             raise ValueError("the model slots need at least one model")
@@ -123,6 +124,7 @@ class ModelSlots(Generic[B]):
         self._strategy = strategy
         self._build_bundle = build_bundle
         self._memory_plan = memory_plan
+        self._weighing = weighing or Weighing()
         self._published: Published[B] | None = None
         self._switch: SwitchUnderWay | None = None
         self._held = False  # a reload, load or unload holds the device between switches
@@ -190,6 +192,11 @@ class ModelSlots(Generic[B]):
         """The most requests ``model`` serves at once (its ``max_concurrent_requests``; None: no limit)."""
         slot = self._slots.get(model)
         return slot.profile.max_concurrent_requests if slot is not None else None
+
+    def priority(self, model: str) -> int:
+        """``model``'s ``priority`` (0 for a name that is no model's)."""
+        slot = self._slots.get(model)
+        return slot.profile.priority if slot is not None else 0
 
     def holder_of(self, engine: Any) -> str | None:
         """The model whose slot holds ``engine`` now (by identity: an in-place swap moves one engine between slots)."""
@@ -638,7 +645,9 @@ class _SlotAccess(Generic[B]):
 
     def residents(self) -> Sequence[Slot]:
         """The eviction choice: the residents a strategy may evict, in the residency policy's order."""
-        return in_eviction_order(self.holders())
+        owner = self._owner
+        plan = owner.memory_plan
+        return in_eviction_order(self.holders(), owner._weighing, plan.footprints() if plan is not None else None)
 
     def engines_held(self) -> int:
         return len(self.holders())

@@ -18,7 +18,7 @@ from server.engine.supervision import Healer
 from server.engine.switching.history import SwitchHistory
 from server.engine.switching.model_slots import ModelSlots, SwitchUnderWay
 from server.engine.switching.switch import SwitchRun
-from server.engine.types import Observers, SwitchAttempt, SwitchFailed, SwitchReport
+from server.engine.types import CostBook, Observers, SwitchAttempt, SwitchFailed, SwitchReport
 
 __all__ = ["SwitchTasks"]
 
@@ -38,6 +38,7 @@ class SwitchTasks(Generic[B]):
         healer: Told when a restart begins and how it ended.
         memory_probe: Reads memory in MB for the switch report.
         abort_grace: Seconds aborted requests get to leave before the old model is parked.
+        costs: Counts each switch's report (what bringing its target up cost).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class SwitchTasks(Generic[B]):
         *,
         memory_probe: Callable[[], float],
         abort_grace: float,
+        costs: CostBook,
     ) -> None:
         self._slots = slots
         self._strategy_name = strategy_name
@@ -58,6 +60,7 @@ class SwitchTasks(Generic[B]):
         self._healer = healer
         self._memory_probe = memory_probe
         self._abort_grace = abort_grace
+        self._costs = costs
 
     def begin(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
         """Start the switch to ``target`` as a task, recorded on the model slots as the switch under way.
@@ -91,6 +94,8 @@ class SwitchTasks(Generic[B]):
             published = outcome.published
             if outcome.report is not None:
                 self._history.last_report = outcome.report
+                if outcome.error is None:
+                    self._costs.record(outcome.report)
             error = _failure_reason(outcome.error)
             await self._slots.unload_stale_parked()  # while the switch still holds the device
             if outcome.error is not None:

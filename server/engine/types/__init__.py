@@ -13,6 +13,8 @@ Public names, by module:
 * ``lease`` and ``states``: a request's hold on a model (:class:`Lease`, :class:`Published`) and a model slot with
   its states and their one transition table (:class:`Slot`, :class:`SlotState`).
 * ``changes``: what the model slots' owner tells its subscribers changed (:data:`Change`).
+* ``reload_costs``: what bringing each model back costs, measured per path (:class:`CostBook`), which the
+  residency policy weighs evictions with.
 * ``scheduling``: the scheduler's policy and vocabulary (:class:`SchedulerPolicy`, :class:`SwitchView`, ...).
 * ``strategy`` and ``capabilities``: the protocol a switch strategy meets, the engines it loads, and what it
   declares it can do.
@@ -54,6 +56,17 @@ from server.engine.types.memory_plan import (
     ModelShape,
 )
 from server.engine.types.observer import ManagerObserver, Observers
+from server.engine.types.reload_costs import (
+    COSTS_FILE,
+    CostBook,
+    CostsDocument,
+    CostStore,
+    ModelCosts,
+    PathCost,
+    ReloadPath,
+    costs_schema,
+    reload_path,
+)
 from server.engine.types.report import (
     ActivationMetrics,
     EngineStart,
@@ -84,6 +97,7 @@ from server.engine.types.strategy import (
 )
 
 __all__ = [
+    "COSTS_FILE",
     "PARKED",
     "TRANSITIONS",
     "AbortHook",
@@ -93,6 +107,9 @@ __all__ = [
     "Capabilities",
     "Change",
     "ConcurrencyLimit",
+    "CostBook",
+    "CostStore",
+    "CostsDocument",
     "DecisionSource",
     "Engine",
     "EngineDied",
@@ -112,6 +129,7 @@ __all__ = [
     "MemoryBudgetExceeded",
     "MemoryPlan",
     "MemoryReading",
+    "ModelCosts",
     "ModelLoadFailed",
     "ModelNotActive",
     "ModelNotFound",
@@ -121,10 +139,12 @@ __all__ = [
     "NoActiveModel",
     "Observers",
     "Parked",
+    "PathCost",
     "Published",
     "QueueFull",
     "Refusal",
     "ReloadFailed",
+    "ReloadPath",
     "ReloadRefused",
     "RequestAbortedBySwitch",
     "RequestAbortedByUnload",
@@ -151,5 +171,7 @@ __all__ = [
     "SwitchStrategy",
     "SwitchView",
     "Waiter",
+    "costs_schema",
+    "reload_path",
     "with_kept",
 ]

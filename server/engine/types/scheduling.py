@@ -143,6 +143,9 @@ class SlotsView(Protocol):
     def concurrency_limit(self, model: str) -> int | None:
         """The most requests ``model`` serves at once (None: no limit)."""
 
+    def priority(self, model: str) -> int:
+        """``model``'s priority: among waiting models a lower value is switched to first (default 0)."""
+
 
 class SchedulerEffects(Protocol[T]):
     """What the scheduler asks of its driver. Each call returns at once; none may call back into the scheduler."""

@@ -74,6 +74,7 @@ class Slot:
     _state: SlotState = SlotState.STOPPED
     _reason: str | None = None
     _last_active: float = 0.0
+    _uses: int = 0
     _engine: Any = field(default=None, repr=False)
     _published: Published[Any] | None = field(default=None, repr=False)
     _last_start: EngineStart | None = field(default=None, repr=False)
@@ -99,6 +100,12 @@ class Slot:
         """Monotonic time the slot last stopped being active, or was loaded: its last use, as the residency policy
         reads it (``residency/policy.py``: eviction order and idle deadlines)."""
         return self._last_active
+
+    @property
+    def uses(self) -> int:
+        """How often the slot was loaded or stopped being active: how often it served, as the residency policy's
+        ``cost`` rule counts it."""
+        return self._uses
 
     @property
     def engine(self) -> Any:
@@ -157,3 +164,4 @@ class Slot:
 
     def _touch(self, when: float) -> None:
         self._last_active = when
+        self._uses += 1

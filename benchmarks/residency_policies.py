@@ -1,0 +1,189 @@
+"""Eviction by value against least recently used, on synthetic multi-team traffic (issue 50's evidence, simulated).
+
+    .venv/bin/python -m benchmarks.residency_policies [--seeds 7] [--hours 2]
+
+Each seed draws a trace: six teams, one model each, whose reload costs (cold starts) differ tenfold (3 to 30 s);
+bursts of requests (a team's session: a geometric number of requests, mean 6, a few seconds apart) arrive as a
+Poisson process, each burst's team drawn by Zipf(1) popularity over a random order of the models (so popularity
+and cost are unrelated). The trace runs through ``turnout simulate``'s simulation (the real scheduler and the real
+residency policy on a fake clock, ``server/engine/simulation``) under ``keep`` with three engines resident at once,
+once with ``switching.eviction: cost`` and once with ``lru``, side by side. It reports each seed's switch seconds
+and p99 wait under both and their ratios, and the goal: cost's switch seconds at most 0.7x lru's (the median over
+the seeds) at an equal or better p99 wait. ``docs/residency.md`` describes the method; ``docs/benchmarks.md``
+shows the result (``benchmarks/docs_page.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+from collections.abc import Sequence
+
+from benchmarks.result_types import Base, Result
+from benchmarks.results import write_result
+from server.engine import CostBook, Outcome, SimulatedModel, Simulation, simulate
+from server.engine.simulation import TraceRequest
+from server.profiles import Switching
+
+__all__ = ["ResidencyPolicies", "main", "page_section", "synthetic_trace"]
+
+RESULT = "residency_policies"
+#: The teams' models and their cold starts (seconds): tenfold apart.
+COLD_S = {"chat": 3.0, "code": 5.0, "embed": 8.0, "vision": 12.0, "summarize": 20.0, "reason": 30.0}
+WARM_S = 0.1
+MAX_ACTIVE = 3
+GOAL = 0.7
+
+
+class Options(Base, frozen=True, kw_only=True):
+    """The benchmark's options (its command-line defaults)."""
+
+    seeds: int = 7
+    #: The rule's exponent was chosen on seeds 0-6; the result is measured on others.
+    first_seed: int = 100
+    hours: float = 2.0
+    bursts_per_minute: float = 1.5
+    mean_burst: float = 6.0
+
+
+class SeedRow(Base, frozen=True, kw_only=True):
+    """One seed: each policy's overall figures and cost's ratios to lru."""
+
+    seed: int
+    requests: int
+    cost_switch_s: float
+    lru_switch_s: float
+    cost_p99_wait_s: float
+    lru_p99_wait_s: float
+    switch_ratio: float
+    p99_ratio: float
+
+
+class ResidencyPolicies(Result, frozen=True, kw_only=True):
+    """``residency_policies.json``: each seed's figures, the medians and the goal."""
+
+    options: Options
+    cold_s: dict[str, float]
+    rows: list[SeedRow]
+    median_switch_ratio: float
+    median_p99_ratio: float
+    goal_met: bool
+
+
+def synthetic_trace(seed: int, options: Options) -> list[TraceRequest]:
+    """Bursty, Zipf-popular multi-team traffic (see the module docstring)."""
+    rng = random.Random(seed)
+    names = list(COLD_S)
+    rng.shuffle(names)  # popularity in an order unrelated to cost
+    weights = [1.0 / rank for rank in range(1, len(names) + 1)]
+    end = options.hours * 3600.0
+    requests: list[TraceRequest] = []
+    at = 0.0
+    while True:
+        at += rng.expovariate(options.bursts_per_minute / 60.0)
+        if at >= end:
+            break
+        model = rng.choices(names, weights)[0]
+        when = at
+        for _ in range(1 + int(rng.expovariate(1.0 / (options.mean_burst - 1)))):
+            requests.append(
+                TraceRequest(
+                    at=when, model=model, prompt_tokens=rng.randint(200, 2000), output_tokens=rng.randint(20, 300)
+                )
+            )
+            when += rng.expovariate(1 / 4.0)
+    return sorted(requests, key=lambda item: item.at)
+
+
+def _setup() -> Simulation:
+    book = CostBook()
+    for name, cold in COLD_S.items():
+        book.add(name, "cold", cold)
+        book.add(name, "warm", WARM_S)
+    return Simulation(
+        models={name: SimulatedModel(footprint_bytes=1 << 30) for name in COLD_S},
+        switching=Switching(mode="auto", strategy="keep", max_active=MAX_ACTIVE),
+        holds_several=True,
+        costs=book,
+    )
+
+
+def run(options: Options) -> ResidencyPolicies:
+    """Every seed under both rules."""
+    setup = _setup()
+    rows: list[SeedRow] = []
+    for seed in range(options.first_seed, options.first_seed + options.seeds):
+        trace = synthetic_trace(seed, options)
+        cost: Outcome = simulate(setup.with_eviction("cost"), trace)
+        lru: Outcome = simulate(setup.with_eviction("lru"), trace)
+        rows.append(
+            SeedRow(
+                seed=seed,
+                requests=len(trace),
+                cost_switch_s=cost.overall.switch_s,
+                lru_switch_s=lru.overall.switch_s,
+                cost_p99_wait_s=cost.overall.wait_p99_s,
+                lru_p99_wait_s=lru.overall.wait_p99_s,
+                switch_ratio=round(cost.overall.switch_s / lru.overall.switch_s, 3),
+                p99_ratio=round(cost.overall.wait_p99_s / max(lru.overall.wait_p99_s, 1e-9), 3),
+            )
+        )
+    switch = statistics.median(row.switch_ratio for row in rows)
+    p99 = statistics.median(row.p99_ratio for row in rows)
+    return ResidencyPolicies(
+        options=options,
+        cold_s=COLD_S,
+        rows=rows,
+        median_switch_ratio=round(switch, 3),
+        median_p99_ratio=round(p99, 3),
+        goal_met=switch <= GOAL and p99 <= 1.0,
+    )
+
+
+def page_section(data: ResidencyPolicies | None) -> list[str]:
+    """The docs page's section (``benchmarks/docs_page.py``)."""
+    lines = ["## Eviction by value against least recently used (simulated)", ""]
+    if data is None:
+        return [*lines, "**Not measured** in this run (`python -m benchmarks.residency_policies`).", ""]
+    o = data.options
+    costs = ", ".join(f"{name} {seconds:g} s" for name, seconds in data.cold_s.items())
+    lines += [
+        f"`python -m benchmarks.residency_policies` ({data.machine.date}, commit `{data.machine.turnout_commit}`): "
+        f"{o.seeds} seeds of {o.hours:g} h of synthetic multi-team traffic ({o.bursts_per_minute:g} bursts a minute, "
+        f"{o.mean_burst:g} requests a burst on average, Zipf(1) popularity), six models with cold starts {costs} "
+        f"(warm {WARM_S:g} s), `keep` with {MAX_ACTIVE} engines, run through `turnout simulate`'s simulation "
+        "(`docs/residency.md` gives the method).",
+        "",
+        "| seed | requests | cost switch s | lru switch s | cost/lru | cost p99 wait s | lru p99 wait s | cost/lru |",
+        "|---|---|---|---|---|---|---|---|",
+        *[
+            f"| {r.seed} | {r.requests} | {r.cost_switch_s:g} | {r.lru_switch_s:g} | {r.switch_ratio:g} | "
+            f"{r.cost_p99_wait_s:g} | {r.lru_p99_wait_s:g} | {r.p99_ratio:g} |"
+            for r in data.rows
+        ],
+        "",
+        f"- **{'Met' if data.goal_met else 'MISSED'}**: cost's switch seconds at most {GOAL}x lru's at an equal or "
+        f"better p99 wait (medians over the seeds: switch {data.median_switch_ratio}x, p99 wait "
+        f"{data.median_p99_ratio}x).",
+        "",
+    ]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print each seed and write ``benchmarks/results/residency_policies.json``."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = Options()
+    parser.add_argument("--seeds", type=int, default=defaults.seeds)
+    parser.add_argument("--hours", type=float, default=defaults.hours)
+    args = parser.parse_args(argv)
+    result = run(Options(seeds=args.seeds, hours=args.hours))
+    for line in page_section(result)[2:]:
+        print(line)
+    print(f"wrote {write_result(RESULT, result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

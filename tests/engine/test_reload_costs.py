@@ -1,0 +1,75 @@
+"""The cost book: what bringing each model up cost, per path, from the switch reports, kept in the private state
+folder across restarts, and its JSON Schema as ``docs/residency.md`` shows it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from server.engine import StateDir
+from server.engine.types import COSTS_FILE, CostBook, EngineStart, SwitchReport, costs_schema, reload_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _report(target: str, duration_ms: float, **fields: Any) -> SwitchReport:
+    fields.setdefault("switched", True)
+    return SwitchReport(previous_model="other", current_model=target, duration_ms=duration_ms, **fields)
+
+
+def test_each_report_counts_on_its_path_without_the_drain() -> None:
+    start = EngineStart(started_at=0.0, total_ms=3000, phases_ms={"weights": 1000, "kv_cache": 500})
+    cold = _report("big", 5000.0, drain_ms=1000.0, engine_start=start)
+    in_place = _report("big", 400.0, method="weights", load_ms=300.0, kv_cache_ms=50.0)
+    warm = _report("small", 120.0)
+    assert [reload_path(r) for r in (cold, in_place, warm)] == ["cold", "in_place", "warm"]
+    book = CostBook()
+    for report in (cold, in_place, warm, _report("small", 0.0, switched=False)):
+        book.record(report)
+    assert book.seconds("big", "cold") == pytest.approx(4.0)  # 5 s less the 1 s drain
+    assert book.seconds("big", "in_place") == pytest.approx(0.4)
+    assert book.seconds("small", "warm") == pytest.approx(0.12)
+    assert book.return_s("big") == pytest.approx(4.0) and book.return_s("small") == pytest.approx(0.12)
+    assert book.return_s("never") is None
+    phases = book.document().models["big"].cold
+    expected = {"engine_start": 3000.0, "start.weights": 1000.0, "start.kv_cache": 500.0}
+    assert phases is not None and phases.phases_ms == expected
+    book.add("small", "warm", 0.24)
+    warm_cost = book.document().models["small"].warm
+    assert warm_cost is not None and warm_cost.count == 2 and warm_cost.mean_s == pytest.approx(0.18)
+    assert warm_cost.last_s == pytest.approx(0.24)
+
+
+def test_the_book_is_kept_private_and_survives_a_restart(tmp_path: Path) -> None:
+    folder = StateDir(tmp_path / "state" / "turnout")
+    CostBook(folder).add("big", "cold", 12.5, {"engine_start": 12000.0})
+    saved = folder.root / COSTS_FILE
+    assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
+    again = CostBook(folder)
+    assert again.seconds("big", "cold") == 12.5
+    assert again.document() == msgspec.json.decode(saved.read_bytes(), type=type(again.document()))
+
+
+def test_a_damaged_book_is_measured_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = StateDir(tmp_path / "state" / "turnout")
+    folder.write_private(COSTS_FILE, '{"models": {"big": {"cold": {"count": "x"}}}}')
+    book = CostBook(folder)
+    assert book.document().models == {}
+    assert "not used" in caplog.text
+    book.add("big", "warm", 1.0)  # and it is replaced by what is measured now
+    assert CostBook(folder).seconds("big", "warm") == 1.0
+
+
+def test_the_documented_schema_is_the_codes() -> None:
+    text = (ROOT / "docs" / "residency.md").read_text(encoding="utf-8")
+    section = text.split("## Reload costs", 1)[1]
+    block = re.search(r"```json\n(.*?)\n```", section, re.DOTALL)
+    assert block is not None, "docs/residency.md's reload costs section has no JSON Schema"
+    assert json.loads(block.group(1)) == costs_schema()
