@@ -21,7 +21,7 @@ from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
 from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
 from server.engine import EngineManager, build_manager, prepare_profile
-from server.frontend import FrontendSettings, build_bundle_for_profile
+from server.frontend import FrontendSettings, ProbeAnswer, build_bundle_for_profile, probe_bundle
 from server.profiles import ModelProfile, Profile
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "bundle_builder",
     "edge_settings",
     "prepare_stack",
+    "probe_model",
     "without_preloads",
 ]
 
@@ -130,6 +131,12 @@ def bundle_builder(defaults: FrontendSettings) -> BundleBuilder[ServingBundle]:
     return build_bundle
 
 
+async def probe_model(name: str, model: ModelProfile, bundle: ServingBundle) -> ProbeAnswer:
+    """The manager's probe: a switch proves a model through its own bundle (``switching.verify``)."""
+    del name, model  # the bundle is the model's own
+    return await probe_bundle(bundle)
+
+
 def assemble_stack(
     profile: Profile,
     options: StackOptions,
@@ -172,5 +179,6 @@ def assemble_stack(
         admission_timeout=options.admission_timeout,
         memory_plan=plan,
         warm_launcher=warm_launcher,
+        probe=probe_model,
     )
     return ServingStack(profile=prepared, memory_plan=plan, manager=manager, settings=settings, frontend=defaults)

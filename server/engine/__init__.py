@@ -72,6 +72,7 @@ from server.engine.types import (
     SwitchConflict,
     SwitchFailed,
     SwitchReport,
+    Verification,
 )
 from server.vllm_plugin import kept_bytes_by_model
 
@@ -118,6 +119,7 @@ __all__ = [
     "SwitchConflict",
     "SwitchFailed",
     "SwitchReport",
+    "Verification",
     "build_manager",
     "capabilities_of",
     "hlml_memory",

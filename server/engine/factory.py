@@ -27,6 +27,7 @@ from server.engine.runtime import (
     VllmEngineLoader,
     build_engine_configs,
     detect_device,
+    digest_cache_file,
     generation_tasks,
     memory_check,
     model_shape,
@@ -42,7 +43,7 @@ from server.engine.strategies import (
     select_strategy,
 )
 from server.engine.supervision import EngineWatches, Supervision
-from server.engine.types import EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading
+from server.engine.types import EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading, ModelProbe
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
@@ -79,7 +80,10 @@ def prepare_profile(
         StrategyUnavailable: The profile's strategy cannot run on this device.
     """
     device = device or detect_device()
-    profile = with_kv_keep(with_engine_defaults(profile, engine_defaults or {}))
+    profile = with_engine_defaults(profile, engine_defaults or {})
+    # The pool's own folder goes when the server stops: the digests are cached in the state folder, which stays.
+    keeps = profile.switching.kv_keep_bytes is not None
+    profile = with_kv_keep(profile, digest_cache=digest_cache_file() if keeps else None)
     configs = build_engine_configs(profile.models)
     memory = memory or read_device_memory(device)
     if memory is None:
@@ -160,6 +164,7 @@ def build_manager(
     admission_timeout: float | None = None,
     memory_plan: MemoryPlan | None = None,
     warm_launcher: bool = False,
+    probe: ModelProbe | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
 
@@ -167,7 +172,8 @@ def build_manager(
     forked from it (``server/engine/runtime``); otherwise it starts at the first engine start.
 
     ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
-    loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
+    loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load; ``probe``, the
+    switches' proof of each model they publish (``switching.verify``), from the frontend too.
     """
     device = device or detect_device()
     stash_factory = stash_host_factory()
@@ -203,6 +209,7 @@ def build_manager(
         memory_plan=memory_plan,
         # A given loader is a test's: its models are no vLLM's to read.
         model_tasks=generation_tasks if loader is None else None,
+        probe=probe,
     )
     if watches is not None:
         watches.supervise(manager.engine_died)

@@ -26,10 +26,10 @@ from server.engine.admission import Admission
 from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
 from server.engine.residency_controls import Residency
-from server.engine.runtime import ModelTasks, TaskReader
+from server.engine.runtime import FingerprintStore, ModelTasks, StateDir, TaskReader, state_dir
 from server.engine.strategies import models_held_at_once
 from server.engine.supervision import Healer
-from server.engine.switching import BundleBuilder, EngineDeaths, ModelSlots, SwitchHistory, SwitchTasks
+from server.engine.switching import BundleBuilder, EngineDeaths, ModelProof, ModelSlots, SwitchHistory, SwitchTasks
 from server.engine.types import (
     Capabilities,
     EngineError,
@@ -39,6 +39,7 @@ from server.engine.types import (
     ManagerSnapshot,
     MemoryPlan,
     ModelNotFound,
+    ModelProbe,
     ModelsReplaced,
     Observers,
     Published,
@@ -49,6 +50,7 @@ from server.engine.types import (
     SwitchStrategy,
 )
 from server.profiles.schema import ModelProfile, Switching
+from server.profiles.vllm_version import installed_vllm_version
 
 __all__ = ["BundleBuilder", "EngineManager"]
 
@@ -76,6 +78,9 @@ class EngineManager(Generic[B]):
         memory_plan: The KV-cache budget decided at start-up, shown in the status.
         model_tasks: Reads a model's vLLM tasks before it loads (``model_tasks.generation_tasks``); None: they
             are known only once it loaded (fakes).
+        probe: Runs the proof's fixed probe through a model's bundle (the frontend's, wired by the CLI); None:
+            switches prove nothing, whatever ``switching.verify`` says.
+        state: The state folder the models' fingerprints are kept in (default: this user's).
     """
 
     def __init__(
@@ -90,6 +95,8 @@ class EngineManager(Generic[B]):
         memory_probe: Callable[[], float] = memory_in_use_mb,
         memory_plan: MemoryPlan | None = None,
         model_tasks: TaskReader | None = None,
+        probe: ModelProbe | None = None,
+        state: StateDir | None = None,
     ) -> None:
         self._switching = switching or Switching()
         self._policy = SchedulerPolicy.from_switching(self._switching)  # the one policy: every mode check reads it
@@ -117,6 +124,11 @@ class EngineManager(Generic[B]):
         self._residency: Residency[B] = Residency(
             self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
         )
+        self._proof: ModelProof[B] | None = None
+        if probe is not None and self._switching.proves:
+            fingerprints, version = FingerprintStore(state or state_dir()), installed_vllm_version()
+            always, observe = self._switching.proves_plain_starts, self._observers.model_verified
+            self._proof = ModelProof(probe, fingerprints, plain_starts=always, vllm_version=version, observe=observe)
         self._switches: SwitchTasks[B] = SwitchTasks(
             self._slots,
             strategy.name,
@@ -125,6 +137,7 @@ class EngineManager(Generic[B]):
             self._healer,
             memory_probe=memory_probe,
             abort_grace=abort_grace,
+            proof=self._proof,
         )
         self._deaths: EngineDeaths[B] = EngineDeaths(self._slots, self._observers, self._healer)
 
@@ -381,4 +394,6 @@ class EngineManager(Generic[B]):
         )
         self._residency.models_changed()
         self._healer.keep_only(models)
+        if self._proof is not None:
+            self._proof.forget_fallbacks()
         return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._slots.stale)

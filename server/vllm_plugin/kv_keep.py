@@ -32,6 +32,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+from server.vllm_plugin.checkpoint_content import ContentDigests
 from server.vllm_plugin.kv_pool import BLOCK_DIGEST_BYTES, KVPool, model_identity
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class TurnoutKVKeep(KVConnectorBase_V1):
             from vllm.v1.core.kv_cache_utils import get_none_hash_seed
 
             try:
-                self.identity = model_identity(vllm_config, get_none_hash_seed(), self.pool.content_digests())
+                cache = extra.get("digest_cache")
+                digests = ContentDigests(Path(cache) if cache else None)
+                self.identity = model_identity(vllm_config, get_none_hash_seed(), digests)
                 self.pool.claim(str(extra["served_name"]), self.identity)
             except (OSError, ValueError) as exc:
                 logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)

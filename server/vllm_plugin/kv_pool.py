@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from server.vllm_plugin.checkpoint_content import ContentDigests, content_stamp
+from server.vllm_plugin.checkpoint_content import TOKENIZER_SUFFIXES, WEIGHT_SUFFIXES, ContentDigests, content_stamp
 from server.vllm_plugin.private_folder import check_private, private_subfolder
 
 __all__ = [
@@ -55,11 +55,8 @@ DEFAULT_POOL_PARENT: Final = Path("/dev/shm") if Path("/dev/shm").is_dir() else 
 FREE_MARGIN_FRACTION: Final = 0.1
 FREE_MARGIN_MIN_BYTES: Final = 32 * 2**20
 _NAMES: Final = "names"
-#: The checkpoint files' content digests (``checkpoint_content``), kept for the engines to come.
-_DIGESTS: Final = "digests"
 #: Each block file ends with this many bytes of BLAKE2b over its name and contents.
 BLOCK_DIGEST_BYTES: Final = 16
-_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
 #: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
 _KEY: Final = re.compile(r"(?:[0-9a-f]{32}|[0-9a-f]{64})(?:\.r[0-9]{1,4})?")
@@ -88,9 +85,9 @@ def model_identity(vllm_config: Any, none_hash_seed: str, digests: ContentDigest
         none_hash_seed,
         int(vllm_config.parallel_config.tensor_parallel_size),
         int(vllm_config.parallel_config.pipeline_parallel_size),
-        content_stamp(Path(str(model.model)), _WEIGHT_SUFFIXES, digests),
+        content_stamp(Path(str(model.model)), WEIGHT_SUFFIXES, digests),
         str(model.tokenizer),
-        content_stamp(Path(str(model.tokenizer)), (".json", ".model", ".txt", ".tiktoken", ".jinja"), digests),
+        content_stamp(Path(str(model.tokenizer)), TOKENIZER_SUFFIXES, digests),
     ]
     digests.save()
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
@@ -122,12 +119,6 @@ class KVPool:
     def model_dir(self, identity: str) -> Path:
         """The folder of ``identity``'s blocks; ``ValueError`` for anything but 32 hex digits."""
         return self.root / _valid(_IDENTITY, identity)
-
-    def content_digests(self) -> ContentDigests:
-        """The checkpoint files' content digests, cached in the pool's folder: an engine that starts on files
-        nobody rewrote since reads their digests instead of hashing them again."""
-        self.check()
-        return ContentDigests(private_subfolder(self.root, _DIGESTS) / "files.json")
 
     def claim(self, served_name: str, identity: str) -> None:
         """Record that ``served_name`` now has ``identity``; the blocks of its previous identity are dropped

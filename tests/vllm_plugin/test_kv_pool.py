@@ -153,7 +153,8 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(
     demo = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml")
     assert with_kv_keep(demo) is demo
     switching = msgspec.structs.replace(demo.switching, kv_keep_bytes=2**20)
-    kept = with_kv_keep(msgspec.structs.replace(demo, switching=switching), tmp_path)
+    cache = tmp_path / "state" / "content-digests.json"
+    kept = with_kv_keep(msgspec.structs.replace(demo, switching=switching), tmp_path, cache)
     for name, model in kept.models.items():
         transfer = model.engine_args["kv_transfer_config"]
         assert transfer["kv_connector"] == TurnoutKVKeep.__name__
@@ -162,6 +163,8 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(
             "pool_root": str(tmp_path),
             "limit_bytes": 2**20,
             "served_name": name,
+            # The digests outlive the pool's folder (removed at the server's stop): a restart hashes nothing again.
+            "digest_cache": str(cache),
         }
 
 

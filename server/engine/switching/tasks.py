@@ -18,6 +18,7 @@ from server.engine.supervision import Healer
 from server.engine.switching.history import SwitchHistory
 from server.engine.switching.model_slots import ModelSlots, SwitchUnderWay
 from server.engine.switching.switch import SwitchRun
+from server.engine.switching.verification import ModelProof
 from server.engine.types import Observers, SwitchAttempt, SwitchFailed, SwitchReport
 
 __all__ = ["SwitchTasks"]
@@ -50,6 +51,7 @@ class SwitchTasks(Generic[B]):
         *,
         memory_probe: Callable[[], float],
         abort_grace: float,
+        proof: ModelProof[B] | None = None,
     ) -> None:
         self._slots = slots
         self._strategy_name = strategy_name
@@ -58,6 +60,7 @@ class SwitchTasks(Generic[B]):
         self._healer = healer
         self._memory_probe = memory_probe
         self._abort_grace = abort_grace
+        self._proof = proof
 
     def begin(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
         """Start the switch to ``target`` as a task, recorded on the model slots as the switch under way.
@@ -74,6 +77,7 @@ class SwitchTasks(Generic[B]):
             target=target,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
+            proof=self._proof,
         )
         task = asyncio.get_running_loop().create_task(self._run(run, drain_timeout, trigger))
         task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left

@@ -17,6 +17,7 @@ Public names, by module:
 * ``strategy`` and ``capabilities``: the protocol a switch strategy meets, the engines it loads, and what it
   declares it can do.
 * ``observer``: the protocol of the manager's observers (metrics, logs).
+* ``proof``: what proving a switched model reads and reports (:class:`ProbeReading`, :class:`Verification`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from server.engine.types.memory_plan import (
     ModelShape,
 )
 from server.engine.types.observer import ManagerObserver, Observers
+from server.engine.types.proof import PROOF_PATHS, ModelProbe, ProbeReading, ProofOutcome, ProofPath, Verification
 from server.engine.types.report import (
     ActivationMetrics,
     EngineStart,
@@ -85,6 +87,7 @@ from server.engine.types.strategy import (
 
 __all__ = [
     "PARKED",
+    "PROOF_PATHS",
     "TRANSITIONS",
     "AbortHook",
     "ActivationMetrics",
@@ -115,12 +118,16 @@ __all__ = [
     "ModelLoadFailed",
     "ModelNotActive",
     "ModelNotFound",
+    "ModelProbe",
     "ModelShape",
     "ModelSwitching",
     "ModelsReplaced",
     "NoActiveModel",
     "Observers",
     "Parked",
+    "ProbeReading",
+    "ProofOutcome",
+    "ProofPath",
     "Published",
     "QueueFull",
     "Refusal",
@@ -150,6 +157,7 @@ __all__ = [
     "SwitchReport",
     "SwitchStrategy",
     "SwitchView",
+    "Verification",
     "Waiter",
     "with_kept",
 ]
