@@ -81,6 +81,7 @@ class ServeOptions:
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
     api_key_env: str | None = None
+    inject_fault: tuple[str, ...] = ()
     log_format: str = "text"
     logging_setup: LoggingSetup | None = None  # None: as set up by the caller (tests), text
 
@@ -556,6 +557,14 @@ def _draining_server_class() -> type:
     help="Seconds an idle keep-alive connection stays open (default: the profile's server.keep_alive_timeout_s, "
     "65; keep it above your clients' and proxies' idle timeouts).",
 )
+@click.option(
+    "--inject-fault",
+    multiple=True,
+    metavar="KIND:MODEL",
+    help="Arm a fault for tests and drills (repeatable): weights:MODEL (MODEL's next in-place load negates a "
+    "weight; the switch's proof catches it), kv:MODEL (its kept KV blocks are read back with flipped bytes; their "
+    "digests refuse them). Never in production.",
+)
 @LOG_FORMAT_OPTION
 @click.pass_context
 def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
@@ -596,6 +605,7 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     profile = _profile_path(flags.positionals)
+    _arm_faults(kwargs["inject_fault"])
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
     options = ServeOptions(
@@ -610,6 +620,20 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
         load_serving_profile(profile, options.tool_call_parser, options.enable_auto_tool_choice),
         options,
     )
+
+
+def _arm_faults(faults: Sequence[str]) -> None:
+    """Arm each ``--inject-fault KIND:MODEL`` in this server, with a warning (before the profile is prepared: a
+    ``kv`` fault goes into the model's engine arguments)."""
+    from server.engine import FAULTS, parse_fault
+
+    for text in faults:
+        try:
+            kind, model = parse_fault(text)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        FAULTS.arm(kind, model)
+        logger.warning("fault drill: %s is armed (--inject-fault); this server answers wrong on purpose", text)
 
 
 def _profile_path(positionals: Sequence[str]) -> str | None:

@@ -31,10 +31,12 @@ from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.residency import ResidencyOutlook, residency_outlook
 from server.engine.runtime import (
+    FAULTS,
     EngineConfigInvalid,
     EngineFlagsInvalid,
     StateDir,
     parse_engine_flags,
+    parse_fault,
     state_dir,
     state_home,
 )
@@ -78,6 +80,7 @@ from server.vllm_plugin import kept_bytes_by_model
 
 __all__ = [
     "ENGINE_METRICS",
+    "FAULTS",
     "PARKED",
     "VLLM_PREFIX",
     "AdmissionTimeout",
@@ -126,6 +129,7 @@ __all__ = [
     "kept_bytes_by_model",
     "nvml_memory",
     "parse_engine_flags",
+    "parse_fault",
     "prepare_profile",
     "residency_outlook",
     "resolve_strategy_name",

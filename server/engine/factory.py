@@ -23,7 +23,9 @@ from server.engine.residency import (
     with_kv_budget,
 )
 from server.engine.runtime import (
+    FAULTS,
     RendererFactory,
+    StateDir,
     VllmEngineLoader,
     build_engine_configs,
     detect_device,
@@ -83,7 +85,8 @@ def prepare_profile(
     profile = with_engine_defaults(profile, engine_defaults or {})
     # The pool's own folder goes when the server stops: the digests are cached in the state folder, which stays.
     keeps = profile.switching.kv_keep_bytes is not None
-    profile = with_kv_keep(profile, digest_cache=digest_cache_file() if keeps else None)
+    cache = digest_cache_file() if keeps else None
+    profile = with_kv_keep(profile, digest_cache=cache, flip_bytes=FAULTS.models("kv"))
     configs = build_engine_configs(profile.models)
     memory = memory or read_device_memory(device)
     if memory is None:
@@ -165,6 +168,7 @@ def build_manager(
     memory_plan: MemoryPlan | None = None,
     warm_launcher: bool = False,
     probe: ModelProbe | None = None,
+    state: StateDir | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
 
@@ -173,7 +177,8 @@ def build_manager(
 
     ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
     loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load; ``probe``, the
-    switches' proof of each model they publish (``switching.verify``), from the frontend too.
+    switches' proof of each model they publish (``switching.verify``), from the frontend too, its fingerprints kept
+    in ``state`` (default: this user's state folder).
     """
     device = device or detect_device()
     stash_factory = stash_host_factory()
@@ -210,6 +215,7 @@ def build_manager(
         # A given loader is a test's: its models are no vLLM's to read.
         model_tasks=generation_tasks if loader is None else None,
         probe=probe,
+        state=state,
     )
     if watches is not None:
         watches.supervise(manager.engine_died)

@@ -152,8 +152,9 @@ class KVPool:
         with contextlib.suppress(FileNotFoundError), _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd:
             os.utime(fd)
 
-    def read_block(self, identity: str, key: str, size: int) -> bytearray:
-        """The block's bytes, touched as just used.
+    def read_block(self, identity: str, key: str, size: int, *, flip: bool = False) -> bytearray:
+        """The block's bytes, touched as just used; ``flip``: a fault drill's (``--inject-fault kv:MODEL``), a byte
+        flipped as read, which the digest then refuses.
 
         Raises:
             OSError: It is gone (evicted), unreadable, or not a plain file.
@@ -165,6 +166,8 @@ class KVPool:
         digest = bytearray(BLOCK_DIGEST_BYTES)
         with _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd, os.fdopen(fd, "rb", closefd=False) as f:
             read = f.readinto(data)
+            if flip and size:
+                data[0] ^= 0xFF
             if read != size or f.readinto(digest) != BLOCK_DIGEST_BYTES or f.read(1):
                 raise ValueError(f"kept block {key} holds another size than {size} bytes")
             if not hmac.compare_digest(digest, _block_digest(identity, key, data)):

@@ -15,12 +15,14 @@ launcher process, ``launcher.py`` Turnout's handle on it, ``process.py`` the pro
 core, ``context.py`` the one hook into vLLM (imported by the loader only: it imports vLLM). ``framing.py`` is the
 wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache.
 ``state_folder.py`` is the server's private state folder, and ``fingerprints.py`` the models' probe fingerprints
-kept there (with the checkpoints' content digests).
+kept there (with the checkpoints' content digests). ``faults.py`` holds the faults a drill arms
+(``--inject-fault``).
 """
 
 from __future__ import annotations
 
 from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
+from server.engine.runtime.faults import FAULT_KINDS, FAULTS, FaultKind, InjectedFaults, parse_fault
 from server.engine.runtime.fingerprints import (
     Fingerprint,
     FingerprintStore,
@@ -58,13 +60,17 @@ from server.engine.runtime.vllm_loader import VllmEngineLoader, stash_host_facto
 __all__ = [
     "COMPILE_CACHE_ENV",
     "ENGINE_STARTS",
+    "FAULTS",
+    "FAULT_KINDS",
     "LAUNCHER_ENV",
     "EngineConfigInvalid",
     "EngineFlagsInvalid",
     "EngineLauncher",
+    "FaultKind",
     "Fingerprint",
     "FingerprintStore",
     "InPlaceSwap",
+    "InjectedFaults",
     "LaunchedProcess",
     "LauncherUnavailable",
     "LoadOutcome",
@@ -87,6 +93,7 @@ __all__ = [
     "model_dtype",
     "model_shape",
     "parse_engine_flags",
+    "parse_fault",
     "read_device_memory",
     "running_launcher_pid",
     "spawned_starts",

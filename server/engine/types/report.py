@@ -264,7 +264,8 @@ class ResidencyReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """The manager's state at one instant; ``memory`` is the KV-cache budget decided at start-up."""
+    """The manager's state at one instant; ``memory`` is the KV-cache budget decided at start-up; ``faults``, the
+    faults a drill armed (``turnout serve --inject-fault KIND:MODEL``), as ``KIND:MODEL``."""
 
     active_model: str | None
     switching_to: str | None
@@ -278,3 +279,4 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     memory: MemoryPlan | None = None
     #: Under a memory budget (``keep``): the footprints of the models holding an engine now; None otherwise.
     memory_held_bytes: int | None = None
+    faults: list[str] = msgspec.field(default_factory=list)
