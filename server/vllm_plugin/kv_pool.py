@@ -45,6 +45,7 @@ __all__ = [
     "FREE_MARGIN_FRACTION",
     "FREE_MARGIN_MIN_BYTES",
     "KVPool",
+    "block_digest",
     "kept_bytes_by_name",
     "model_identity",
 ]
@@ -145,7 +146,7 @@ class KVPool:
     def write_block(self, identity: str, key: str, data: bytes | memoryview) -> None:
         """Write one block, its digest after it (room for it is made first: :meth:`make_room`)."""
         folder = private_subfolder(self.root, self.model_dir(identity).name)
-        _write_atomic(folder / _valid(_KEY, key), data, _block_digest(identity, key, data))
+        _write_atomic(folder / _valid(_KEY, key), data, block_digest(identity, key, data))
 
     def touch(self, identity: str, key: str) -> None:
         """Mark a kept block as just used (no-op when it is gone)."""
@@ -170,7 +171,7 @@ class KVPool:
                 data[0] ^= 0xFF
             if read != size or f.readinto(digest) != BLOCK_DIGEST_BYTES or f.read(1):
                 raise ValueError(f"kept block {key} holds another size than {size} bytes")
-            if not hmac.compare_digest(digest, _block_digest(identity, key, data)):
+            if not hmac.compare_digest(digest, block_digest(identity, key, data)):
                 raise ValueError(f"kept block {key} does not match its digest")
             with contextlib.suppress(OSError):
                 os.utime(fd)
@@ -300,7 +301,7 @@ def _remove_entry(root: Path, name: str) -> None:
             os.unlink(path)
 
 
-def _block_digest(identity: str, key: str, data: bytes | bytearray | memoryview) -> bytes:
+def block_digest(identity: str, key: str, data: bytes | bytearray | memoryview) -> bytes:
     """A block's digest over its name and bytes: a block renamed, moved to another model or changed in place no
     longer matches."""
     digest = hashlib.blake2b(f"{identity}/{key}".encode(), digest_size=BLOCK_DIGEST_BYTES)

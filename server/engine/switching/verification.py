@@ -108,11 +108,15 @@ class ModelProof(Generic[B]):
         if name in self._plain_only and path != "plain":
             published, _ = await self._plain_start(slots, name, profile)
             return published, self._verdict(name, "fell_back", path, started, "kept on the plain path")
-        key = await asyncio.to_thread(fingerprint_key, profile, content_digests(), self._vllm_version)
+        keyed = asyncio.ensure_future(
+            asyncio.to_thread(fingerprint_key, profile, content_digests(), self._vllm_version)
+        )
         recorded = self._store.load(name)
-        if path not in _FAST and not self._plain_starts and recorded is not None and recorded.key == key:
+        if path not in _FAST and not self._plain_starts and recorded is not None and recorded.key == await keyed:
             return published, None
+        # The key (a stat of each checkpoint file, in a thread) is taken while the probe runs.
         reading = await self._probe(name, profile, published.bundle)
+        key = await keyed
         if reading.skipped is not None:
             return published, self._verdict(name, "skipped", path, started, reading.skipped)
         dtype = model_dtype(profile)
