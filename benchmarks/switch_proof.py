@@ -3,9 +3,10 @@
     .venv/bin/python -m benchmarks.switch_proof [--rounds 3] [--gib 1]
 
 Two ``turnout serve`` runs of the demo models under ``reconfigure``, side by side: ``verify: off`` and ``verify:
-fast_paths``; each times ``plain <-> tools`` switches (``POST /v1/models/switch`` until its 200) after a warm-up
-pair, and the second reads each switch's proof (``verify.duration_ms``). It prints the probe's median beside the
-warm switch with ``verify: off`` and as a share of it (the goals: at most 50 ms and 15 %).
+fast_paths``; each times ``plain <-> tools`` switches (``POST /v1/models/switch`` until its 200; a request follows
+each, as in use) after a warm-up pair, and the second reads each switch's proof (``verify.duration_ms``). It prints
+the probe's median beside the warm switch with ``verify: off`` and as a share of it (the goals: at most 50 ms and
+15 %).
 
 Then, on one file of ``--gib`` GiB in a private temporary folder: its content digest first (hashed) and cached (a
 ``stat`` against the state folder's cache, what a restart pays), and the kept blocks' digests over as many bytes
@@ -83,6 +84,9 @@ def _switches(verify: str, rounds: int, folder: Path) -> tuple[list[float], list
             for index in range(2 + rounds * 2):  # the first pair warms both models up (fingerprints recorded)
                 target = "plain" if index % 2 == 0 else "tools"
                 switch_ms, report = post_switch(client, target, TOKEN)
+                # Each model serves a request after its switch, in both runs: an engine that served costs its
+                # next swap more than one that never did, and a proof is such a request.
+                first_token_seconds(client, target)
                 if index >= 2:
                     times.append(switch_ms)
                     if report.get("verify"):

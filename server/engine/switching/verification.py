@@ -153,7 +153,9 @@ class ModelProof(Generic[B]):
         """Start ``name`` the plain way and probe it: engine cores spawned, and no kept KV blocks to restore."""
         args = {key: value for key, value in profile.engine_args.items() if key != "kv_transfer_config"}
         with spawned_starts():
-            await slots.restart_plain(name, msgspec.structs.replace(profile, engine_args=args))
+            brought = await slots.restart_plain(name, msgspec.structs.replace(profile, engine_args=args))
+        if brought.path not in (None, "plain"):  # a strategy that made room by a fast path again proves nothing
+            raise ProofFailed(f"no plain start of {name} could be made (it came up by {brought.path})")
         published = await slots.publish(name)
         return published, await self._probe(name, profile, published.bundle)
 
