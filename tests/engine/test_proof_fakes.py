@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.engine import SlotState, StateDir
+import pytest
+
+from server.engine import SlotState, StateDir, SwitchFailed
 from server.engine.strategies import SleepStrategy
 from tests.engine.conftest import MakeManager
 from tests.fakes.engines import FakeLoader, fake_models, fake_probe
@@ -52,3 +54,27 @@ async def test_a_wake_from_zeroed_weights_is_caught_and_a_plain_start_serves(
     await manager.switch("b")
     again = await manager.switch("a")
     assert again.verify is not None and again.verify.outcome == "fell_back" and loader.loads[-1] == "a"
+
+
+async def test_when_neither_the_wake_nor_a_plain_start_agrees_the_switch_fails_and_rolls_back(
+    make_manager: MakeManager, loader: FakeLoader, tmp_path: Path
+) -> None:
+    manager = make_manager(
+        SleepStrategy(loader, level=2),
+        probe=fake_probe,
+        state=StateDir(tmp_path / "state"),
+        models=fake_models("a", "b"),
+    )
+    await manager.initialize("a")
+    await manager.switch("b")
+    await manager.switch("a")  # a healthy wake: a's fingerprint recorded
+    engine_a = await served_engine(manager)
+    await manager.switch("b")
+    engine_a.reload_misses = True
+    loader.answers_as["a"] = "another-checkpoint"  # the plain start answers as neither
+
+    with pytest.raises(SwitchFailed):
+        await manager.switch("a")
+    assert state_of(manager, "a") is SlotState.FAILED and manager.active_model == "b"
+    attempt = manager.snapshot().last_attempt
+    assert attempt is not None and "plain start" in (attempt.error or "")

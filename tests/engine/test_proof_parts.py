@@ -9,7 +9,17 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from server.engine.runtime import Fingerprint, FingerprintStore, StateDir, content_digests, fingerprint_key
+import pytest
+
+from server.engine.runtime import (
+    Fingerprint,
+    FingerprintStore,
+    InjectedFaults,
+    StateDir,
+    content_digests,
+    fingerprint_key,
+    parse_fault,
+)
 from server.engine.switching.probe_agreement import agreement
 from server.frontend import JsonResult, ProbeAnswer, probe_bundle
 from server.profiles.schema import ModelProfile
@@ -126,3 +136,15 @@ async def test_the_probe_reads_chat_token_ids_else_a_completions_greedy_and_salt
     bodies = [body for _, body in chat.bodies + plain.bodies]
     assert all(body["temperature"] == 0.0 and body["cache_salt"].startswith("turnout-probe-") for body in bodies)
     assert len({body["cache_salt"] for body in bodies}) == 2  # each probe its own: no cache answers it
+
+
+def test_faults_are_given_as_kind_and_model_and_a_weights_fault_is_used_once() -> None:
+    assert parse_fault("weights:tools") == ("weights", "tools")
+    assert parse_fault("kv:plain") == ("kv", "plain")
+    for wrong in ("weights", "weights:", "tensor:tools", ":tools"):
+        with pytest.raises(ValueError, match="weights:MODEL or kv:MODEL"):
+            parse_fault(wrong)
+    faults = InjectedFaults([("weights", "tools"), ("kv", "plain")])
+    assert faults.armed() == ["weights:tools", "kv:plain"] and faults.models("kv") == ["plain"]
+    assert faults.take("weights", "tools") and not faults.take("weights", "tools")
+    assert faults.armed() == ["kv:plain"]

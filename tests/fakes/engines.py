@@ -51,6 +51,7 @@ class FakeEngine:
         self.yielded = 0  # tokens yielded so far, by every request
         self.weights_zeroed = False
         self.reload_misses = False  # a drill: reload_weights leaves the weights zeroed
+        self.answers_as = name  # whose answers it gives (:func:`fake_probe`): another checkpoint's, in a drill
         self._abort_events: dict[str, asyncio.Event] = {}
 
     async def generate(self, request_id: str, steps: int, step_s: float = 0.001) -> AsyncIterator[str]:
@@ -138,6 +139,8 @@ class FakeLoader:
     unloads: list[str] = field(default_factory=list)
     live: list[FakeEngine] = field(default_factory=list)
     kept: dict[str, KeptKV] = field(default_factory=dict)
+    #: Model name to the model whose answers its next engines give (a checkpoint that changed under it).
+    answers_as: dict[str, str] = field(default_factory=dict)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
         await asyncio.sleep(self.delay_s)
@@ -145,6 +148,7 @@ class FakeLoader:
             self.fail_load.discard(name)
             raise InjectedFailure(f"injected load failure for {name}")
         engine = FakeEngine(name, sleep_mode=sleep_mode)
+        engine.answers_as = self.answers_as.get(name, name)
         self.loads.append(name)
         self.live.append(engine)
         return engine
@@ -195,7 +199,8 @@ async def fake_probe(name: str, profile: ModelProfile, bundle: FakeBundle) -> Pr
     logit equal: token 0, no gap)."""
     if bundle.engine.weights_zeroed:
         return ProbeAnswer(tokens=[0] * 6, top=[[(0, -6.9), (1, -6.9)]] * 6)
-    tokens = [len(name) + sum(map(ord, name)) % 50 + i for i in range(6)]
+    answers_as = bundle.engine.answers_as
+    tokens = [len(answers_as) + sum(map(ord, answers_as)) % 50 + i for i in range(6)]
     return ProbeAnswer(tokens=tokens, top=[[(token, -0.01), (token + 1, -5.0)] for token in tokens])
 
 
