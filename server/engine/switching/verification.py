@@ -41,6 +41,7 @@ from server.engine.switching.model_slots import ModelSlots
 from server.engine.switching.probe_agreement import agreement
 from server.engine.types import ModelProbe, ProbeReading, ProofOutcome, ProofPath, Published, Verification
 from server.profiles.schema import ModelProfile
+from server.vllm_plugin import ContentDigests
 
 __all__ = ["ModelProof", "ProofFailed"]
 
@@ -82,6 +83,8 @@ class ModelProof(Generic[B]):
         self._vllm_version = vllm_version
         self._observe = observe
         self._plain_only: set[str] = set()
+        # Read from the state folder once: a proof then pays a stat of each checkpoint file, no cache file parse.
+        self._digests: ContentDigests | None = None
 
     @property
     def plain_only(self) -> frozenset[str]:
@@ -108,9 +111,7 @@ class ModelProof(Generic[B]):
         if name in self._plain_only and path != "plain":
             published, _ = await self._plain_start(slots, name, profile)
             return published, self._verdict(name, "fell_back", path, started, "kept on the plain path")
-        keyed = asyncio.ensure_future(
-            asyncio.to_thread(fingerprint_key, profile, content_digests(), self._vllm_version)
-        )
+        keyed = asyncio.ensure_future(asyncio.to_thread(self._key, profile))
         recorded = self._store.load(name)
         if path not in _FAST and not self._plain_starts and recorded is not None and recorded.key == await keyed:
             return published, None
@@ -146,6 +147,11 @@ class ModelProof(Generic[B]):
             return published, self._mismatch(name, "fell_back", path, started, f"the {path} was wrong: {check.detail}")
         self._mismatch(name, "failed", path, started, f"neither the {path} nor a plain start agrees: {check.detail}")
         raise ProofFailed(f"neither the {path} nor a plain start answers as the model's fingerprint")
+
+    def _key(self, profile: ModelProfile) -> str:
+        if self._digests is None:
+            self._digests = content_digests()
+        return fingerprint_key(profile, self._digests, self._vllm_version)
 
     async def _plain_start(
         self, slots: ModelSlots[B], name: str, profile: ModelProfile
