@@ -33,6 +33,8 @@ from benchmarks.result_types import (
 )
 from benchmarks.results import Machine, read_result
 from benchmarks.servers import repo_relative
+from benchmarks.switch_proof import SwitchProof
+from benchmarks.switch_proof import page_section as _proof
 from benchmarks.switch_weights import SwitchWeights
 from benchmarks.switch_weights import page_section as _weights
 from server.tinymodels.spec import REPO_ROOT
@@ -46,6 +48,7 @@ _OTHERS: tuple[tuple[str, type[Result]], ...] = (
     ("cold_start", ColdStart),
     ("switch_latency", SwitchLatency),
     ("switch_weights", SwitchWeights),
+    ("switch_proof", SwitchProof),
     ("auto_mode", AutoMode),
     ("cluster_simulation", ClusterSimulation),
     ("residency_policies", ResidencyPolicies),
@@ -427,6 +430,7 @@ def render() -> str:
         *_switch(read_result("switch_latency", SwitchLatency), read_result("cold_start", ColdStart)),
         *_cold(read_result("cold_start_before", ColdStart), read_result("cold_start_after", ColdStart)),
         *_weights(read_result("switch_weights", SwitchWeights), read_result("switch_weights_before", SwitchWeights)),
+        *_proof(read_result("switch_proof", SwitchProof)),
         *_auto(read_result("auto_mode", AutoMode), read_result("scheduler_simulation", Captured)),
         *_cluster(read_result("cluster_simulation", ClusterSimulation)),
         *_residency(read_result("residency_policies", ResidencyPolicies)),

@@ -35,6 +35,7 @@ from benchmarks.result_types import (
     SwitchTimesOptions,
 )
 from benchmarks.results import RESULTS_DIR, machine, read_result, write_result
+from benchmarks.switch_proof import SwitchProofOptions
 from benchmarks.switch_weights import SwitchWeightsOptions
 from server.tinymodels.spec import REPO_ROOT
 
@@ -81,7 +82,7 @@ _PY = [sys.executable, "-m"]
 # own defaults, not repeated here) so that the page shows what ran.
 _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
 _WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
-_KV_KEEP = KvKeepOptions()
+_KV_KEEP, _PROOF = KvKeepOptions(), SwitchProofOptions()
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
@@ -108,6 +109,11 @@ STEPS: tuple[Step, ...] = (
         "switch_weights",
         [*_PY, "benchmarks.switch_weights", "--rounds", "1", "--rss-switches", "4"],
         [*_PY, "benchmarks.switch_weights", "--rounds", str(_WEIGHTS.rounds)],
+    ),
+    Step(
+        "switch_proof",
+        [*_PY, "benchmarks.switch_proof", "--rounds", "2"],
+        [*_PY, "benchmarks.switch_proof", "--rounds", str(_PROOF.rounds), "--gib", str(_PROOF.gib)],
     ),
     Step(
         "kv_keep",

@@ -31,6 +31,7 @@ from server.engine import (
     ManagerSnapshot,
     SlotState,
     SwitchAttempt,
+    Verification,
     kept_bytes_by_model,
 )
 
@@ -222,7 +223,13 @@ class ManagerMetrics:
             ["model", "outcome"],
             registry=registry,
         )
-
+        self.verifications = Counter(
+            "turnout_switch_verifications",
+            "Proofs of a switched model before it was published, by model, path (in_place, fork, wake, restore, "
+            "plain) and outcome (passed, changed, fell_back, failed, skipped)",
+            ["model", "path", "outcome"],
+            registry=registry,
+        )
         self.idle_unloads = Counter(
             "turnout_idle_unloads",
             "Models unloaded because they served nothing for their idle_unload_s",
@@ -250,6 +257,9 @@ class ManagerMetrics:
 
     def engine_restarted(self, model: str, *, ok: bool) -> None:
         self.engine_restarts.labels(model, "ok" if ok else "failed").inc()
+
+    def model_verified(self, model: str, verification: Verification) -> None:
+        self.verifications.labels(model, verification.path, verification.outcome).inc()
 
 
 class ProcessRegistryCollector(Collector):

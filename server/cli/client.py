@@ -181,6 +181,12 @@ def status(url: str, token_env: str, as_json: bool) -> None:
         if attempt["error"]:
             line += f": {attempt['error']}"
         out_console.print(line, markup=False)
+    verify = (snapshot.get("last_switch") or {}).get("verify")
+    if verify:  # the proof of the model the last switch published (switching.verify)
+        line = f"last proof: {verify['outcome']} after the {verify['path']} in {verify['duration_ms']:.0f} ms"
+        out_console.print(f"{line}: {verify['detail']}" if verify["detail"] else line, markup=False, soft_wrap=True)
+    if snapshot.get("faults"):
+        out_console.print(f"faults armed (drill): {', '.join(snapshot['faults'])}", markup=False)
     for slot in snapshot["slots"]:
         start = slot.get("last_start")
         if start:  # one line a model: where its last engine start's time went

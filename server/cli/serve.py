@@ -4,6 +4,7 @@ loaded, assembled and served under uvicorn (``uvicorn_server.py``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,8 @@ from server.cli.uvicorn_server import run_server
 from server.profiles import CONFIG_ENV
 
 __all__ = ["engine_defaults", "serve"]
+
+logger = logging.getLogger("turnout.cli")
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -57,6 +60,14 @@ __all__ = ["engine_defaults", "serve"]
     # The profile's server.keep_alive_timeout_s says why its default is 65 s, not uvicorn's 5.
     help="Seconds an idle keep-alive connection stays open (default: the profile's server.keep_alive_timeout_s, "
     "65; keep it above your clients' and proxies' idle timeouts).",
+)
+@click.option(
+    "--inject-fault",
+    multiple=True,
+    metavar="KIND:MODEL",
+    help="Arm a fault for tests and drills (repeatable): weights:MODEL (MODEL's next in-place load negates a "
+    "weight; the switch's proof catches it), kv:MODEL (its kept KV blocks are read back with flipped bytes; their "
+    "digests refuse them). Never in production.",
 )
 @LOG_FORMAT_OPTION
 @click.pass_context
@@ -100,6 +111,7 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     except (EngineFlagsInvalid, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     profile = _profile_path(flags.positionals)
+    _arm_faults(kwargs["inject_fault"])
     if frontend.model_defaults.get("enable_log_outputs") and not flags.defaults.get("enable_log_requests"):
         raise click.UsageError("--enable-log-outputs requires --enable-log-requests (as in vllm serve)")
     options = ServeOptions(
@@ -111,6 +123,20 @@ def serve(ctx: click.Context, /, args: tuple[str, ...], **kwargs: Any) -> None:
     )
     # Profile validation says which model would get auto tool choice without a parser (one rule, one place).
     run_server(load_serving_profile(StackSource(options.source(profile))), options)
+
+
+def _arm_faults(faults: Sequence[str]) -> None:
+    """Arm each ``--inject-fault KIND:MODEL`` in this server, with a warning (before the profile is prepared: a
+    ``kv`` fault goes into the model's engine arguments)."""
+    from server.engine import FAULTS, parse_fault
+
+    for text in faults:
+        try:
+            kind, model = parse_fault(text)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        FAULTS.arm(kind, model)
+        logger.warning("fault drill: %s is armed (--inject-fault); this server answers wrong on purpose", text)
 
 
 def _profile_path(positionals: Sequence[str]) -> str | None:

@@ -42,6 +42,7 @@ class ServeOptions:
     engine_defaults: Mapping[str, Any] = field(default_factory=dict)
     frontend: FrontendFlags = field(default_factory=lambda: FrontendFlags(server={}, model_defaults={}))
     api_key_env: str | None = None
+    inject_fault: tuple[str, ...] = ()  # armed by the command before the options are built
     log_format: str = "text"
     logging_setup: LoggingSetup | None = None  # None: as set up by the caller (tests), text
 

@@ -32,10 +32,12 @@ from server.engine.manager import BundleBuilder, EngineManager
 from server.engine.memory import hlml_memory, nvml_memory
 from server.engine.residency import ResidencyOutlook, residency_outlook
 from server.engine.runtime import (
+    FAULTS,
     EngineConfigInvalid,
     EngineFlagsInvalid,
     StateDir,
     parse_engine_flags,
+    parse_fault,
     state_dir,
     state_home,
 )
@@ -87,6 +89,7 @@ from server.engine.types import (
     SwitchConflict,
     SwitchFailed,
     SwitchReport,
+    Verification,
     costs_schema,
 )
 from server.vllm_plugin import kept_bytes_by_model
@@ -94,6 +97,7 @@ from server.vllm_plugin import kept_bytes_by_model
 __all__ = [
     "ASSUMED_COSTS",
     "ENGINE_METRICS",
+    "FAULTS",
     "PARKED",
     "VLLM_PREFIX",
     "AdmissionTimeout",
@@ -143,6 +147,7 @@ __all__ = [
     "Tally",
     "TraceInvalid",
     "TraceRequest",
+    "Verification",
     "build_manager",
     "capabilities_of",
     "costs_schema",
@@ -150,6 +155,7 @@ __all__ = [
     "kept_bytes_by_model",
     "nvml_memory",
     "parse_engine_flags",
+    "parse_fault",
     "prepare_profile",
     "read_trace",
     "residency_outlook",

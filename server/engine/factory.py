@@ -24,10 +24,13 @@ from server.engine.residency import (
     with_kv_budget,
 )
 from server.engine.runtime import (
+    FAULTS,
     RendererFactory,
+    StateDir,
     VllmEngineLoader,
     build_engine_configs,
     detect_device,
+    digest_cache_file,
     generation_tasks,
     memory_check,
     model_shape,
@@ -43,7 +46,7 @@ from server.engine.strategies import (
     select_strategy,
 )
 from server.engine.supervision import EngineWatches, Supervision
-from server.engine.types import CostBook, EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading
+from server.engine.types import CostBook, EngineLoader, MemoryBudgetExceeded, MemoryPlan, MemoryReading, ModelProbe
 from server.profiles.memory_budget import budget_bytes
 from server.profiles.schema import Profile
 from server.vllm_plugin import WORKER_EXTENSION, with_kv_keep
@@ -80,7 +83,11 @@ def prepare_profile(
         StrategyUnavailable: The profile's strategy cannot run on this device.
     """
     device = device or detect_device()
-    profile = with_kv_keep(with_engine_defaults(profile, engine_defaults or {}))
+    profile = with_engine_defaults(profile, engine_defaults or {})
+    # The pool's own folder goes when the server stops: the digests are cached in the state folder, which stays.
+    keeps = profile.switching.kv_keep_bytes is not None
+    cache = digest_cache_file() if keeps else None
+    profile = with_kv_keep(profile, digest_cache=cache, flip_bytes=FAULTS.models("kv"))
     configs = build_engine_configs(profile.models)
     memory = memory or read_device_memory(device)
     if memory is None:
@@ -162,6 +169,8 @@ def build_manager(
     memory_plan: MemoryPlan | None = None,
     warm_launcher: bool = False,
     costs: CostBook | None = None,
+    probe: ModelProbe | None = None,
+    state: StateDir | None = None,
 ) -> EngineManager[B]:
     """The manager for ``profile``; raises ``StrategyUnavailable`` when its strategy cannot run here.
 
@@ -171,7 +180,9 @@ def build_manager(
     ``costs``: the measured reload costs, kept between runs (None: a fresh book in memory).
 
     ``build_bundle`` and ``build_renderer`` come from the frontend layer (the CLI wires them): the bundle of a
-    loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load.
+    loaded model, and ``AsyncLLM``'s own renderer that the in-place swap rebuilds after a load; ``probe``, the
+    switches' proof of each model they publish (``switching.verify``), from the frontend too, its fingerprints kept
+    in ``state`` (default: this user's state folder).
     """
     device = device or detect_device()
     costs = costs if costs is not None else CostBook()
@@ -213,6 +224,8 @@ def build_manager(
         costs=costs,
         # A given loader is a test's: its models are no vLLM's to read.
         model_tasks=generation_tasks if loader is None else None,
+        probe=probe,
+        state=state,
     )
     if watches is not None:
         watches.supervise(manager.engine_died)

@@ -27,10 +27,10 @@ from server.engine.manager_status import manager_snapshot
 from server.engine.memory import memory_in_use_mb
 from server.engine.residency import Weighing
 from server.engine.residency_controls import Residency
-from server.engine.runtime import ModelTasks, TaskReader
+from server.engine.runtime import FingerprintStore, ModelTasks, StateDir, TaskReader, state_dir
 from server.engine.strategies import models_held_at_once
 from server.engine.supervision import Healer
-from server.engine.switching import BundleBuilder, EngineDeaths, ModelSlots, SwitchHistory, SwitchTasks
+from server.engine.switching import BundleBuilder, EngineDeaths, ModelProof, ModelSlots, SwitchHistory, SwitchTasks
 from server.engine.types import (
     Capabilities,
     CostBook,
@@ -42,6 +42,7 @@ from server.engine.types import (
     ManagerSnapshot,
     MemoryPlan,
     ModelNotFound,
+    ModelProbe,
     ModelsReplaced,
     Observers,
     Published,
@@ -52,6 +53,7 @@ from server.engine.types import (
     SwitchStrategy,
 )
 from server.profiles.schema import ModelProfile, Switching
+from server.profiles.vllm_version import installed_vllm_version
 
 __all__ = ["BundleBuilder", "EngineManager"]
 
@@ -80,6 +82,9 @@ class EngineManager(Generic[B]):
         model_tasks: Reads a model's vLLM tasks before it loads (``model_tasks.generation_tasks``); None: they
             are known only once it loaded (fakes).
         costs: What bringing each model up cost, measured by the switches (None: a fresh book in memory).
+        probe: Runs the proof's fixed probe through a model's bundle (the frontend's, wired by the CLI); None:
+            switches prove nothing, whatever ``switching.verify`` says.
+        state: The state folder the models' fingerprints are kept in (default: this user's).
     """
 
     def __init__(
@@ -95,6 +100,8 @@ class EngineManager(Generic[B]):
         memory_plan: MemoryPlan | None = None,
         model_tasks: TaskReader | None = None,
         costs: CostBook | None = None,
+        probe: ModelProbe | None = None,
+        state: StateDir | None = None,
     ) -> None:
         self._switching = switching or Switching()
         self._costs = costs if costs is not None else CostBook()
@@ -129,6 +136,11 @@ class EngineManager(Generic[B]):
         self._residency: Residency[B] = Residency(
             self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
         )
+        self._proof: ModelProof[B] | None = None
+        if probe is not None and self._switching.proves:
+            fingerprints, version = FingerprintStore(state or state_dir()), installed_vllm_version()
+            always, observe = self._switching.proves_plain_starts, self._observers.model_verified
+            self._proof = ModelProof(probe, fingerprints, plain_starts=always, vllm_version=version, observe=observe)
         self._switches: SwitchTasks[B] = SwitchTasks(
             self._slots,
             strategy.name,
@@ -138,6 +150,7 @@ class EngineManager(Generic[B]):
             memory_probe=memory_probe,
             abort_grace=abort_grace,
             costs=self._costs,
+            proof=self._proof,
         )
         self._deaths: EngineDeaths[B] = EngineDeaths(self._slots, self._observers, self._healer)
 
@@ -399,4 +412,6 @@ class EngineManager(Generic[B]):
         )
         self._residency.models_changed()
         self._healer.keep_only(models)
+        if self._proof is not None:
+            self._proof.forget_fallbacks()
         return ModelsReplaced(republished=republished, unloaded=unloaded, engine_pending=self._slots.stale)

@@ -9,6 +9,7 @@ from typing import Any
 from server.engine.admission import Admission
 from server.engine.residency import held_bytes
 from server.engine.residency_controls import Residency
+from server.engine.runtime import FAULTS
 from server.engine.supervision import Healer, engine_pids
 from server.engine.switching import ModelSlots, SwitchHistory
 from server.engine.types import ManagerSnapshot, SchedulerPolicy, SlotSnapshot
@@ -64,4 +65,5 @@ def manager_snapshot(
         recent_switches=history.recent,
         memory=plan,
         memory_held_bytes=held_bytes(plan, slots) if plan is not None and plan.budget_bytes is not None else None,
+        faults=FAULTS.armed(),
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.frontend.openai_errors import error_body, unsupported_route_body
 from server.frontend.operations import WITHHELD, AudioUpload, Operation
+from server.frontend.probe import ProbeAnswer, probe_bundle
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
@@ -42,6 +43,7 @@ __all__ = [
     "FrontendSettings",
     "JsonResult",
     "Operation",
+    "ProbeAnswer",
     "StreamResult",
     "build_bundle",
     "build_bundle_for_profile",
@@ -50,6 +52,7 @@ __all__ = [
     "load_parser_plugins",
     "parse_frontend_flags",
     "parser_registry",
+    "probe_bundle",
     "request_body_schemas",
     "set_fingerprint_mode",
     "settings_for_model",

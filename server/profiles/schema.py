@@ -35,6 +35,7 @@ __all__ = [
     "SwitchMode",
     "Switching",
     "ToolStrictLevel",
+    "VerifyMode",
 ]
 
 NonNegativeFloat = Annotated[float, Meta(ge=0)]
@@ -44,6 +45,7 @@ SwitchMode = Literal["manual", "auto"]
 StrategyName = Literal["auto", "stop", "keep", "sleep", "reconfigure", "stash"]
 EvictionRule = Literal["cost", "lru"]
 SleepLevel = Literal[1, 2]
+VerifyMode = Literal["fast_paths", "always", "off"]
 #: A size with its unit: binary ``KiB``/``MiB``/``GiB``/``TiB``, decimal ``KB``/``MB``/``GB``/``TB``, or ``B``.
 MEMORY_SIZE_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGT]i?B|B)\s*$"
 MemorySize = Annotated[str, Meta(pattern=MEMORY_SIZE_PATTERN)]
@@ -286,6 +288,18 @@ class Switching(Base, frozen=True, kw_only=True):
             reserved out of the memory the engines and the default memory budget take; a keep that would leave
             tmpfs short of free memory is skipped. The pool is a private folder of the server's (mode 0700),
             removed when the server stops.
+        verify: Which switches prove the model they publish before it serves: a fixed greedy probe (a few
+            tokens through the model's own chat template, tokenizer and engine) compared with what the model
+            answered before, as vLLM's own tests compare two runs. ``fast_paths``: every model a fast path
+            changed (an in-place swap, an engine forked from the warm launcher, a wake, a stash restore); a
+            plain engine start records the model's first answer. ``always``: plain starts are compared too.
+            ``off``: nothing is proven. On a mismatch the model is started the plain way (a freshly spawned
+            engine, no kept KV blocks) and probed: agreeing with the fast path means the checkpoint changed
+            (``changed``); agreeing with the record means the fast path was wrong, and the plain engine serves,
+            the model staying on the plain path until a reload or restart (``fell_back``); otherwise the switch
+            fails and rolls back (``failed``). Requests wait through the proof. The answers are kept in the
+            server's private state folder, keyed on the checkpoint's content, tokenizer, template, dtype,
+            quantization, LoRA adapters and vLLM's version, so a restart compares with what ran before.
     """
 
     mode: SwitchMode = "manual"
@@ -307,11 +321,22 @@ class Switching(Base, frozen=True, kw_only=True):
     load_timeout_s: PositiveFloat = 600.0
     max_restarts: Annotated[int, Meta(ge=0)] = 3
     kv_keep_bytes: PositiveInt | None = None
+    verify: VerifyMode = "fast_paths"
 
     @property
     def auto(self) -> bool:
         """Whether the scheduler decides the switches (``mode: auto``), not the admin: the one check of the mode."""
         return self.mode == "auto"
+
+    @property
+    def proves(self) -> bool:
+        """Whether switches prove the models they publish (``verify`` is not ``off``): the one check of it."""
+        return self.verify != "off"
+
+    @property
+    def proves_plain_starts(self) -> bool:
+        """Whether a plain engine start is compared with the record too (``verify: always``)."""
+        return self.verify == "always"
 
 
 class ApiKeyScope(Base, frozen=True, kw_only=True):

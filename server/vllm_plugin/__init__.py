@@ -11,6 +11,7 @@ are rebuilt. Everything here uses vLLM's extension points, no fork:
 * ``kv_keep``, ``kv_keep_core``, ``kv_pool``, ``kv_pool_owner``: a model's prefix-cache blocks kept across swaps
   and stops (a KV connector on vLLM's public API, its keep step, the bounded host-memory pool, and the server's
   one owner of the pool's private folder);
+* ``checkpoint_content``: a checkpoint's files named by their content (kept blocks' identity, fingerprints' keys);
 * ``start_log``: an engine start's timing lines and imports, recorded in vLLM's processes for Turnout's phases;
 * ``private_folder``: the one check of a folder Turnout keeps state in (the pool's; the engine's compile cache);
 * ``compile_headers``: torch's precompiled headers kept in the engine's private compile cache.
@@ -22,6 +23,13 @@ Turnout side of a swap (drive it, check the engine core's answer, refresh ``Asyn
 refuses others).
 """
 
+from server.vllm_plugin.checkpoint_content import (
+    CONTENT_DIGESTS_FILE,
+    TOKENIZER_SUFFIXES,
+    WEIGHT_SUFFIXES,
+    ContentDigests,
+    content_stamp,
+)
 from server.vllm_plugin.compile_headers import COMPILE_HEADERS_ENV
 from server.vllm_plugin.kv_keep_core import CONNECTOR_NAME as KEPT_KV_CONNECTOR
 from server.vllm_plugin.kv_keep_core import (
@@ -37,14 +45,19 @@ from server.vllm_plugin.start_log import START_LOG_ENV, StartEvent
 
 __all__ = [
     "COMPILE_HEADERS_ENV",
+    "CONTENT_DIGESTS_FILE",
     "KEPT_KV_CONNECTOR",
     "START_LOG_ENV",
+    "TOKENIZER_SUFFIXES",
+    "WEIGHT_SUFFIXES",
     "WORKER_EXTENSION",
+    "ContentDigests",
     "FolderNotPrivate",
     "StartEvent",
     "check_private",
     "check_private_path",
     "close_kv_pool",
+    "content_stamp",
     "keep_before_stop",
     "kept_bytes_by_model",
     "private_subfolder",

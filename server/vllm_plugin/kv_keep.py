@@ -32,6 +32,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+from server.vllm_plugin.checkpoint_content import ContentDigests
 from server.vllm_plugin.kv_pool import BLOCK_DIGEST_BYTES, KVPool, model_identity
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class TurnoutKVKeep(KVConnectorBase_V1):
             self.pool = KVPool(Path(extra["pool_root"]), int(extra["limit_bytes"]))
         except (OSError, ValueError) as exc:
             logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)
+        #: A fault drill's (``--inject-fault kv:MODEL``): kept blocks are read back with a byte flipped.
+        self.flip_bytes = bool(extra.get("fault_flip_bytes"))
         #: Files one kept block takes: each tensor-parallel rank keeps its own shard.
         self.shards = max(1, int(vllm_config.parallel_config.tensor_parallel_size))
         self.block_size = int(vllm_config.cache_config.block_size)
@@ -81,7 +84,9 @@ class TurnoutKVKeep(KVConnectorBase_V1):
             from vllm.v1.core.kv_cache_utils import get_none_hash_seed
 
             try:
-                self.identity = model_identity(vllm_config, get_none_hash_seed(), self.pool.content_digests())
+                cache = extra.get("digest_cache")
+                digests = ContentDigests(Path(cache) if cache else None)
+                self.identity = model_identity(vllm_config, get_none_hash_seed(), digests)
                 self.pool.claim(str(extra["served_name"]), self.identity)
             except (OSError, ValueError) as exc:
                 logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)
@@ -156,7 +161,7 @@ class TurnoutKVKeep(KVConnectorBase_V1):
         size = sum(view[0].numel() * view[0].element_size() for view in views)
         for block_id, key in meta.loads:
             try:
-                data = self.pool.read_block(meta.identity, _rank_key(key), size)
+                data = self.pool.read_block(meta.identity, _rank_key(key), size, flip=self.flip_bytes)
                 _scatter(views, block_id, torch.frombuffer(data, dtype=torch.uint8))
                 self.restored_blocks += 1
             except (OSError, ValueError) as exc:

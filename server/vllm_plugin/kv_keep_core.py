@@ -45,8 +45,13 @@ _server_pool: PoolOwner | None = None
 _server_pool_lock = threading.Lock()
 
 
-def kv_transfer_config(pool_root: Path, limit_bytes: int, served_name: str) -> dict[str, Any]:
-    """The ``kv_transfer_config`` engine argument that has one model's engine keep its prefix blocks."""
+def kv_transfer_config(
+    pool_root: Path, limit_bytes: int, served_name: str, digest_cache: Path | None = None, *, flip_bytes: bool = False
+) -> dict[str, Any]:
+    """The ``kv_transfer_config`` engine argument that has one model's engine keep its prefix blocks;
+    ``digest_cache``: the checkpoint content digests' cache file in the server's state folder (None: none kept);
+    ``flip_bytes``: a fault drill's, its kept blocks read back with a byte flipped (``--inject-fault kv:MODEL``)."""
+    fault = {"fault_flip_bytes": True} if flip_bytes else {}
     return {
         "kv_connector": CONNECTOR_NAME,
         "kv_connector_module_path": CONNECTOR_MODULE,
@@ -57,14 +62,20 @@ def kv_transfer_config(pool_root: Path, limit_bytes: int, served_name: str) -> d
             "pool_root": str(pool_root),
             "limit_bytes": int(limit_bytes),
             "served_name": served_name,
+            "digest_cache": None if digest_cache is None else str(digest_cache),
+            **fault,
         },
     }
 
 
-def with_kv_keep(profile: Profile, pool_root: Path | None = None) -> Profile:
+def with_kv_keep(
+    profile: Profile, pool_root: Path | None = None, digest_cache: Path | None = None, flip_bytes: Iterable[str] = ()
+) -> Profile:
     """``profile`` with Turnout's connector in every model's engine arguments when ``switching.kv_keep_bytes``
     is set (unchanged otherwise); the pool folder is ``pool_root``, by default this server's own
-    (:func:`server_kv_pool`, made on first use).
+    (:func:`server_kv_pool`, made on first use), and ``digest_cache`` the content digests' cache file (the pool
+    folder goes when the server stops; the state folder this file is in stays); the models of ``flip_bytes`` read
+    their kept blocks back with a byte flipped (a fault drill).
     """
     limit = profile.switching.kv_keep_bytes
     if limit is None:
@@ -72,9 +83,14 @@ def with_kv_keep(profile: Profile, pool_root: Path | None = None) -> Profile:
     import msgspec
 
     root = pool_root or server_kv_pool().root
+    flipped = set(flip_bytes)
     models = {
         name: msgspec.structs.replace(
-            model, engine_args={**model.engine_args, "kv_transfer_config": kv_transfer_config(root, limit, name)}
+            model,
+            engine_args={
+                **model.engine_args,
+                "kv_transfer_config": kv_transfer_config(root, limit, name, digest_cache, flip_bytes=name in flipped),
+            },
         )
         for name, model in profile.models.items()
     }

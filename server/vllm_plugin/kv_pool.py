@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from server.vllm_plugin.checkpoint_content import ContentDigests, content_stamp
+from server.vllm_plugin.checkpoint_content import TOKENIZER_SUFFIXES, WEIGHT_SUFFIXES, ContentDigests, content_stamp
 from server.vllm_plugin.private_folder import check_private, private_subfolder
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "FREE_MARGIN_FRACTION",
     "FREE_MARGIN_MIN_BYTES",
     "KVPool",
+    "block_digest",
     "kept_bytes_by_name",
     "model_identity",
 ]
@@ -55,11 +56,8 @@ DEFAULT_POOL_PARENT: Final = Path("/dev/shm") if Path("/dev/shm").is_dir() else 
 FREE_MARGIN_FRACTION: Final = 0.1
 FREE_MARGIN_MIN_BYTES: Final = 32 * 2**20
 _NAMES: Final = "names"
-#: The checkpoint files' content digests (``checkpoint_content``), kept for the engines to come.
-_DIGESTS: Final = "digests"
 #: Each block file ends with this many bytes of BLAKE2b over its name and contents.
 BLOCK_DIGEST_BYTES: Final = 16
-_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
 #: vLLM's block hashes: 16 bytes (xxhash) or 32 (sha256); a tensor-parallel rank's shard adds ``.r<rank>``.
 _KEY: Final = re.compile(r"(?:[0-9a-f]{32}|[0-9a-f]{64})(?:\.r[0-9]{1,4})?")
@@ -88,9 +86,9 @@ def model_identity(vllm_config: Any, none_hash_seed: str, digests: ContentDigest
         none_hash_seed,
         int(vllm_config.parallel_config.tensor_parallel_size),
         int(vllm_config.parallel_config.pipeline_parallel_size),
-        content_stamp(Path(str(model.model)), _WEIGHT_SUFFIXES, digests),
+        content_stamp(Path(str(model.model)), WEIGHT_SUFFIXES, digests),
         str(model.tokenizer),
-        content_stamp(Path(str(model.tokenizer)), (".json", ".model", ".txt", ".tiktoken", ".jinja"), digests),
+        content_stamp(Path(str(model.tokenizer)), TOKENIZER_SUFFIXES, digests),
     ]
     digests.save()
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
@@ -123,12 +121,6 @@ class KVPool:
         """The folder of ``identity``'s blocks; ``ValueError`` for anything but 32 hex digits."""
         return self.root / _valid(_IDENTITY, identity)
 
-    def content_digests(self) -> ContentDigests:
-        """The checkpoint files' content digests, cached in the pool's folder: an engine that starts on files
-        nobody rewrote since reads their digests instead of hashing them again."""
-        self.check()
-        return ContentDigests(private_subfolder(self.root, _DIGESTS) / "files.json")
-
     def claim(self, served_name: str, identity: str) -> None:
         """Record that ``served_name`` now has ``identity``; the blocks of its previous identity are dropped
         (a reload that changed its weights). A record that holds anything but an identity is overwritten."""
@@ -154,15 +146,16 @@ class KVPool:
     def write_block(self, identity: str, key: str, data: bytes | memoryview) -> None:
         """Write one block, its digest after it (room for it is made first: :meth:`make_room`)."""
         folder = private_subfolder(self.root, self.model_dir(identity).name)
-        _write_atomic(folder / _valid(_KEY, key), data, _block_digest(identity, key, data))
+        _write_atomic(folder / _valid(_KEY, key), data, block_digest(identity, key, data))
 
     def touch(self, identity: str, key: str) -> None:
         """Mark a kept block as just used (no-op when it is gone)."""
         with contextlib.suppress(FileNotFoundError), _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd:
             os.utime(fd)
 
-    def read_block(self, identity: str, key: str, size: int) -> bytearray:
-        """The block's bytes, touched as just used.
+    def read_block(self, identity: str, key: str, size: int, *, flip: bool = False) -> bytearray:
+        """The block's bytes, touched as just used; ``flip``: a fault drill's (``--inject-fault kv:MODEL``), a byte
+        flipped as read, which the digest then refuses.
 
         Raises:
             OSError: It is gone (evicted), unreadable, or not a plain file.
@@ -174,9 +167,11 @@ class KVPool:
         digest = bytearray(BLOCK_DIGEST_BYTES)
         with _open_block(self.model_dir(identity) / _valid(_KEY, key)) as fd, os.fdopen(fd, "rb", closefd=False) as f:
             read = f.readinto(data)
+            if flip and size:
+                data[0] ^= 0xFF
             if read != size or f.readinto(digest) != BLOCK_DIGEST_BYTES or f.read(1):
                 raise ValueError(f"kept block {key} holds another size than {size} bytes")
-            if not hmac.compare_digest(digest, _block_digest(identity, key, data)):
+            if not hmac.compare_digest(digest, block_digest(identity, key, data)):
                 raise ValueError(f"kept block {key} does not match its digest")
             with contextlib.suppress(OSError):
                 os.utime(fd)
@@ -306,7 +301,7 @@ def _remove_entry(root: Path, name: str) -> None:
             os.unlink(path)
 
 
-def _block_digest(identity: str, key: str, data: bytes | bytearray | memoryview) -> bytes:
+def block_digest(identity: str, key: str, data: bytes | bytearray | memoryview) -> bytes:
     """A block's digest over its name and bytes: a block renamed, moved to another model or changed in place no
     longer matches."""
     digest = hashlib.blake2b(f"{identity}/{key}".encode(), digest_size=BLOCK_DIGEST_BYTES)

@@ -165,6 +165,18 @@ class ReconfigureWorkerExtension:
             "memory_mb": _memory_in_use_mb(worker),
         }
 
+    def turnout_damage_weights(self) -> str:
+        """A fault drill (``--inject-fault weights:MODEL``): negate the final norm's weight, as a wrong in-place
+        load could leave it. Returns the tensor's name."""
+        import torch
+
+        worker: Any = self
+        params = list(worker.model_runner.get_model().named_parameters())
+        name, param = next((name, p) for name, p in reversed(params) if name.endswith("norm.weight"))
+        with torch.no_grad():
+            param.neg_()
+        return str(name)
+
     def _turnout_adopt_config(self, vllm_config: Any) -> None:
         worker: Any = self
         worker.vllm_config = vllm_config

@@ -25,6 +25,7 @@ from benchmarks.result_types import (
     SteadyState,
     SwitchLatency,
 )
+from benchmarks.switch_proof import SwitchProof
 from benchmarks.switch_weights import SwitchWeights
 from server.tinymodels.spec import REPO_ROOT
 
@@ -46,6 +47,7 @@ _PREFIXES: dict[str, type[Result]] = {
     "cold_start": ColdStart,
     "steady_state": SteadyState,
     "switch_weights": SwitchWeights,
+    "switch_proof": SwitchProof,
 }
 
 

@@ -2,6 +2,9 @@
 
 A fake engine refuses to generate once unloaded or while asleep, and ends a stream early, without an error, when
 ``abort`` names its request: vLLM 0.32 ends an aborted request's stream normally with ``finish_reason: abort``.
+Level-2 sleep discards its weights (zeroed) until ``reload_weights`` brings them back, as vLLM's; an engine whose
+``reload_misses`` is set wakes answering from zeroed weights (vllm#29341), which :func:`fake_probe` reads as a
+model that answers otherwise. These are fakes: vLLM refuses sleep mode on CPU, so no real wake is tested here.
 Loads, unloads and bundle builds can fail on demand, so the switch logic is tested under injected failures.
 """
 
@@ -14,10 +17,19 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.frontend import ProbeAnswer
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import KeptKV
 
-__all__ = ["FakeBundle", "FakeBundleBuilder", "FakeEngine", "FakeLoader", "InjectedFailure", "fake_models"]
+__all__ = [
+    "FakeBundle",
+    "FakeBundleBuilder",
+    "FakeEngine",
+    "FakeLoader",
+    "InjectedFailure",
+    "fake_models",
+    "fake_probe",
+]
 
 
 class InjectedFailure(RuntimeError):
@@ -37,6 +49,9 @@ class FakeEngine:
         self.rpc_calls: list[str] = []
         self.aborted: set[str] = set()
         self.yielded = 0  # tokens yielded so far, by every request
+        self.weights_zeroed = False
+        self.reload_misses = False  # a drill: reload_weights leaves the weights zeroed
+        self.answers_as = name  # whose answers it gives (:func:`fake_probe`): another checkpoint's, in a drill
         self._abort_events: dict[str, asyncio.Event] = {}
 
     async def generate(self, request_id: str, steps: int, step_s: float = 0.001) -> AsyncIterator[str]:
@@ -83,6 +98,7 @@ class FakeEngine:
         assert self.sleep_mode, "vLLM refuses sleep() on an engine started without enable_sleep_mode"
         self.sleep_calls.append(level)
         self.asleep = True
+        self.weights_zeroed = self.weights_zeroed or level == 2
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
         self.wake_calls.append(tags)
@@ -95,6 +111,8 @@ class FakeEngine:
 
     async def collective_rpc(self, method: str, timeout: float | None = None, args: tuple[Any, ...] = ()) -> Any:
         self.rpc_calls.append(method)
+        if method == "reload_weights" and not self.reload_misses:
+            self.weights_zeroed = False
         return [None]
 
 
@@ -121,6 +139,8 @@ class FakeLoader:
     unloads: list[str] = field(default_factory=list)
     live: list[FakeEngine] = field(default_factory=list)
     kept: dict[str, KeptKV] = field(default_factory=dict)
+    #: Model name to the model whose answers its next engines give (a checkpoint that changed under it).
+    answers_as: dict[str, str] = field(default_factory=dict)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
         await asyncio.sleep(self.delay_s)
@@ -128,6 +148,7 @@ class FakeLoader:
             self.fail_load.discard(name)
             raise InjectedFailure(f"injected load failure for {name}")
         engine = FakeEngine(name, sleep_mode=sleep_mode)
+        engine.answers_as = self.answers_as.get(name, name)
         self.loads.append(name)
         self.live.append(engine)
         return engine
@@ -171,6 +192,16 @@ class FakeBundleBuilder:
             raise InjectedFailure(f"injected bundle failure for {name}")
         self.built.append(name)
         return FakeBundle(name, engine)
+
+
+async def fake_probe(name: str, profile: ModelProfile, bundle: FakeBundle) -> ProbeAnswer:
+    """The proof's probe on a fake engine: confident tokens of the model's own, or what zeroed weights answer (every
+    logit equal: token 0, no gap)."""
+    if bundle.engine.weights_zeroed:
+        return ProbeAnswer(tokens=[0] * 6, top=[[(0, -6.9), (1, -6.9)]] * 6)
+    answers_as = bundle.engine.answers_as
+    tokens = [len(answers_as) + sum(map(ord, answers_as)) % 50 + i for i in range(6)]
+    return ProbeAnswer(tokens=tokens, top=[[(token, -0.01), (token + 1, -5.0)] for token in tokens])
 
 
 def fake_models(*names: str) -> dict[str, ModelProfile]:

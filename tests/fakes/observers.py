@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from server.engine.types.proof import Verification
 from server.engine.types.report import SwitchAttempt
 
 __all__ = ["RecordingObserver"]
@@ -20,6 +21,7 @@ class RecordingObserver:
     idle_unloaded: list[str] = field(default_factory=list)
     deaths: list[tuple[str, str, float]] = field(default_factory=list)
     restarts: list[tuple[str, bool]] = field(default_factory=list)
+    verified: list[tuple[str, Verification]] = field(default_factory=list)
 
     def switch_attempted(self, attempt: SwitchAttempt) -> None:
         self.attempts.append(attempt)
@@ -38,3 +40,6 @@ class RecordingObserver:
 
     def engine_restarted(self, model: str, *, ok: bool) -> None:
         self.restarts.append((model, ok))
+
+    def model_verified(self, model: str, verification: Verification) -> None:
+        self.verified.append((model, verification))

@@ -122,7 +122,7 @@ def test_unknown_keys_get_a_did_you_mean(check: Check) -> None:
         "9:3: unknown key 'drain_timout' in switching; did you mean 'drain_timeout' or 'load_timeout_s'? "
         "(allowed: mode, drain_timeout, strategy, sleep_level, max_active, memory_budget, eviction, min_residency_s, "
         "max_residency_s, max_wait_s, max_queue, failure_backoff_s, max_failure_backoff_s, idle_unload_s, "
-        "health_check_interval_s, health_check_timeout_s, load_timeout_s, max_restarts, kv_keep_bytes)",
+        "health_check_interval_s, health_check_timeout_s, load_timeout_s, max_restarts, kv_keep_bytes, verify)",
     ]
 
 

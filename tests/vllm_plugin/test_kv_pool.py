@@ -22,6 +22,7 @@ from server.profiles import load_profile
 from server.vllm_plugin import with_kv_keep
 from server.vllm_plugin.checkpoint_content import ContentDigests
 from server.vllm_plugin.kv_keep import TurnoutKVKeep
+from server.vllm_plugin.kv_keep_core import kv_transfer_config
 from server.vllm_plugin.kv_pool import KVPool, kept_bytes_by_name, model_identity
 from server.vllm_plugin.kv_pool_owner import LOCK_NAME, PoolOwner, sweep_dead_pools
 from server.vllm_plugin.private_folder import FolderNotPrivate, check_private
@@ -112,6 +113,16 @@ def test_a_short_block_and_names_that_are_not_hex_are_refused(tmp_path: Path) ->
         pool.claim("plain", "/etc")
 
 
+def test_the_kv_drill_flips_a_byte_as_a_block_is_read_and_its_digest_refuses_it(tmp_path: Path) -> None:
+    pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * PAGE)
+    pool.write_block(ident("m"), key("k"), b"x" * BLOCK)
+    assert pool.read_block(ident("m"), key("k"), BLOCK) == b"x" * BLOCK
+    with pytest.raises(ValueError, match="does not match its digest"):
+        pool.read_block(ident("m"), key("k"), BLOCK, flip=True)  # --inject-fault kv:MODEL: a miss, never an answer
+    config = kv_transfer_config(tmp_path, 2**20, "plain", flip_bytes=True)
+    assert config["kv_connector_extra_config"]["fault_flip_bytes"] is True
+
+
 def test_a_model_whose_identity_changed_loses_its_blocks(tmp_path: Path) -> None:
     pool = KVPool(private(tmp_path / "pool"), limit_bytes=10 * PAGE)
     pool.claim("plain", ident("old-weights"))
@@ -153,7 +164,8 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(
     demo = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml")
     assert with_kv_keep(demo) is demo
     switching = msgspec.structs.replace(demo.switching, kv_keep_bytes=2**20)
-    kept = with_kv_keep(msgspec.structs.replace(demo, switching=switching), tmp_path)
+    cache = tmp_path / "state" / "content-digests.json"
+    kept = with_kv_keep(msgspec.structs.replace(demo, switching=switching), tmp_path, cache)
     for name, model in kept.models.items():
         transfer = model.engine_args["kv_transfer_config"]
         assert transfer["kv_connector"] == TurnoutKVKeep.__name__
@@ -162,6 +174,8 @@ def test_the_connector_is_in_every_engine_only_when_kv_keep_bytes_is_set(
             "pool_root": str(tmp_path),
             "limit_bytes": 2**20,
             "served_name": name,
+            # The digests outlive the pool's folder (removed at the server's stop): a restart hashes nothing again.
+            "digest_cache": str(cache),
         }
 
 

@@ -24,7 +24,7 @@ from server.api.settings import ApiSettings
 from server.api.stack.options import StackOptions
 from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
 from server.engine import CostBook, EngineManager, build_manager, prepare_profile, state_dir
-from server.frontend import FrontendSettings, build_bundle_for_profile
+from server.frontend import FrontendSettings, ProbeAnswer, build_bundle_for_profile, probe_bundle
 from server.profiles import ModelProfile, Profile
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "bundle_builder",
     "edge_settings",
     "prepare_stack",
+    "probe_model",
     "without_preloads",
 ]
 
@@ -107,6 +108,12 @@ def bundle_builder(defaults: FrontendSettings) -> BundleBuilder[ServingBundle]:
     return build_bundle
 
 
+async def probe_model(name: str, model: ModelProfile, bundle: ServingBundle) -> ProbeAnswer:
+    """The manager's probe: a switch proves a model through its own bundle (``switching.verify``)."""
+    del name, model  # the bundle is the model's own
+    return await probe_bundle(bundle)
+
+
 def assemble_stack(
     profile: Profile,
     options: StackOptions,
@@ -151,6 +158,7 @@ def assemble_stack(
         memory_plan=plan,
         warm_launcher=warm_launcher,
         costs=CostBook(state_dir()) if options.keep_costs else None,
+        probe=probe_model,
     )
     key_ring = KeyRing.of(settings, cli_api_key=flags.api_key)
     return ServingStack(

@@ -14,11 +14,23 @@ not spawned: a start reaches its first token in seconds instead of half a minute
 launcher process, ``launcher.py`` Turnout's handle on it, ``process.py`` the process object vLLM keeps for a forked
 core, ``context.py`` the one hook into vLLM (imported by the loader only: it imports vLLM). ``framing.py`` is the
 wire format between them. ``compile_cache.py`` gives each engine's processes their private compile cache.
+``state_folder.py`` is the server's private state folder, and ``fingerprints.py`` the models' probe fingerprints
+kept there (with the checkpoints' content digests). ``faults.py`` holds the faults a drill arms
+(``--inject-fault``).
 """
 
 from __future__ import annotations
 
 from server.engine.runtime.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
+from server.engine.runtime.faults import FAULT_KINDS, FAULTS, FaultKind, InjectedFaults, parse_fault
+from server.engine.runtime.fingerprints import (
+    Fingerprint,
+    FingerprintStore,
+    content_digests,
+    digest_cache_file,
+    fingerprint_key,
+    model_dtype,
+)
 from server.engine.runtime.frontend_state import RendererFactory
 from server.engine.runtime.host import detect_device, memory_check
 from server.engine.runtime.in_place_swap import InPlaceSwap, LoadOutcome, PluginMissing
@@ -34,6 +46,7 @@ from server.engine.runtime.launcher import (
 from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
 from server.engine.runtime.process import LaunchedProcess
 from server.engine.runtime.start_phases import ENGINE_STARTS
+from server.engine.runtime.start_process import spawned_starts
 from server.engine.runtime.state_folder import StateDir, state_dir, state_home
 from server.engine.runtime.vllm_configs import (
     EngineConfigInvalid,
@@ -47,11 +60,17 @@ from server.engine.runtime.vllm_loader import VllmEngineLoader, stash_host_facto
 __all__ = [
     "COMPILE_CACHE_ENV",
     "ENGINE_STARTS",
+    "FAULTS",
+    "FAULT_KINDS",
     "LAUNCHER_ENV",
     "EngineConfigInvalid",
     "EngineFlagsInvalid",
     "EngineLauncher",
+    "FaultKind",
+    "Fingerprint",
+    "FingerprintStore",
     "InPlaceSwap",
+    "InjectedFaults",
     "LaunchedProcess",
     "LauncherUnavailable",
     "LoadOutcome",
@@ -63,15 +82,21 @@ __all__ = [
     "VllmEngineLoader",
     "build_engine_configs",
     "compile_cache_env",
+    "content_digests",
     "detect_device",
+    "digest_cache_file",
     "engine_launcher",
+    "fingerprint_key",
     "generation_tasks",
     "launcher_enabled",
     "memory_check",
+    "model_dtype",
     "model_shape",
     "parse_engine_flags",
+    "parse_fault",
     "read_device_memory",
     "running_launcher_pid",
+    "spawned_starts",
     "stash_host_factory",
     "state_dir",
     "state_home",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from server.engine.runtime.faults import FAULTS
 from server.engine.runtime.frontend_state import RendererFactory, refresh_async_llm
 from server.engine.supervision import EngineWatches, LoadTimedOut, engine_pids, kill_process_trees
 from server.profiles.schema import ModelProfile
@@ -186,6 +187,9 @@ class InPlaceSwap:
         answer = await self._bounded(engine, "loading in place", name, LOAD_UTILITY, target.payload)
         result: LoadResult = decode_result(answer, LoadResult)
         _expect(target, result.loaded)
+        if FAULTS.take("weights", name):
+            damaged = await engine.collective_rpc("turnout_damage_weights")
+            logger.warning("fault drill: %s was loaded in place with %s negated", name, damaged[0])
         started = time.perf_counter()
         await refresh_async_llm(engine, target.fresh(), result.loaded, self._build_renderer)
         frontend_ms = (time.perf_counter() - started) * 1000.0

@@ -4,7 +4,9 @@ those and no others.
 
 Forking is decided per start (:func:`forks`): the launcher must be on (``TURNOUT_ENGINE_LAUNCHER``), the device a
 CPU (the launcher is measured there only), the engine not NUMA-bound (vLLM binds through the executable it spawns)
-and not in a Ray actor (vLLM forces spawn there). Each reason to spawn is logged once.
+and not in a Ray actor (vLLM forces spawn there), and not inside :func:`spawned_starts` (a switch's proof falls back
+to a plain start: a freshly spawned engine, which no fork's inherited state can have touched). Each reason to spawn
+is logged once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from server.engine.runtime.host import detect_device
@@ -21,7 +24,7 @@ from server.engine.runtime.launcher import EngineLauncher, engine_launcher, laun
 if TYPE_CHECKING:
     from server.engine.runtime.context import LauncherContext
 
-__all__ = ["LAUNCHER_WAIT_S", "forks", "launched_or_spawned", "launcher_for", "spawned_pids"]
+__all__ = ["LAUNCHER_WAIT_S", "forks", "launched_or_spawned", "launcher_for", "spawned_pids", "spawned_starts"]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -29,6 +32,18 @@ logger = logging.getLogger("turnout.engine")
 LAUNCHER_WAIT_S = 60.0
 
 _spawn_reasons: set[str] = set()
+#: Set inside :func:`spawned_starts` (per task: a context variable follows the awaits of the task that set it).
+_SPAWN_ONLY: ContextVar[bool] = ContextVar("turnout_spawn_only", default=False)
+
+
+@contextlib.contextmanager
+def spawned_starts() -> Iterator[None]:
+    """Engine cores started inside (in this task) are spawned, never forked from the launcher."""
+    token = _SPAWN_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _SPAWN_ONLY.reset(token)
 
 
 def _spawn_because(reason: str) -> None:
@@ -59,7 +74,7 @@ def forks(args: Any) -> bool:
 
 async def launcher_for(args: Any) -> EngineLauncher | None:
     """The ready launcher the start of ``args`` forks its engine core from; None: it is spawned."""
-    if not forks(args):
+    if _SPAWN_ONLY.get() or not forks(args):
         return None
     if running_launcher_pid() is None:
         # vLLM's CPU platform sets variables for its children as it builds a config (LD_PRELOAD, read at exec

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.runtime.compile_cache import compile_cache_env
 from server.engine.runtime.import_path import SAFE_PATH_ENV, spawns_with_engine_path
@@ -171,12 +173,13 @@ class VllmEngineLoader:
                         raise
                     # Still under the lock, so no other engine's start has replaced its collectors yet.
                     ENGINE_METRICS.capture(engine)
-                    _record_start(name, engine, timer)
+                    from_launcher = launched is not None and bool(launched.processes)
+                    _record_start(name, engine, timer, forked=from_launcher)
             except BaseException:
                 remove_rpc_folder(rpc_folder)
                 raise
             _rpc_folders[id(engine)] = rpc_folder
-            how = "spawned" if launched is None or not launched.processes else "forked by the engine launcher"
+            how = "forked by the engine launcher" if from_launcher else "spawned"
             logger.info("%s: engine ready in %.1f s (engine core %s)", name, time.perf_counter() - started_at, how)
         if self.watches is not None:
             self.watches.watch(name, engine)
@@ -246,7 +249,7 @@ def _start_engine(engine_class: Any, args: Any, timer: StartTimer) -> Any:
     return engine
 
 
-def _record_start(name: str, engine: Any, timer: StartTimer) -> None:
+def _record_start(name: str, engine: Any, timer: StartTimer, *, forked: bool) -> None:
     """Log the start's phases in one line and keep them for the slot that takes ``engine``."""
     try:
         started = timer.result()
@@ -255,7 +258,7 @@ def _record_start(name: str, engine: Any, timer: StartTimer) -> None:
         return
     if started is not None:
         logger.info("started %s in %s", name, started.describe())
-        ENGINE_STARTS.record(engine, started)
+        ENGINE_STARTS.record(engine, msgspec.structs.replace(started, forked=forked))
 
 
 async def _shut_down(engine: Any) -> None:

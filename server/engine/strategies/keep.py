@@ -142,5 +142,5 @@ class KeepStrategy(LoaderStrategy):
                 except Exception:
                     logger.exception("keep: unloading %s's engine after a failed in-place load failed", name)
                 raise
-            return BroughtUp(engine, in_place_metrics(outcome, unloaded))
+            return BroughtUp(engine, in_place_metrics(outcome, unloaded), path="in_place")
         return None

@@ -131,7 +131,7 @@ class ReconfigureStrategy:
             logger.error("reconfigure: loading %s back in place failed (%s); restarting its engine", name, exc)
             return await self._restart(name, profile)
         self._adopt(name, profile)
-        return BroughtUp(self._host, in_place_metrics(outcome, unloaded))
+        return BroughtUp(self._host, in_place_metrics(outcome, unloaded), path="in_place")
 
     async def unload(self, name: str, engine: Any) -> None:
         # The host goes only with the model it holds (eviction, shutdown); after a failed load it stays for the

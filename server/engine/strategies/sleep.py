@@ -57,6 +57,7 @@ class SleepStrategy(LoaderStrategy):
         if await _is_asleep(held):
             async with self._slow(held):
                 await self._wake(held)
+            return BroughtUp(held, path="wake")
         return BroughtUp(held)
 
     @contextlib.asynccontextmanager

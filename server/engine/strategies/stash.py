@@ -94,6 +94,7 @@ class StashStrategy:
                 freed_memory_mb=_number(metrics.get("freed_memory_mb")),
                 method="reconfigure",
             ),
+            path="restore",
         )
 
     def _expect(self, name: str) -> None:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -36,6 +36,7 @@ from server.engine.switching.change_signal import ChangeSignal, wait_set
 from server.engine.types import (
     PARKED,
     ActivationMetrics,
+    BroughtUp,
     Change,
     EngineDied,
     EngineError,
@@ -328,18 +329,29 @@ class ModelSlots(Generic[B]):
         slot._touch(time.monotonic())
         self._move(name, frozenset({SlotState.DRAINING}), parked.state)
 
-    async def bring_up(self, name: str) -> ActivationMetrics | None:
+    async def bring_up(self, name: str) -> BroughtUp:
         """Bring ``name`` up through the strategy (a fresh load, a wake-up, a restore); it is then ``loading``
-        with the engine it holds, until :meth:`activated` or :meth:`fail`."""
-        slot = self._slots[name]
+        with the engine it holds, until :meth:`activated` or :meth:`fail`. Returns how it came up (a started
+        engine's phases in its metrics, and its path: ``fork`` or ``plain``)."""
         self._start_loading(name)
-        brought = await self._strategy.bring_up(name, slot.profile, slot.engine, self._slot_access(name))
+        return await self._brought_up(name, self._slots[name].profile, self._slots[name].engine)
+
+    async def restart_plain(self, name: str, profile: ModelProfile) -> BroughtUp:
+        """The loading ``name``'s engine is freed and the strategy brings it up afresh with ``profile`` (a proof's
+        plain start: the caller has new engine cores spawned, and ``profile`` keeps no KV blocks)."""
+        await self._free(name, self._slots[name]._detach())
+        return await self._brought_up(name, profile, None)
+
+    async def _brought_up(self, name: str, profile: ModelProfile, held: Any) -> BroughtUp:
+        slot = self._slots[name]
+        brought = await self._strategy.bring_up(name, profile, held, self._slot_access(name))
         if brought.engine is not slot.engine:
             slot._attach(brought.engine)  # a bundle built for another engine is dropped
         start = self._took_start(slot, brought.engine)
         if start is None:
-            return brought.metrics
-        return msgspec.structs.replace(brought.metrics or ActivationMetrics(), engine_start=start)
+            return brought
+        metrics = msgspec.structs.replace(brought.metrics or ActivationMetrics(), engine_start=start)
+        return replace(brought, metrics=metrics, path=brought.path or ("fork" if start.forked else "plain"))
 
     async def publish(self, name: str) -> Published[B]:
         """``name``'s snapshot for the engine it holds, building its bundle only when it has none yet."""

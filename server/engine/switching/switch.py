@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from server.engine.switching.model_slots import ModelSlots, describe_error
+from server.engine.switching.verification import ModelProof
 from server.engine.types import (
     ActivationMetrics,
     EngineError,
@@ -58,6 +59,7 @@ class SwitchRun(Generic[B]):
     target: str
     memory_probe: Callable[[], float]
     abort_grace: float
+    proof: ModelProof[B] | None = None
 
     async def execute(self, drain_timeout: float) -> SwitchOutcome[B]:
         """Run the switch; never raises an :class:`Exception`, it reports it in the outcome."""
@@ -77,14 +79,21 @@ class SwitchRun(Generic[B]):
             except Exception as exc:
                 return self._park_failed(old, exc)
         memory_after_unload = self._memory()
+        verify = None
         try:
-            metrics = await slots.bring_up(target)
+            brought = await slots.bring_up(target)
             published = await slots.publish(target)
+            if self.proof is not None:  # before the switch closes: requests wait, none reaches an unproven engine
+                published, verify = await self.proof.prove(slots, target, brought.path, published)
         except Exception as exc:
             return await self._roll_back(old, exc)
         slots.activated(target)
         reconfigure_ms = (time.perf_counter() - reconfigure_started) * 1000.0
-        report = self._report(started, reconfigure_ms, metrics, memory_before, memory_after_unload, drain_ms, aborted)
+        report = self._report(
+            started, reconfigure_ms, brought.metrics, memory_before, memory_after_unload, drain_ms, aborted
+        )
+        if verify is not None:
+            report = msgspec.structs.replace(report, verify=verify)
         logger.info(
             "%s in %.0f ms (drain %.0f ms, %d aborted, strategy %s)",
             _switched(report.previous_model, report.current_model),

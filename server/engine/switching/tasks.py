@@ -18,6 +18,7 @@ from server.engine.supervision import Healer
 from server.engine.switching.history import SwitchHistory
 from server.engine.switching.model_slots import ModelSlots, SwitchUnderWay
 from server.engine.switching.switch import SwitchRun
+from server.engine.switching.verification import ModelProof
 from server.engine.types import CostBook, Observers, SwitchAttempt, SwitchFailed, SwitchReport
 
 __all__ = ["SwitchTasks"]
@@ -52,6 +53,7 @@ class SwitchTasks(Generic[B]):
         memory_probe: Callable[[], float],
         abort_grace: float,
         costs: CostBook,
+        proof: ModelProof[B] | None = None,
     ) -> None:
         self._slots = slots
         self._strategy_name = strategy_name
@@ -61,6 +63,7 @@ class SwitchTasks(Generic[B]):
         self._memory_probe = memory_probe
         self._abort_grace = abort_grace
         self._costs = costs
+        self._proof = proof
 
     def begin(self, target: str, drain_timeout: float, trigger: str) -> SwitchUnderWay:
         """Start the switch to ``target`` as a task, recorded on the model slots as the switch under way.
@@ -77,6 +80,7 @@ class SwitchTasks(Generic[B]):
             target=target,
             memory_probe=self._memory_probe,
             abort_grace=self._abort_grace,
+            proof=self._proof,
         )
         task = asyncio.get_running_loop().create_task(self._run(run, drain_timeout, trigger))
         task.add_done_callback(_retrieve_exception)  # a switch started by auto mode may have no awaiter left

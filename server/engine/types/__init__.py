@@ -19,6 +19,7 @@ Public names, by module:
 * ``strategy`` and ``capabilities``: the protocol a switch strategy meets, the engines it loads, and what it
   declares it can do.
 * ``observer``: the protocol of the manager's observers (metrics, logs).
+* ``proof``: what proving a switched model reads and reports (:class:`ProbeReading`, :class:`Verification`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from server.engine.types.memory_plan import (
     ModelShape,
 )
 from server.engine.types.observer import ManagerObserver, Observers
+from server.engine.types.proof import PROOF_PATHS, ModelProbe, ProbeReading, ProofOutcome, ProofPath, Verification
 from server.engine.types.reload_costs import (
     COSTS_FILE,
     CostBook,
@@ -99,6 +101,7 @@ from server.engine.types.strategy import (
 __all__ = [
     "COSTS_FILE",
     "PARKED",
+    "PROOF_PATHS",
     "TRANSITIONS",
     "AbortHook",
     "ActivationMetrics",
@@ -133,6 +136,7 @@ __all__ = [
     "ModelLoadFailed",
     "ModelNotActive",
     "ModelNotFound",
+    "ModelProbe",
     "ModelShape",
     "ModelSwitching",
     "ModelsReplaced",
@@ -140,6 +144,9 @@ __all__ = [
     "Observers",
     "Parked",
     "PathCost",
+    "ProbeReading",
+    "ProofOutcome",
+    "ProofPath",
     "Published",
     "QueueFull",
     "Refusal",
@@ -170,6 +177,7 @@ __all__ = [
     "SwitchReport",
     "SwitchStrategy",
     "SwitchView",
+    "Verification",
     "Waiter",
     "costs_schema",
     "reload_path",

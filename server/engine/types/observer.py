@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from server.engine.types.proof import Verification
 from server.engine.types.report import SwitchAttempt
 
 __all__ = ["ManagerObserver", "Observers"]
@@ -36,6 +37,9 @@ class ManagerObserver(Protocol):
 
     def engine_restarted(self, model: str, *, ok: bool) -> None:
         """A switch brought ``model`` back after its engine died (``ok``), or failed to."""
+
+    def model_verified(self, model: str, verification: Verification) -> None:
+        """A switch proved ``model`` before publishing it (``switching.verify``)."""
 
 
 class Observers:
@@ -65,6 +69,9 @@ class Observers:
 
     def engine_restarted(self, model: str, *, ok: bool) -> None:
         self._call(lambda observer: observer.engine_restarted(model, ok=ok))
+
+    def model_verified(self, model: str, verification: Verification) -> None:
+        self._call(lambda observer: observer.model_verified(model, verification))
 
     def _call(self, event: Callable[[ManagerObserver], None]) -> None:
         for observer in self._observers:

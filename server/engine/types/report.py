@@ -11,6 +11,7 @@ from typing import Protocol
 import msgspec
 
 from server.engine.types.memory_plan import MemoryPlan
+from server.engine.types.proof import Verification
 from server.profiles import describe_start
 
 __all__ = [
@@ -38,11 +39,13 @@ class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
             ``total_ms``: ``config``, ``launch``, ``core_imports``, ``core_setup``, ``worker_imports``,
             ``worker_setup``, ``model_init``, ``weights``, ``post_weights``, ``kv_cache``, ``warmup``,
             ``compile``, ``ready``. A phase the engine did not report is left out; its time shows in the next.
+        forked: The engine core was forked from the warm launcher (False: spawned, as vLLM does on its own).
     """
 
     started_at: float
     total_ms: int
     phases_ms: dict[str, int]
+    forked: bool = False
 
     def describe(self) -> str:
         """``3.4 s: config 10 ms, launch 200 ms, ...`` (the log line's and ``turnout status``'s words)."""
@@ -109,6 +112,8 @@ class SwitchReport(ActivationMetrics, frozen=True, kw_only=True):
         drain_ms: Time spent waiting for in-flight requests.
         aborted_requests: In-flight requests aborted when the drain timeout ran out.
         strategy: The strategy that parked the old model.
+        verify: The proof of the model it published (``switching.verify``); None when none ran (``off``, a
+            resident model, a plain start already on record).
     """
 
     previous_model: str | None
@@ -118,6 +123,7 @@ class SwitchReport(ActivationMetrics, frozen=True, kw_only=True):
     drain_ms: float = 0.0
     aborted_requests: int = 0
     strategy: str = ""
+    verify: Verification | None = None
 
 
 class KeepFigures(Protocol):
@@ -258,7 +264,8 @@ class ResidencyReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """The manager's state at one instant; ``memory`` is the KV-cache budget decided at start-up."""
+    """The manager's state at one instant; ``memory`` is the KV-cache budget decided at start-up; ``faults``, the
+    faults a drill armed (``turnout serve --inject-fault KIND:MODEL``), as ``KIND:MODEL``."""
 
     active_model: str | None
     switching_to: str | None
@@ -272,3 +279,4 @@ class ManagerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     memory: MemoryPlan | None = None
     #: Under a memory budget (``keep``): the footprints of the models holding an engine now; None otherwise.
     memory_held_bytes: int | None = None
+    faults: list[str] = msgspec.field(default_factory=list)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from server.engine.types.capabilities import Capabilities
+from server.engine.types.proof import ProofPath
 from server.engine.types.report import ActivationMetrics, KeepFigures
 from server.engine.types.states import Slot, SlotState
 from server.profiles.schema import ModelProfile
@@ -77,10 +78,16 @@ class Parked:
 
 @dataclass(frozen=True)
 class BroughtUp:
-    """A model brought up: the live engine its slot now holds, and how it came up."""
+    """A model brought up: the live engine its slot now holds, and how it came up.
+
+    ``path``: the fast path that changed a live engine, which a switch proves before it publishes the model
+    (``in_place``, ``wake``, ``restore``); None for an engine the strategy started (the model slots read ``fork``
+    or ``plain`` off its start) or one already serving (a resident model, proven when it came up).
+    """
 
     engine: Any
     metrics: ActivationMetrics | None = None
+    path: ProofPath | None = None
 
 
 class EngineLost(RuntimeError):

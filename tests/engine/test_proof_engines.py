@@ -1,0 +1,152 @@
+"""A switch proves the model it publishes, on real tiny vLLM engines through the app (``switching.verify``).
+
+``plain`` (its checkpoint copied, so the test may rewrite it) and ``tools`` take turns on one engine
+(``reconfigure``, auto mode, kept KV blocks on). The tests run in order on one server: in-place swaps proven against
+the fingerprints first recorded; the ``weights`` drill (the final norm negated by the next in-place load) found by
+the proof, the waiting request answered by the plain start as a healthy engine answers it; then ``plain``'s
+checkpoint rewritten as ``cp -p`` of a same-shape fine-tune would (the same sizes and times): the proof's plain start
+agrees with the in-place load (``changed``), and no kept block of the old weights answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from server.api.assembly import probe_model
+
+from server.api import ApiSettings, create_app
+from server.engine import EngineManager, StateDir
+from server.engine.factory import build_manager
+from server.engine.runtime import FAULTS
+from server.frontend import FrontendSettings, build_bundle_for_profile
+from server.frontend.vllm_adapter import build_renderer
+from server.profiles import load_profile
+from server.vllm_plugin import with_kv_keep
+from server.vllm_plugin.kv_pool_owner import PoolOwner
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "profiles" / "demo.yaml"
+TOKEN = "proof-admin-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+#: A prompt of several kept blocks (vLLM's CPU block size is 128), in token ids below both vocabularies.
+LONG = [20 + (i * 37) % 400 for i in range(300)]
+
+Served = tuple[httpx.AsyncClient, EngineManager[Any], Path]
+
+
+@pytest.fixture(scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    folder = tmp_path_factory.mktemp("proof")
+    plain = folder / "plain"
+    demo = load_profile(DEMO)
+    shutil.copytree(demo.models["plain"].model, plain)
+    models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
+    models["plain"] = msgspec.structs.replace(models["plain"], model=str(plain))
+    switching = msgspec.structs.replace(
+        demo.switching,
+        mode="auto",
+        strategy="reconfigure",
+        drain_timeout=5.0,
+        kv_keep_bytes=64 * 2**20,
+        max_wait_s=900.0,  # a plain start spawns its engine: minutes on a busy CPU
+    )
+    owner = PoolOwner()
+    profile = with_kv_keep(msgspec.structs.replace(demo, models=models, switching=switching), owner.root)
+
+    async def build_bundle(name: str, model: Any, engine: Any) -> Any:
+        return await build_bundle_for_profile(name, model, engine, FrontendSettings(enable_prompt_tokens_details=True))
+
+    state = StateDir(folder / "state")
+    manager: EngineManager[Any] = build_manager(
+        profile, build_bundle, build_renderer=build_renderer, admission_timeout=900, probe=probe_model, state=state
+    )
+    await manager.initialize("plain")
+    app = create_app(manager, ApiSettings(admin_token=TOKEN))
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)
+    try:
+        yield client, manager, plain
+    finally:
+        await client.aclose()
+        await manager.shutdown()
+        owner.remove()
+
+
+async def _answer(client: httpx.AsyncClient, model: str, prompt: list[int] | str = "Hello") -> tuple[str, int]:
+    """A greedy completion's text, and how many of its prompt tokens vLLM found cached."""
+    body = {"model": model, "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    answer = await client.post("/v1/completions", json=body)
+    assert answer.status_code == 200, answer.text
+    payload = answer.json()
+    details = payload["usage"].get("prompt_tokens_details") or {}
+    return payload["choices"][0]["text"], int(details.get("cached_tokens") or 0)
+
+
+async def _verify(client: httpx.AsyncClient) -> dict[str, Any]:
+    status = await client.get("/admin/status", headers=ADMIN)
+    assert status.status_code == 200, status.text
+    verify: dict[str, Any] = status.json()["last_switch"]["verify"]
+    return verify
+
+
+HEALTHY: dict[str, str] = {}
+
+
+async def test_in_place_swaps_are_proven_against_the_recorded_fingerprints(served: Served) -> None:
+    client, _, _ = served
+    HEALTHY["plain"] = (await _answer(client, "plain"))[0]
+    await _answer(client, "plain", LONG)  # blocks to keep when the device leaves plain
+    HEALTHY["tools"] = (await _answer(client, "tools"))[0]  # auto mode: the request switches
+    verify = await _verify(client)
+    assert (verify["outcome"], verify["path"]) == ("passed", "in_place")
+    assert verify["detail"] == "first fingerprint recorded"
+    assert (await _answer(client, "plain"))[0] == HEALTHY["plain"]
+    verify = await _verify(client)
+    assert (verify["outcome"], verify["path"]) == ("passed", "in_place") and "agree" in verify["detail"]
+
+
+async def test_the_weights_drill_falls_back_to_a_plain_start_that_answers_the_waiting_request(served: Served) -> None:
+    client, _, _ = served
+    FAULTS.arm("weights", "tools")
+    try:
+        # Both wait through the switch and its proof: none is answered by the damaged engine.
+        answers = await asyncio.gather(_answer(client, "tools"), _answer(client, "tools"))
+    finally:
+        FAULTS.take("weights", "tools")
+    assert [text for text, _ in answers] == [HEALTHY["tools"]] * 2
+    verify = await _verify(client)
+    assert (verify["outcome"], verify["path"]) == ("fell_back", "in_place"), verify
+    metrics = (await client.get("/metrics")).text
+    assert 'turnout_switch_verifications_total{model="tools",outcome="fell_back",path="in_place"} 1.0' in metrics
+
+
+async def test_a_checkpoint_rewritten_with_the_same_sizes_and_times_is_a_change(served: Served) -> None:
+    client, _, plain = served
+    _negate_final_norm_keeping_stamps(plain / "model.safetensors")
+    _, cached = await _answer(client, "plain", LONG)
+    verify = await _verify(client)
+    # The host the fallback spawned keeps no KV blocks, so plain (which does) comes back in a forked engine.
+    assert (verify["outcome"], verify["path"]) == ("changed", "fork"), verify
+    assert cached == 0, "a kept block of the old weights answered"
+    assert (await _answer(client, "plain"))[0] != HEALTHY["plain"]
+
+
+def _negate_final_norm_keeping_stamps(weights: Path) -> None:
+    """Rewrite ``weights`` as ``cp -p`` of a same-shape fine-tune would: other values, the same size and times."""
+    from safetensors.torch import load_file, save_file
+
+    stamp = weights.stat()
+    tensors = load_file(weights)
+    tensors["model.norm.weight"] = -tensors["model.norm.weight"]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (stamp.st_size, stamp.st_mtime_ns)
