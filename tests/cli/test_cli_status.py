@@ -92,3 +92,13 @@ def test_status_shows_each_models_last_start_in_one_line(monkeypatch: pytest.Mon
         output
     )
     assert "last start of plain" not in output  # never started (or unmeasured): no line
+
+
+def test_status_shows_the_last_switchs_proof_and_the_armed_faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    verify = {"outcome": "fell_back", "duration_ms": 812.4, "path": "in_place", "detail": "the in_place was wrong"}
+    report = {"previous_model": "plain", "current_model": "tools", "switched": True, "duration_ms": 900.0}
+    snapshot = {**SNAPSHOT, "last_switch": {**report, "verify": verify}, "faults": ["weights:tools"]}
+    output = _status_output(monkeypatch, snapshot)
+    assert "last proof: fell_back after the in_place in 812 ms: the in_place was wrong" in output
+    assert "faults armed (drill): weights:tools" in output
+    assert "last proof" not in _status_output(monkeypatch, SNAPSHOT)  # no proof ran: no line
