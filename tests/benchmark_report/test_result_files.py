@@ -11,6 +11,7 @@ import pytest
 from benchmarks import docs_page, results
 from benchmarks.cold_start_results import ColdStart
 from benchmarks.kv_keep import KvKeep
+from benchmarks.request_profile_results import RequestProfile
 from benchmarks.result_types import (
     AutoMode,
     AutoModeConfig,
@@ -36,6 +37,7 @@ _EXACT: dict[str, type[Result]] = {
     "engine_limit": EngineLimit,
     "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
+    "request_profile": RequestProfile,
     "run_all": RunAll,
     "scheduler_simulation": Captured,
     "switch_latency": SwitchLatency,
