@@ -139,7 +139,7 @@ async def leased_stream(
             for event in api.error_ending(admitted.shown(lease.aborted_by)):
                 yield event
     finally:
-        stall.disarm()
+        stall.close()
         # Closing aborts the engine request when the client went away before the end.
         await close()
         admitted.let_go(Holder.STREAM)
@@ -158,16 +158,17 @@ async def _end_stalled(admitted: AdmittedRequest) -> None:
     admitted.let_go(Holder.STREAM)
 
 
-async def with_keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:
-    """``chunks``, with :data:`KEEP_ALIVE_COMMENT` whenever none came for ``interval_s`` (0: ``chunks`` as they are).
-
-    As vLLM's ``with_sse_keep_alive``: one retained ``anext`` task, observed with ``asyncio.wait`` so that a
-    timeout never cancels the stream mid-step.
-    """
+def with_keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:
+    """``chunks``, with :data:`KEEP_ALIVE_COMMENT` whenever none came for ``interval_s`` (0: ``chunks`` itself, with
+    no generator in between: a layer every chunk would pass through for nothing)."""
     if not 0 < interval_s < float("inf"):
-        async for chunk in chunks:
-            yield chunk
-        return
+        return chunks
+    return _keep_alive(chunks, interval_s)
+
+
+async def _keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:
+    """As vLLM's ``with_sse_keep_alive``: one retained ``anext`` task, observed with ``asyncio.wait`` so that a
+    timeout never cancels the stream mid-step."""
     iterator = aiter(chunks)
     step: asyncio.Future[str] = asyncio.ensure_future(anext(iterator))
     try:
