@@ -422,7 +422,9 @@ def render() -> str:
         *_machine(first.machine if first is not None else None),
         *_steps(run),
         *_steady(steady, read_result("steady_state_before", SteadyState)),
-        *_request_profile(read_result("request_profile", RequestProfile)),
+        *_request_profile(
+            read_result("request_profile", RequestProfile), read_result("request_profile_before", RequestProfile)
+        ),
         *_limit(read_result("engine_limit", EngineLimit)),
         *_switch(read_result("switch_latency", SwitchLatency), read_result("cold_start", ColdStart)),
         *_cold(read_result("cold_start_before", ColdStart), read_result("cold_start_after", ColdStart)),

@@ -158,8 +158,12 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def page_section(result: RequestProfile | None) -> list[str]:
-    """The docs page's section (``benchmarks/docs_page.py``)."""
+def _pooled(result: RequestProfile) -> Interval | None:
+    return result.summary.paired.cpu_ms_per_request if result.summary.paired is not None else None
+
+
+def page_section(result: RequestProfile | None, before: RequestProfile | None = None) -> list[str]:
+    """The docs page's section (``benchmarks/docs_page.py``); ``before``: a run before a change, for comparison."""
     lines = ["## Where a request's CPU goes: Turnout against vLLM's server at a fixed load", ""]
     if result is None:
         return [*lines, "**Not measured** in this run (`python -m benchmarks.request_profile`).", ""]
@@ -185,7 +189,7 @@ def page_section(result: RequestProfile | None) -> list[str]:
             f"{_interval(result.paired_cpu.get(w.workload))} | {_ms(v.req_per_s)} / {_ms(t.req_per_s)} | "
             f"{_ms(v.ttft_p99_ms)} / {_ms(t.ttft_p99_ms)} |"
         )
-    overall = result.summary.paired.cpu_ms_per_request if result.summary.paired is not None else None
+    overall = _pooled(result)
     met = overall is not None and overall.ratio <= GOAL
     lines += [
         "",
@@ -193,6 +197,12 @@ def page_section(result: RequestProfile | None) -> list[str]:
         f"**{'Met' if met else 'MISSED'}**: CPU per request <= {GOAL}x vLLM's.",
         "",
     ]
+    if before is not None:
+        lines += [
+            f"Before (`request_profile_before.json`, Turnout {before.machine.turnout_commit}, {before.options.rounds} "
+            f"round(s)): all workloads pooled {_interval(_pooled(before))}.",
+            "",
+        ]
     if result.stages:
         by_server = {sample.server: sample for sample in result.stages}
         names = [stage for stage, _ in STAGES] + [LOOP, OTHER]

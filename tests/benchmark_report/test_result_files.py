@@ -37,13 +37,13 @@ _EXACT: dict[str, type[Result]] = {
     "engine_limit": EngineLimit,
     "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
-    "request_profile": RequestProfile,
     "run_all": RunAll,
     "scheduler_simulation": Captured,
     "switch_latency": SwitchLatency,
 }
 _PREFIXES: dict[str, type[Result]] = {
     "cold_start": ColdStart,
+    "request_profile": RequestProfile,
     "steady_state": SteadyState,
     "switch_weights": SwitchWeights,
 }
