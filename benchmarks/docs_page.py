@@ -17,6 +17,8 @@ from benchmarks.cluster_sim import page_section as _cluster
 from benchmarks.cold_start_results import ColdStart
 from benchmarks.cold_start_results import page_section as _cold
 from benchmarks.ratios import paired_ratios, within_noise
+from benchmarks.request_profile_results import RequestProfile
+from benchmarks.request_profile_results import page_section as _request_profile
 from benchmarks.residency_policies import ResidencyPolicies
 from benchmarks.residency_policies import page_section as _residency
 from benchmarks.result_types import (
@@ -426,6 +428,9 @@ def render() -> str:
         *_machine(first.machine if first is not None else None),
         *_steps(run),
         *_steady(steady, read_result("steady_state_before", SteadyState)),
+        *_request_profile(
+            read_result("request_profile", RequestProfile), read_result("request_profile_before", RequestProfile)
+        ),
         *_limit(read_result("engine_limit", EngineLimit)),
         *_switch(read_result("switch_latency", SwitchLatency), read_result("cold_start", ColdStart)),
         *_cold(read_result("cold_start_before", ColdStart), read_result("cold_start_after", ColdStart)),

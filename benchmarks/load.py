@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ class Workload:
         num_prompts: Requests per run.
         input_len: Prompt tokens (random dataset).
         output_len: Generated tokens (``ignore_eos``, so exactly this many).
+        request_rate: Requests sent per second (Poisson arrivals, the client's ``--request-rate``); infinite: all
+            at once, held to ``concurrency`` in flight.
     """
 
     kind: str
@@ -111,11 +114,13 @@ class Workload:
     num_prompts: int
     input_len: int = 32
     output_len: int = 8
+    request_rate: float = math.inf
 
     @property
     def label(self) -> str:
-        """E.g. ``chat stream c16``."""
-        return f"{self.kind} {'stream' if self.streaming else 'json'} c{self.concurrency}"
+        """E.g. ``chat stream c16``, or ``chat stream 25/s`` at a fixed request rate."""
+        pace = f"c{self.concurrency}" if math.isinf(self.request_rate) else f"{self.request_rate:g}/s"
+        return f"{self.kind} {'stream' if self.streaming else 'json'} {pace}"
 
 
 def _arguments(workload: Workload, base_url: str, model_path: str, served_name: str, seed: int) -> list[str]:
@@ -125,7 +130,8 @@ def _arguments(workload: Workload, base_url: str, model_path: str, served_name: 
         *("--model", model_path, "--served-model-name", served_name, "--tokenizer", model_path),
         *("--dataset-name", "random", "--num-prompts", str(workload.num_prompts)),
         *("--random-input-len", str(workload.input_len), "--random-output-len", str(workload.output_len)),
-        *("--max-concurrency", str(workload.concurrency), "--request-rate", "inf", "--temperature", "0"),
+        *("--max-concurrency", str(workload.concurrency), "--request-rate", str(workload.request_rate)),
+        *("--temperature", "0"),
         *("--percentile-metrics", "ttft", "--metric-percentiles", "50,99", "--seed", str(seed)),
         *("--disable-tqdm", "--ready-check-timeout-sec", "0", "--num-warmups", "0"),
     ]
@@ -148,7 +154,7 @@ def run_load(
         base_url: The server's root URL.
         model_path: The model folder (the client's tokenizer samples the random prompts with it).
         served_name: The ``model`` the requests name.
-        server_cpu_seconds: Reads the server process's CPU seconds.
+        server_cpu_seconds: Reads the server's CPU seconds (its process, or every process but its engine's).
         seed: The client's random seed (prompts differ per seed, equal across servers).
         log: Where the client's own printout goes (discarded when None).
     """

@@ -24,6 +24,7 @@ import msgspec
 from benchmarks import reliability_long
 from benchmarks.cold_start_results import ColdStartOptions
 from benchmarks.kv_keep import KvKeepOptions
+from benchmarks.request_profile_results import RequestProfileOptions
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
@@ -82,12 +83,28 @@ _PY = [sys.executable, "-m"]
 # own defaults, not repeated here) so that the page shows what ran.
 _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
 _WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
-_KV_KEEP, _PROOF = KvKeepOptions(), SwitchProofOptions()
+_KV_KEEP, _PROOF, _PROFILE = KvKeepOptions(), SwitchProofOptions(), RequestProfileOptions()
+
+
+def _options(options: msgspec.Struct) -> list[str]:
+    """``options`` as its benchmark's command line (``--name value`` per field)."""
+    return [
+        part
+        for name in options.__struct_fields__
+        for part in (f"--{name.replace('_', '-')}", f"{getattr(options, name)}")
+    ]
+
+
 STEPS: tuple[Step, ...] = (
     Step(
         "steady_state",
         [*_PY, "benchmarks.steady_state", "--mode", "quick"],
         [*_PY, "benchmarks.steady_state", "--mode", "full"],
+    ),
+    Step(
+        "request_profile",
+        [*_PY, "benchmarks.request_profile", "--rounds", "1", "--prompts", "100", "--sample-s", "10"],
+        [*_PY, "benchmarks.request_profile", *_options(_PROFILE)],
     ),
     Step(
         "engine_limit",

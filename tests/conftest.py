@@ -38,6 +38,8 @@ BESIDE_THE_LANE = frozenset(
         "tests/api/test_live_speech.py",
         "tests/api/test_live_trust.py",
         "tests/api/test_natural_profile.py",
+        # Its own two servers, one after the other; byte comparisons, no timing bound.
+        "tests/api/test_vllm_differential.py",
         "tests/frontend/test_bundle_classify.py",
         "tests/frontend/test_bundle_embeddings.py",
         "tests/frontend/test_bundle_generate.py",

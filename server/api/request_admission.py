@@ -4,15 +4,15 @@ The provider reads the JSON body (the speech routes' multipart form: ``forms.py`
 model it names (or the active one) through the manager, installs the lease's abort hook (the one way a switch
 aborts a request: through the bundle that started it), and yields an :class:`AdmittedRequest` whose lease pins
 that model's bundle. A non-streaming response is done when the handler returns, so the provider's cleanup
-releases the lease; a stream takes the lease over and releases it in its generator's ``finally``, because
-Litestar runs a yield dependency's cleanup before it sends a streamed body.
+releases the lease; a stream takes the lease over and releases it in its generator's ``finally`` (``delivery.py``),
+because Litestar runs a yield dependency's cleanup before it sends a streamed body.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -22,12 +22,11 @@ from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
 from server.api.cache_salts import request_cache_salt, route_salted, salted
-from server.api.errors import OPENAI_API, ApiShape, RouteUnsupported
+from server.api.errors import RouteUnsupported
 from server.api.forms import FORM_BODY, FORM_TASK, read_form_object
 from server.api.key_scopes import allowed_model, request_scope, shown_to
 from server.api.model_names import resolve_model_name
 from server.api.request_bounds import check_request_bounds
-from server.api.stall_timer import StallTimer
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import Operation
 
@@ -40,7 +39,6 @@ __all__ = [
     "admission_target",
     "check_serves_form",
     "install_abort_hook",
-    "leased_stream",
     "read_json_object",
 ]
 
@@ -60,12 +58,6 @@ class ServingBundle(AbortsRequests, Protocol):
     """What the API needs of one model's frontend bundle (``server.frontend``'s, or a test fake)."""
 
     max_model_len: int
-
-    async def chat(self, body: dict[str, Any], request_id: str) -> Any: ...
-
-    async def completion(self, body: dict[str, Any], request_id: str) -> Any: ...
-
-    async def embeddings(self, body: dict[str, Any], request_id: str) -> Any: ...
 
     async def tokenize(self, body: dict[str, Any]) -> Any: ...
 
@@ -278,68 +270,7 @@ async def check_serves_form(manager: EngineManager[Any], model: str | None, api:
         raise RouteUnsupported(model, api)
 
 
-#: How vLLM's serving classes start the error event that ends a stream that failed (``json.dumps`` of an
-#: ``ErrorResponse``, in ``create_streaming_error_response``).
-_ERROR_EVENT = 'data: {"error": '
-
-
 def install_abort_hook(lease: Lease[A]) -> None:
     """Let a switch abort the leased request through the bundle it was admitted to (and only that way)."""
     bundle, request_id = lease.bundle, lease.request_id
     lease.abort_hook = lambda: bundle.abort(request_id)
-
-
-async def leased_stream(
-    admitted: AdmittedRequest, chunks: AsyncIterator[str], close: Any, api: ApiShape = OPENAI_API
-) -> AsyncIterator[str]:
-    """Forward a bundle's SSE chunks while holding the lease; end with the switch error if one aborted it.
-
-    The error event and the end marker are ``api``'s (OpenAI's ``data:`` error and ``[DONE]`` by default).
-    """
-    lease = admitted.lease
-    stall = StallTimer(admitted.stall_timeout_s, lambda: _end_stalled(admitted))
-    try:
-        try:
-            async for chunk in chunks:
-                if stall.stalled:
-                    return  # its client took nothing for the stall timeout: nothing more is sent
-                if lease.aborted_by is not None:
-                    break  # the rest (an 'abort' finish) would hide why the stream ended
-                if chunk.startswith(_ERROR_EVENT) and (failure := admitted.manager.failure_of(lease)) is not None:
-                    # vLLM's own error event for a dead engine ("EngineCore encountered an issue", a 500) says
-                    # neither why nor that a retry helps: the manager's error (engine_died, 503) replaces it.
-                    for event in api.error_ending(admitted.shown(failure)):
-                        yield event
-                    return
-                stall.arm()
-                yield admitted.as_asked(chunk)
-                stall.disarm()
-        except Exception as exc:  # the engine died under the stream: end it with an error event, not a reset
-            logger.warning("stream %s failed: %s", lease.request_id, type(exc).__name__)
-            failure = admitted.manager.failure_of(lease)
-            for event in api.error_ending(
-                admitted.shown(failure or EngineError("The stream failed; see the server log."))
-            ):
-                yield event
-            return
-        if lease.aborted_by is not None:
-            for event in api.error_ending(admitted.shown(lease.aborted_by)):
-                yield event
-    finally:
-        stall.disarm()
-        # Closing aborts the engine request when the client went away before the end.
-        await close()
-        admitted.let_go(Holder.STREAM)
-
-
-async def _end_stalled(admitted: AdmittedRequest) -> None:
-    """A stream's client took no bytes for its stall timeout: abort its engine request and end its lease now."""
-    lease = admitted.lease
-    logger.warning(
-        "stream %s of model %s ended: its client took no bytes for %g s (server.stream_stall_timeout_s)",
-        lease.request_id,
-        lease.model,
-        admitted.stall_timeout_s,
-    )
-    await admitted.bundle.abort(lease.request_id)
-    admitted.let_go(Holder.STREAM)

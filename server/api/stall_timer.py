@@ -22,6 +22,11 @@ __all__ = ["StallTimer"]
 class StallTimer:
     """Fires ``on_stall`` once when one hand-over (between :meth:`arm` and :meth:`disarm`) outlives ``timeout_s``.
 
+    One loop timer per stream, not one per chunk: :meth:`arm` and :meth:`disarm` only note when the hand-over
+    under way began; the timer, when it comes due, fires if that hand-over is as old as the timeout, and otherwise
+    waits until it would be (or, between chunks, lets the next :meth:`arm` start it again). A chunk's hand-over
+    costs a clock read, not a timer scheduled and cancelled.
+
     Args:
         timeout_s: Seconds a chunk may take to be taken; 0 or infinite: never fires.
         on_stall: Awaited once, in a task of its own (the stream itself is parked in ``send``).
@@ -30,22 +35,40 @@ class StallTimer:
     def __init__(self, timeout_s: float, on_stall: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._timeout_s = timeout_s
         self._on_stall = on_stall
+        self._watching = 0 < timeout_s < float("inf")
+        self._since: float | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self.stalled = False
 
     def arm(self) -> None:
         """A chunk is being handed over from now."""
-        if 0 < self._timeout_s < float("inf") and not self.stalled:
-            self._handle = asyncio.get_running_loop().call_later(self._timeout_s, self._fire)
+        if not self._watching or self.stalled:
+            return
+        loop = asyncio.get_running_loop()
+        self._since = loop.time()
+        if self._handle is None:
+            self._handle = loop.call_at(self._since + self._timeout_s, self._check)
 
     def disarm(self) -> None:
-        """The chunk was taken (or the stream ends)."""
+        """The chunk was taken."""
+        self._since = None
+
+    def close(self) -> None:
+        """The stream ends: nothing is watched any more."""
+        self._since = None
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
-    def _fire(self) -> None:
+    def _check(self) -> None:
         self._handle = None
+        if self._since is None:
+            return  # between chunks: the next hand-over starts the timer again
+        loop = asyncio.get_running_loop()
+        due = self._since + self._timeout_s
+        if loop.time() < due:
+            self._handle = loop.call_at(due, self._check)  # a later hand-over: wait until it is as old
+            return
         self.stalled = True
-        self._task = asyncio.get_running_loop().create_task(self._on_stall(), name="stalled stream")
+        self._task = loop.create_task(self._on_stall(), name="stalled stream")

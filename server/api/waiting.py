@@ -7,22 +7,22 @@ at once and an SSE comment (``: waiting for 'NAME' to load``) every few seconds;
 the first data chunk is what it always is. A request admitted in time (nearly all of them) is answered as before,
 its errors as proper HTTP statuses; a waiting one's errors come as its API's error event, as after a switch.
 
-vLLM's ``--sse-keep-alive-interval`` uses the same comment mechanism: :func:`with_keep_alive` sends
+vLLM's ``--sse-keep-alive-interval`` uses the same comment mechanism: ``delivery.with_keep_alive`` sends
 ``: keep-alive`` whenever a stream is idle that long (between tokens, in prefill).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from litestar import Request
 from litestar.di import NamedDependency
 
+from server.api.delivery import BundleCall, event_stream
 from server.api.disconnects import unless_client_leaves
 from server.api.errors import ApiShape
 from server.api.request_admission import (
@@ -31,34 +31,23 @@ from server.api.request_admission import (
     Holder,
     ServingBundle,
     admission_target,
-    leased_stream,
 )
 from server.api.settings import ApiSettings
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import StreamResult
 
 __all__ = [
-    "KEEP_ALIVE_COMMENT",
-    "SSE_HEADERS",
     "WAIT_NOTICE_AFTER_S",
     "AdmittedOrWaiting",
     "WaitingRequest",
     "provide_admission",
-    "with_keep_alive",
 ]
 
 #: How long admission may take before a streaming request is answered with headers and waiting comments.
 WAIT_NOTICE_AFTER_S: Final = 0.5
-#: vLLM's keep-alive comment (``vllm.entrypoints.serve.utils.sse_keep_alive``).
-KEEP_ALIVE_COMMENT: Final = ": keep-alive\n\n"
 #: How long a finished admission waits for its SSE body to start before it gives its lease back: the body starts
 #: milliseconds after the route returns, unless the client left in between (then nothing ever reads it).
 UNCLAIMED_LEASE_S: Final = 5.0
-#: Headers of every SSE response: no caching, and no buffering by nginx (which would hold the comments back).
-SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-#: What a route asks of the bundle its request was admitted to.
-BundleCall = Callable[[AdmittedRequest], Awaitable[Any]]
 
 
 class Wait(enum.Enum):
@@ -137,9 +126,7 @@ class WaitingRequest:
                 for event in api.refusal_ending(result.status_code, result.payload):
                     yield event
                 return
-            admitted.hand_to_stream()
-            stream = leased_stream(admitted, result.chunks, result.aclose, api)
-            async for chunk in with_keep_alive(stream, self.keep_alive_s):
+            async for chunk in event_stream(admitted, result, api):
                 yield chunk
         finally:
             if admitted is None:
@@ -206,37 +193,3 @@ async def provide_admission(
         yield admitted
     finally:
         admitted.let_go(Holder.ROUTE)
-
-
-async def with_keep_alive(chunks: AsyncIterator[str], interval_s: float) -> AsyncIterator[str]:
-    """``chunks``, with :data:`KEEP_ALIVE_COMMENT` whenever none came for ``interval_s`` (0: ``chunks`` as they are).
-
-    As vLLM's ``with_sse_keep_alive``: one retained ``anext`` task, observed with ``asyncio.wait`` so that a
-    timeout never cancels the stream mid-step.
-    """
-    if not 0 < interval_s < float("inf"):
-        async for chunk in chunks:
-            yield chunk
-        return
-    iterator = aiter(chunks)
-    step: asyncio.Future[str] = asyncio.ensure_future(anext(iterator))
-    try:
-        while True:
-            done, _ = await asyncio.wait({step}, timeout=interval_s)
-            if not done:
-                yield KEEP_ALIVE_COMMENT
-                continue
-            try:
-                chunk = step.result()
-            except StopAsyncIteration:
-                return
-            yield chunk
-            step = asyncio.ensure_future(anext(iterator))
-    finally:
-        step.cancel()
-        with contextlib.suppress(BaseException):
-            await step
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            with contextlib.suppress(BaseException):
-                await close()

@@ -32,7 +32,7 @@ _Handler = Callable[[Any, str], Awaitable[BundleResult]]
 
 
 class FrontendBundle:
-    """One model's chat, completion, embedding and tokenization handlers; immutable after `build_bundle`.
+    """One model's serving operations (`call`) and tokenization handlers; immutable after `build_bundle`.
 
     Every handler takes the parsed JSON body (anything; non-objects get a 400) and never raises for a bad
     request: invalid bodies and vLLM's refusals come back as `JsonResult` with vLLM's status and an OpenAI
@@ -61,42 +61,23 @@ class FrontendBundle:
         """The model's LoRA adapters loaded into its engine (a request naming one gets it applied)."""
         return self._frontend.adapters
 
-    async def chat(self, body: Any, request_id: str) -> BundleResult:
-        """Handle a /v1/chat/completions body.
-
-        Args:
-            body: The parsed JSON body.
-            request_id: Our id for the request, unique among this bundle's running requests; the engine
-                request ids derive from it (see `abort`).
-
-        Returns:
-            A `StreamResult` when the body asks for `stream`, otherwise a `JsonResult`.
-
-        Raises:
-            ValueError: `request_id` is already in flight in this bundle.
-            asyncio.CancelledError: The call was cancelled; its engine request is aborted.
-        """
-        return await self._tracked(self._frontend.chat, body, request_id)
-
-    async def completion(self, body: Any, request_id: str) -> BundleResult:
-        """Handle a /v1/completions body; as `chat`."""
-        return await self._tracked(self._frontend.completion, body, request_id)
-
-    async def embeddings(self, body: Any, request_id: str) -> BundleResult:
-        """Handle a /v1/embeddings body (a 404 unless `supports_embeddings`); always a `JsonResult`."""
-        return await self._tracked(self._frontend.embeddings, body, request_id)
-
     async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult:
-        """Run one of vLLM's other routes (Responses, Messages, pooling, scoring, ...) with this model's frontend.
+        """Run one of vLLM's routes (chat, completions, embeddings, Responses, Messages, pooling, ...).
 
         A route the model's tasks lack answers 404 naming the model, as `vllm serve` (which does not register
-        it) would. Streams and aborts behave as in `chat`; a Responses stream is framed as named SSE events
-        without ``[DONE]``, a Messages stream as Anthropic's events.
+        it) would. A stream is a `StreamResult` of vLLM's SSE strings (``data:`` chunks and ``[DONE]``); a
+        Responses stream is framed as named SSE events without ``[DONE]``, a Messages stream as Anthropic's
+        events. Cancelling the call aborts its engine request.
 
         Args:
             operation: Which route (see `server.frontend.operations`).
             body: The JSON body; for ``responses.retrieve`` / ``responses.cancel`` the path and query values.
-            request_id: As in `chat`; a created response's id is this id.
+            request_id: Our id for the request, unique among this bundle's running requests; the engine request
+                ids derive from it (see `abort`), and a created response's id is this id.
+
+        Raises:
+            ValueError: `request_id` is already in flight in this bundle.
+            asyncio.CancelledError: The call was cancelled; its engine request is aborted.
 
         A ``background: true`` Response runs in a task of vLLM's own, which a streaming reader only reads: the
         reader may go away (its stream closed) while the response goes on generating, to be retrieved. So its

@@ -1,4 +1,4 @@
-"""The names of the serving operations a bundle runs beyond chat, completions, embeddings and tokenization.
+"""The names of the serving operations a bundle runs: every generating or pooling route, chat included.
 
 Each is one of vLLM's own routes, served by the serving object `vllm serve` builds for it; the API layer maps
 its routes onto these names (``server/api/controllers/serving_routes.py``) and the adapter maps the names onto
@@ -13,6 +13,9 @@ from typing import Final, Literal, get_args
 __all__ = ["OPERATIONS", "WITHHELD", "AudioUpload", "Operation"]
 
 Operation = Literal[
+    "chat.completions",
+    "completions",
+    "embeddings",
     "responses.create",
     "responses.retrieve",
     "responses.cancel",

@@ -7,7 +7,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from server.api.request_admission import AdmittedRequest, leased_stream
+from server.api.delivery import leased_stream
+from server.api.request_admission import AdmittedRequest
 from tests.api.conftest import MakeClient
 from tests.fakes.manager_views import served_engine
 

@@ -11,6 +11,7 @@ import pytest
 from benchmarks import docs_page, results
 from benchmarks.cold_start_results import ColdStart
 from benchmarks.kv_keep import KvKeep
+from benchmarks.request_profile_results import RequestProfile
 from benchmarks.residency_policies import ResidencyPolicies
 from benchmarks.result_types import (
     AutoMode,
@@ -45,6 +46,7 @@ _EXACT: dict[str, type[Result]] = {
 }
 _PREFIXES: dict[str, type[Result]] = {
     "cold_start": ColdStart,
+    "request_profile": RequestProfile,
     "steady_state": SteadyState,
     "switch_weights": SwitchWeights,
     "switch_proof": SwitchProof,

@@ -33,7 +33,7 @@ class FakeServingBundle:
         self._running: dict[str, set[str]] = {}
         self._stored: dict[str, dict[str, Any]] = {}
         self._background: dict[str, asyncio.Task[None]] = {}
-        #: Every body it was given, with the route it came by (``chat``, ``tokenize``, an operation's name...).
+        #: Every body it was given, with the route it came by (an operation's name, ``tokenize``...).
         self.received: list[tuple[str, dict[str, Any]]] = []
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
@@ -41,8 +41,8 @@ class FakeServingBundle:
         await self.engine.abort(ids)
         return ids
 
-    async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
-        self.received.append(("chat", body))
+    async def _chat(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
+        """Chat and completions alike: the engine's tokens, as a message or ``data:`` chunks and ``[DONE]``."""
         if body.get("tool_choice") == "auto" and not self.auto_tools:
             return JsonResult(400, error_body(400, '"auto" tool choice requires --enable-auto-tool-choice'))
         if body.get("fail"):
@@ -70,13 +70,6 @@ class FakeServingBundle:
             yield 'data: {"finish_reason": "abort"}\n\n'
         yield "data: [DONE]\n\n"
 
-    async def completion(self, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
-        return await self.chat(body, request_id)
-
-    async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        self.received.append(("embeddings", body))
-        return JsonResult(400, error_body(400, "The model does not support the Embeddings API"))
-
     async def tokenize(self, body: dict[str, Any]) -> JsonResult:
         self.received.append(("tokenize", body))
         return JsonResult(200, {"tokens": [1, 2], "count": 2, "model": self.name})
@@ -89,8 +82,13 @@ class FakeServingBundle:
         return JsonResult(200, {"tokenizer_class": "FakeTokenizer", "model": self.name})
 
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
-        """Responses and Messages as the real bundle frames them (its own store); the rest is unsupported."""
+        """Chat and completions; Responses and Messages as the real bundle frames them (its own store); the rest
+        is unsupported."""
         self.received.append((operation, body))
+        if operation in ("chat.completions", "completions"):
+            return await self._chat(body, request_id)
+        if operation == "embeddings":
+            return JsonResult(400, error_body(400, "The model does not support the Embeddings API"))
         if operation in ("responses.retrieve", "responses.cancel"):
             # As the real bundle: WITHHELD answers as for an id the store lacks (another key's response).
             stored = None if body.get(WITHHELD) else self._stored.get(body["response_id"])

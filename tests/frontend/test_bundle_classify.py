@@ -30,5 +30,5 @@ async def test_classify_and_pooling_answer_and_score_is_a_404_for_two_labels(cla
     scored = await classifier.call("score", {"text_1": "a", "text_2": "b"}, uuid.uuid4().hex)
     assert isinstance(scored, JsonResult) and scored.status_code == 404
     assert CLASSIFY_MODEL in scored.payload["error"]["message"]
-    embedded = await classifier.embeddings({"input": "hello"}, uuid.uuid4().hex)
+    embedded = await classifier.call("embeddings", {"input": "hello"}, uuid.uuid4().hex)
     assert isinstance(embedded, JsonResult) and embedded.status_code == 404

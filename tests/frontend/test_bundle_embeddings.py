@@ -34,7 +34,7 @@ async def test_a_pooling_model_supports_embeddings(embed: FrontendBundle) -> Non
 
 async def test_embeddings_for_each_input(embed_engine: Any, embed: FrontendBundle) -> None:
     request_id = uuid.uuid4().hex
-    payload = ok(await embed.embeddings({"model": "alias", "input": ["hello", "weather in Paris"]}, request_id))
+    payload = ok(await embed.call("embeddings", {"model": "alias", "input": ["hello", "weather in Paris"]}, request_id))
     assert payload["id"] == f"embd-{request_id}"
     assert payload["model"] == EMBED_MODEL
     assert [item["index"] for item in payload["data"]] == [0, 1]
@@ -45,13 +45,13 @@ async def test_embeddings_for_each_input(embed_engine: Any, embed: FrontendBundl
 
 
 async def test_base64_embeddings(embed: FrontendBundle) -> None:
-    payload = ok(await embed.embeddings({"input": "hello", "encoding_format": "base64"}, uuid.uuid4().hex))
+    payload = ok(await embed.call("embeddings", {"input": "hello", "encoding_format": "base64"}, uuid.uuid4().hex))
     assert len(base64.b64decode(payload["data"][0]["embedding"])) == 4 * HIDDEN_SIZE  # float32
 
 
 async def test_chat_messages_are_embedded_through_the_template(embed: FrontendBundle) -> None:
     body = {"messages": [{"role": "user", "content": "hello"}]}
-    (item,) = ok(await embed.embeddings(body, uuid.uuid4().hex))["data"]
+    (item,) = ok(await embed.call("embeddings", body, uuid.uuid4().hex))["data"]
     assert len(item["embedding"]) == HIDDEN_SIZE
 
 
@@ -66,7 +66,7 @@ async def test_embedding_requests_reach_the_engine_under_our_ids(embed_engine: A
 
     watcher = asyncio.create_task(watch())
     try:
-        ok(await embed.embeddings({"input": ["a", "b"]}, request_id))
+        ok(await embed.call("embeddings", {"input": ["a", "b"]}, request_id))
     finally:
         watcher.cancel()
     assert seen == {f"embd-{request_id}-0", f"embd-{request_id}-1"}
@@ -81,14 +81,14 @@ async def test_embedding_requests_reach_the_engine_under_our_ids(embed_engine: A
     ],
 )
 async def test_bad_embedding_bodies(embed: FrontendBundle, body: Any, status: int) -> None:
-    result = await embed.embeddings(body, uuid.uuid4().hex)
+    result = await embed.call("embeddings", body, uuid.uuid4().hex)
     assert isinstance(result, JsonResult)
     assert (result.status_code, result.payload["error"]["code"]) == (status, status)
 
 
 async def test_a_pooling_model_has_no_chat_or_completions(embed: FrontendBundle) -> None:
-    for call in (embed.chat, embed.completion):
-        result = await call({"messages": [], "prompt": "x"}, uuid.uuid4().hex)
+    for operation in ("chat.completions", "completions"):
+        result = await embed.call(operation, {"messages": [], "prompt": "x"}, uuid.uuid4().hex)
         assert isinstance(result, JsonResult)
         assert result.status_code == 404  # as `vllm serve`, which has no such route for a pooling model
         assert result.payload["error"]["type"] == "NotFoundError"

@@ -105,7 +105,7 @@ async def test_bundle_describes_its_model(plain: FrontendBundle) -> None:
 async def test_chat_answers_with_the_models_text(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     body = {"model": "an-alias", "messages": HELLO, "max_tokens": 32, "temperature": 0}
-    payload = ok(await plain.chat(body, request_id))
+    payload = ok(await plain.call("chat.completions", body, request_id))
     assert payload["id"] == f"chatcmpl-{request_id}"
     assert payload["object"] == "chat.completion"
     assert payload["model"] == TOOLS_MODEL  # the served name, whatever the body said
@@ -119,7 +119,7 @@ async def test_chat_answers_with_the_models_text(tools_engine: Any, plain: Front
 async def test_chat_streams_sse_chunks_ending_with_done(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
     body = {"messages": HELLO, "max_tokens": 32, "temperature": 0, "stream": True}
-    chunks, events = await read_stream(await plain.chat(body, request_id))
+    chunks, events = await read_stream(await plain.call("chat.completions", body, request_id))
     assert all(chunk.startswith("data: ") and chunk.endswith("\n\n") for chunk in chunks)
     assert chunks[-1] == "data: [DONE]\n\n"
     assert {event["id"] for event in events} == {f"chatcmpl-{request_id}"}
@@ -131,7 +131,7 @@ async def test_chat_streams_sse_chunks_ending_with_done(tools_engine: Any, plain
 
 async def test_completion_answers_each_prompt(plain: FrontendBundle) -> None:
     request_id = new_id()
-    payload = ok(await plain.completion({"prompt": ["Hello", "Paris"], "max_tokens": 4}, request_id))
+    payload = ok(await plain.call("completions", {"prompt": ["Hello", "Paris"], "max_tokens": 4}, request_id))
     assert payload["id"] == f"cmpl-{request_id}"
     assert payload["object"] == "text_completion"
     assert [choice["index"] for choice in payload["choices"]] == [0, 1]
@@ -141,7 +141,7 @@ async def test_completion_answers_each_prompt(plain: FrontendBundle) -> None:
 
 async def test_completion_streams(plain: FrontendBundle) -> None:
     chunks, events = await read_stream(
-        await plain.completion({"prompt": "Hello", "max_tokens": 3, "stream": True}, new_id())
+        await plain.call("completions", {"prompt": "Hello", "max_tokens": 3, "stream": True}, new_id())
     )
     assert chunks[-1] == "data: [DONE]\n\n"
     assert events[-1]["choices"][0]["finish_reason"] == "length"
@@ -167,7 +167,7 @@ async def test_two_templates_render_and_prompt_differently(plain: FrontendBundle
     # Generation uses the same template: each bundle's prompt is exactly what its /tokenize counts.
     for bundle in (plain, alt):
         count = ok(await bundle.tokenize({"messages": HELLO}, new_id()))["count"]
-        payload = ok(await bundle.chat({"messages": HELLO, "max_tokens": 1}, new_id()))
+        payload = ok(await bundle.call("chat.completions", {"messages": HELLO, "max_tokens": 1}, new_id()))
         assert payload["usage"]["prompt_tokens"] == count
 
 
@@ -175,7 +175,7 @@ async def test_a_template_that_fails_to_render_is_a_400(tools_engine: Any) -> No
     # tiny-plain's template needs a bos_token, which tiny-tools' tokenizer does not define.
     settings = FrontendSettings(chat_template=str(TEMPLATES_DIR / "tiny-bracket.jinja"))
     bundle = await build_bundle(TOOLS_MODEL, tools_engine, settings)
-    result = await bundle.chat({"messages": HELLO}, new_id())
+    result = await bundle.call("chat.completions", {"messages": HELLO}, new_id())
     assert isinstance(result, JsonResult)
     assert result.status_code == 400
     assert "'bos_token' is undefined" in result.payload["error"]["message"]
@@ -202,7 +202,7 @@ async def test_tokenize_rejects_messages_chat_rejects(plain: FrontendBundle) -> 
     ],
 )
 async def test_bad_chat_bodies_get_openai_400s(plain: FrontendBundle, body: Any, param: str | None) -> None:
-    result = await plain.chat(body, new_id())
+    result = await plain.call("chat.completions", body, new_id())
     assert isinstance(result, JsonResult)
     assert result.status_code == 400, result.payload
     error = result.payload["error"]
@@ -216,14 +216,14 @@ async def test_bad_chat_bodies_get_openai_400s(plain: FrontendBundle, body: Any,
     "body", [{"prompt": {"text": "hi"}}, {"prompt": "hi", "max_tokens": "many"}, {"prompt": "hi", "n": 0}]
 )
 async def test_bad_completion_bodies_get_400s(plain: FrontendBundle, body: dict[str, Any]) -> None:
-    result = await plain.completion(body, new_id())
+    result = await plain.call("completions", body, new_id())
     assert isinstance(result, JsonResult)
     assert (result.status_code, result.payload["error"]["code"]) == (400, 400)
 
 
 async def test_auto_tool_choice_without_a_parser_is_vllms_400(plain: FrontendBundle) -> None:
     body = {"messages": WEATHER, "tools": [WEATHER_TOOL], "tool_choice": "auto"}
-    result = await plain.chat(body, new_id())
+    result = await plain.call("chat.completions", body, new_id())
     assert isinstance(result, JsonResult)
     assert result.status_code == 400
     assert result.payload["error"]["message"] == (
@@ -239,7 +239,7 @@ async def test_hermes_parses_the_models_tool_call(tools: FrontendBundle) -> None
         "temperature": 0,
         "max_tokens": 64,
     }
-    (choice,) = ok(await tools.chat(body, new_id()))["choices"]
+    (choice,) = ok(await tools.call("chat.completions", body, new_id()))["choices"]
     assert choice["finish_reason"] == "tool_calls"
     (call,) = choice["message"]["tool_calls"]
     assert call["function"]["name"] == "get_weather"
@@ -247,7 +247,7 @@ async def test_hermes_parses_the_models_tool_call(tools: FrontendBundle) -> None
 
 
 async def test_a_model_without_embeddings_says_so(plain: FrontendBundle) -> None:
-    result = await plain.embeddings({"input": "hello"}, new_id())
+    result = await plain.call("embeddings", {"input": "hello"}, new_id())
     assert isinstance(result, JsonResult)
     assert result.status_code == 404
     assert result.payload["error"]["message"] == f"The model '{TOOLS_MODEL}' does not support the Embeddings API."
@@ -255,7 +255,7 @@ async def test_a_model_without_embeddings_says_so(plain: FrontendBundle) -> None
 
 async def test_aborting_a_stream_ends_it_with_finish_reason_abort(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
-    result = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, request_id)
+    result = await plain.call("chat.completions", {"messages": HELLO, "stream": True, **ENDLESS}, request_id)
     assert isinstance(result, StreamResult)
     chunks: list[str] = []
     async for chunk in result.chunks:
@@ -273,7 +273,7 @@ async def test_aborting_a_stream_ends_it_with_finish_reason_abort(tools_engine: 
 
 async def test_aborting_a_completion_returns_the_partial_answers(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
-    running = asyncio.create_task(plain.completion({"prompt": ["Hello", "Paris"], **ENDLESS}, request_id))
+    running = asyncio.create_task(plain.call("completions", {"prompt": ["Hello", "Paris"], **ENDLESS}, request_id))
     engine_ids = await wait_for_engine_ids(tools_engine, request_id, 2)
     assert set(engine_ids) == {f"cmpl-{request_id}-0", f"cmpl-{request_id}-1"}
     await tools_engine.abort(list(engine_ids))
@@ -288,7 +288,9 @@ async def test_vllm_ignores_an_abort_that_comes_before_the_streams_first_read(
 ) -> None:
     # Pins the vLLM behaviour bundle.abort() exists for: the engine gets a stream's request on the first read.
     request_id = new_id()
-    result = await plain.chat({"messages": HELLO, "stream": True, "max_tokens": 24, "ignore_eos": True}, request_id)
+    result = await plain.call(
+        "chat.completions", {"messages": HELLO, "stream": True, "max_tokens": 24, "ignore_eos": True}, request_id
+    )
     await tools_engine.abort([f"chatcmpl-{request_id}"])  # the id vLLM derives, before the engine has it
     _, events = await read_stream(result)
     assert events[-1]["choices"][0]["finish_reason"] == "length"
@@ -296,7 +298,7 @@ async def test_vllm_ignores_an_abort_that_comes_before_the_streams_first_read(
 
 async def test_bundle_abort_before_the_first_read_still_aborts(plain: FrontendBundle) -> None:
     request_id = new_id()
-    result = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, request_id)
+    result = await plain.call("chat.completions", {"messages": HELLO, "stream": True, **ENDLESS}, request_id)
     assert await plain.abort(request_id) == (f"chatcmpl-{request_id}",)
     chunks, events = await read_stream(result)
     assert len(chunks) < 20
@@ -305,7 +307,7 @@ async def test_bundle_abort_before_the_first_read_still_aborts(plain: FrontendBu
 
 async def test_cancelling_a_non_streaming_call_aborts_and_raises(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
-    running = asyncio.create_task(plain.chat({"messages": HELLO, **ENDLESS}, request_id))
+    running = asyncio.create_task(plain.call("chat.completions", {"messages": HELLO, **ENDLESS}, request_id))
     await wait_for_engine_ids(tools_engine, request_id, 1)
     running.cancel()
     # vLLM itself would answer 400 "Client disconnected"; the bundle keeps the cancellation a cancellation.
@@ -317,7 +319,7 @@ async def test_cancelling_a_non_streaming_call_aborts_and_raises(tools_engine: A
 
 async def test_closing_a_stream_early_aborts_its_engine_request(tools_engine: Any, plain: FrontendBundle) -> None:
     request_id = new_id()
-    result = await plain.chat({"messages": HELLO, "stream": True, **ENDLESS}, request_id)
+    result = await plain.call("chat.completions", {"messages": HELLO, "stream": True, **ENDLESS}, request_id)
     assert isinstance(result, StreamResult)
     stream: AsyncIterator[str] = result.chunks
     await anext(stream)
@@ -330,11 +332,14 @@ async def test_closing_a_stream_early_aborts_its_engine_request(tools_engine: An
 
 async def test_a_stream_dropped_unread_frees_its_request_id(plain: FrontendBundle) -> None:
     request_id = new_id()
-    result = await plain.chat({"messages": HELLO, "stream": True, "max_tokens": 2}, request_id)
+    result = await plain.call("chat.completions", {"messages": HELLO, "stream": True, "max_tokens": 2}, request_id)
     assert isinstance(result, StreamResult)
     await result.aclose()
     # The id is free again: reusing it is no "already in flight" error.
-    assert ok(await plain.chat({"messages": HELLO, "max_tokens": 2}, request_id))["id"] == f"chatcmpl-{request_id}"
+    assert (
+        ok(await plain.call("chat.completions", {"messages": HELLO, "max_tokens": 2}, request_id))["id"]
+        == f"chatcmpl-{request_id}"
+    )
 
 
 @pytest.mark.parametrize(

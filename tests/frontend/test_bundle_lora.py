@@ -45,7 +45,7 @@ async def bundle(lora_engine: Any, adapters: dict[str, str]) -> FrontendBundle:
 
 async def _complete(bundle: FrontendBundle, model: str) -> tuple[str, str]:
     body = {"model": model, "prompt": "hello there", "max_tokens": 8, "temperature": 0, "ignore_eos": True}
-    result = await bundle.completion(body, uuid.uuid4().hex)
+    result = await bundle.call("completions", body, uuid.uuid4().hex)
     assert isinstance(result, JsonResult), result
     assert result.status_code == 200, result.payload
     return result.payload["model"], result.payload["choices"][0]["text"]

@@ -9,13 +9,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
+from server.api.delivery import BundleCall, answer
 from server.api.errors import OPENAI_API, ApiShape
 from server.api.forms import FORM_BODY, form_body_limit
 from server.api.openapi import request_body
-from server.api.responses import answer
-from server.api.waiting import BundleCall, provide_admission
+from server.api.waiting import provide_admission
+from server.frontend import Operation
 
-__all__ = ["ADMITTED", "BundleCall", "bundle_route"]
+__all__ = ["ADMITTED", "BundleCall", "bundle_route", "operation_call"]
 
 #: The admission dependency: reads the JSON body, admits it to its model and pins that model's bundle (a stream
 #: that must wait for its model gets its headers first, and waits in its body: ``waiting.py``).
@@ -23,6 +24,11 @@ ADMITTED = {"admitted": Provide(provide_admission)}
 # The JSON body is read by the admission dependency; request_body() documents it in the OpenAPI schema.
 _BODY_DOC = "An OpenAI (or, under /v1/messages, Anthropic) request object, as vLLM's server takes it."
 _FORM_DOC = "An OpenAI audio request: a multipart form with the audio as its `file`, as vLLM's server takes it."
+
+
+def operation_call(name: Operation) -> BundleCall:
+    """The bundle call that runs operation ``name`` on an admitted request's body (every serving route's)."""
+    return lambda admitted: admitted.bundle.call(name, admitted.body, admitted.lease.request_id)
 
 
 def bundle_route(

@@ -10,11 +10,11 @@ from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
 from server.api.auth import is_admin
-from server.api.controllers.bundle_routes import bundle_route
+from server.api.controllers.bundle_routes import bundle_route, operation_call
+from server.api.delivery import respond
 from server.api.key_scopes import allowed_model, visible
 from server.api.model_cards import model_card, served_names
 from server.api.request_admission import AdmittedRequest, Holder, ServingBundle
-from server.api.responses import respond
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 
@@ -31,21 +31,21 @@ class OpenAIController(Controller):
         "/chat/completions",
         "ChatCompletionRequest",
         "chat_completions",
-        lambda admitted: admitted.bundle.chat(admitted.body, admitted.lease.request_id),
+        operation_call("chat.completions"),
         "Create a chat completion (``stream: true`` for SSE) with the active model's frontend.",
     )
     completions = bundle_route(
         "/completions",
         "CompletionRequest",
         "completions",
-        lambda admitted: admitted.bundle.completion(admitted.body, admitted.lease.request_id),
+        operation_call("completions"),
         "Create a text completion (``stream: true`` for SSE).",
     )
     embeddings = bundle_route(
         "/embeddings",
         "EmbeddingRequest",
         "embeddings",
-        lambda admitted: admitted.bundle.embeddings(admitted.body, admitted.lease.request_id),
+        operation_call("embeddings"),
         "Create embeddings (pooling models only).",
     )
 

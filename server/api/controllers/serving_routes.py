@@ -17,21 +17,17 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from server.api.background_responses import hold_background_response
-from server.api.controllers.bundle_routes import ADMITTED, bundle_route
+from server.api.controllers.bundle_routes import ADMITTED, bundle_route, operation_call
+from server.api.delivery import answer, respond
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
 from server.api.key_scopes import allowed_model, request_holder, request_scope, visible
 from server.api.openapi import request_body
 from server.api.request_admission import AdmittedRequest, Holder, ServingBundle, install_abort_hook
-from server.api.responses import answer, respond
 from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 from server.frontend import WITHHELD, Operation
 
 __all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
-
-
-def _operation(operation: Operation) -> Any:
-    return lambda admitted: admitted.bundle.call(operation, admitted.body, admitted.lease.request_id)
 
 
 class ResponsesController(Controller):
@@ -157,7 +153,7 @@ class MessagesController(Controller):
         "/",
         "AnthropicMessagesRequest",
         "create_message",
-        _operation("messages.create"),
+        operation_call("messages.create"),
         "Create a message (``stream: true`` for Anthropic's SSE events) with the active model's frontend.",
         ANTHROPIC_API,
     )
@@ -165,14 +161,14 @@ class MessagesController(Controller):
         "/count_tokens",
         "AnthropicCountTokensRequest",
         "count_message_tokens",
-        _operation("messages.count_tokens"),
+        operation_call("messages.count_tokens"),
         "Count the prompt tokens of a Messages request, rendered with the model's chat template.",
         ANTHROPIC_API,
     )
 
 
 def _route(path: str, component: str, name: str, operation: Operation, summary: str) -> Any:
-    return bundle_route(path, component, name, _operation(operation), summary)
+    return bundle_route(path, component, name, operation_call(operation), summary)
 
 
 class ServingController(Controller):
@@ -226,7 +222,7 @@ class SpeechController(Controller):
         "/transcriptions",
         "TranscriptionRequest",
         "create_transcription",
-        _operation("audio.transcriptions"),
+        operation_call("audio.transcriptions"),
         "Transcribe an audio file (speech models).",
         form="Transcriptions",
     )
@@ -234,7 +230,7 @@ class SpeechController(Controller):
         "/translations",
         "TranslationRequest",
         "create_translation",
-        _operation("audio.translations"),
+        operation_call("audio.translations"),
         "Translate an audio file into English text (speech models).",
         form="Translations",
     )

@@ -27,6 +27,11 @@ done with its steps, idles. So outputs still arriving count as progress too: :fu
 batches of outputs vLLM's output handler takes from the engine core (a stopped engine core sends none; the ones
 it sent before it stopped are taken within a window or two).
 
+The reading runs in this process, beside the requests it serves, whenever a round trip is late (often, on a loaded
+machine). On Linux it reads ``/proc`` for just the engine's processes (``/proc/PID/task/TID/children`` names a
+process's children); psutil's ``children()`` parses every process's ``stat`` on the machine to find them, which
+the request profile (``benchmarks/request_profile.py``) caught at 7 % of the server's samples on a shared machine.
+
 CPU time is the one signal every platform exposes. A device that hangs while its driver spins the CPU would look
 busy; where a platform exposes the device's own progress, that is the reading to add here.
 """
@@ -34,8 +39,10 @@ busy; where a platform exposes the device's own progress, that is the reading to
 from __future__ import annotations
 
 import contextlib
+import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -62,9 +69,44 @@ CpuTimes = Mapping[int, float]
 ProgressProbe = Callable[[Sequence[int]], CpuTimes]
 
 
+_PROC = Path("/proc")
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def cpu_times(pids: Sequence[int]) -> CpuTimes:
     """The CPU seconds used so far by each thread of ``pids`` and all their descendants, and by each one's reaped
     children (processes that are gone are left out; their time is their parent's reaped children's)."""
+    if (_PROC / "self" / "task" / str(os.getpid()) / "children").exists():
+        return _proc_cpu_times(pids)
+    return _psutil_cpu_times(pids)
+
+
+def _stat_fields(path: Path) -> list[str]:
+    # The command name (field 2) may hold spaces: split after its closing parenthesis; [0] is field 3 (state).
+    stat = path.read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _proc_cpu_times(pids: Sequence[int]) -> CpuTimes:
+    """:func:`cpu_times` from ``/proc`` (Linux): utime and stime of each thread's ``stat``, the reaped children's
+    cutime and cstime of each process's (proc(5) fields 14-17, as psutil reads them)."""
+    times: dict[int, float] = {}
+    pending = list(pids)
+    while pending:
+        pid = pending.pop()
+        with contextlib.suppress(OSError, ValueError):
+            tasks = _PROC / str(pid) / "task"
+            for task in tasks.iterdir():
+                with contextlib.suppress(OSError, ValueError):
+                    fields = _stat_fields(task / "stat")
+                    times[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICKS
+                    pending += [int(child) for child in (task / "children").read_text().split()]
+            fields = _stat_fields(_PROC / str(pid) / "stat")
+            times[-pid] = (int(fields[13]) + int(fields[14])) / _TICKS
+    return times
+
+
+def _psutil_cpu_times(pids: Sequence[int]) -> CpuTimes:
     import psutil
 
     times: dict[int, float] = {}

@@ -12,16 +12,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pydantic
 from vllm.engine.protocol import EngineClient
 from vllm.entrypoints.mcp.tool_server import ToolServer
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
-from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
 from vllm.entrypoints.openai.models.protocol import BaseModelPath, LoRAModulePath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
-from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
 from vllm.entrypoints.serve.tokenize.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 from vllm.entrypoints.serve.tokenize.serving import ServingTokenization
@@ -35,7 +31,7 @@ from vllm.utils.counter import AtomicCounter
 
 from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
-from server.frontend.vllm_adapter._calls import bad_request, call_serving, parse_request, unsupported
+from server.frontend.vllm_adapter._calls import call_serving, parse_request
 from server.frontend.vllm_adapter._moved import moved, supported_kwargs
 from server.frontend.vllm_adapter._operations import ServingContext, ServingOperations, chat_template_config
 from server.frontend.vllm_adapter._parsers import parser_registry
@@ -47,9 +43,6 @@ __all__ = ["VllmFrontend", "build_renderer"]
 #: engine's worker takes an id it already holds for the same adapter: a bundle rebuilt over a running engine (a
 #: reload) would get the old bundle's adapter weights under its own adapter names.
 _LORA_IDS = AtomicCounter(0)
-
-# The embeddings request is a union of models, so it needs an adapter to validate.
-_EMBEDDING_REQUEST: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(EmbeddingRequest)
 
 
 def build_renderer(vllm_config: Any) -> Any:
@@ -134,8 +127,8 @@ class VllmFrontend:
             "enable_prompt_tokens_details": settings.enable_prompt_tokens_details,
             "enable_force_include_usage": settings.enable_force_include_usage,
         }
-        self._chat: OpenAIServingChat | None = None
-        self._completion: OpenAIServingCompletion | None = None
+        chat: OpenAIServingChat | None = None
+        completion: OpenAIServingCompletion | None = None
         if "generate" in supported_tasks:
             chat_settings: dict[str, Any] = dict(
                 online_renderer=self._renderer,
@@ -154,10 +147,10 @@ class VllmFrontend:
                 enable_log_deltas=settings.enable_log_deltas,
                 **usage,
             )
-            self._chat = OpenAIServingChat(
+            chat = OpenAIServingChat(
                 engine, models, settings.response_role, **supported_kwargs(OpenAIServingChat, chat_settings)
             )
-            self._completion = OpenAIServingCompletion(
+            completion = OpenAIServingCompletion(
                 engine,
                 models,
                 online_renderer=self._renderer,
@@ -165,11 +158,11 @@ class VllmFrontend:
                 enable_per_request_metrics=settings.enable_per_request_metrics,
                 **usage,
             )
-        self._embedding: ServingEmbedding | None = None
+        embedding: ServingEmbedding | None = None
         if self.supports_embeddings:
             template_config = chat_template_config(chat_template, settings)
             # Its __init__ takes *args, **kwargs (passed on to PoolingBaseServing), hence untyped.
-            self._embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
+            embedding = ServingEmbedding(  # type: ignore[no-untyped-call]
                 engine, models, request_logger=logger, chat_template_config=template_config
             )
         self.operations = ServingOperations(
@@ -185,7 +178,7 @@ class VllmFrontend:
                 tool_server=tool_server,
             )
         )
-        self.operations.attach_embedding(self._embedding)
+        self.operations.attach(chat=chat, completion=completion, embedding=embedding)
 
     @classmethod
     async def open(
@@ -232,36 +225,6 @@ class VllmFrontend:
             await self._models.init_static_loras()  # type: ignore[no-untyped-call]
         except Exception as exc:  # vLLM raises ValueError with its error body's message, or the engine's error
             raise FrontendConfigError(f"model {self.model_name!r}: a LoRA adapter cannot be loaded: {exc}") from exc
-
-    async def chat(self, body: Any, request_id: str) -> BundleResult:
-        """POST /v1/chat/completions."""
-        if self._chat is None:
-            return unsupported(self.model_name, "Chat Completions")
-        request = self._parse(ChatCompletionRequest.model_validate, body, request_id=request_id)
-        if isinstance(request, JsonResult):
-            return request
-        return await call_serving(self._chat.create_chat_completion(request, None))
-
-    async def completion(self, body: Any, request_id: str) -> BundleResult:
-        """POST /v1/completions."""
-        if self._completion is None:
-            return unsupported(self.model_name, "Completions")
-        request = self._parse(CompletionRequest.model_validate, body, request_id=request_id)
-        if isinstance(request, JsonResult):
-            return request
-        return await call_serving(self._completion.create_completion(request, None))
-
-    async def embeddings(self, body: Any, request_id: str) -> BundleResult:
-        """POST /v1/embeddings (pooling models with the `embed` task only)."""
-        if self._embedding is None:
-            return unsupported(self.model_name, "Embeddings")
-        if isinstance(body, Mapping) and body.get("encoding_format") in ("bytes", "bytes_only"):
-            # Those formats are a binary body; a bundle only returns JSON.
-            return bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
-        request = self._parse(_EMBEDDING_REQUEST.validate_python, body, request_id=request_id)
-        if isinstance(request, JsonResult):
-            return request
-        return await call_serving(self._embedding(request, None))
 
     async def tokenize(self, body: Any) -> BundleResult:
         """POST /tokenize: a `prompt`, or chat `messages` rendered with this model's template first."""

@@ -1,4 +1,4 @@
-"""vLLM's serving objects for the routes beyond chat, completions, embeddings and tokenization, for one model.
+"""vLLM's serving objects for one model's generating and pooling routes, chat, completions and embeddings included.
 
 `vllm serve` builds these in ``init_generate_state``, ``init_pooling_state`` and
 ``init_structured_decisions_state`` from its ``Namespace``; `ServingOperations` builds the same objects from
@@ -6,6 +6,9 @@ one model's frozen `FrontendSettings`, over that model's renderer and models reg
 tool parser and reasoning parser apply to the Responses and Messages APIs exactly as to chat. Each operation
 (`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
 request model, the same JSON dump, the same SSE framing.
+
+Chat, completions and embeddings come from `VllmFrontend` (which builds them as ``init_app_state`` does, beside
+tokenization), through `ServingOperations.attach`: every operation then takes the one path of `ServingOperations.call`.
 
 Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first); what other
 supported vLLMs differ in is `_moved`'s table.
@@ -26,12 +29,16 @@ from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
 from vllm.entrypoints.generate.generative_scoring.serving import GenerativeScoringRequest, ServingGenerativeScoring
 from vllm.entrypoints.mcp.tool_server import ToolServer
 from vllm.entrypoints.openai.chat_completion.batch_serving import OpenAIServingChatBatch
-from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest
+from vllm.entrypoints.openai.chat_completion.protocol import BatchChatCompletionRequest, ChatCompletionRequest
+from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
+from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
 from vllm.entrypoints.pooling.classify.protocol import ClassificationRequest
 from vllm.entrypoints.pooling.classify.serving import ServingClassification
+from vllm.entrypoints.pooling.embed.protocol import EmbeddingRequest
 from vllm.entrypoints.pooling.pooling.protocol import PoolingRequest
 from vllm.entrypoints.pooling.pooling.serving import ServingPooling
 from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreRequest
@@ -132,6 +139,21 @@ def _validator(model: Any) -> Callable[[Any], Any]:
 
 
 _Call = Callable[[Any], Awaitable[Any]]
+
+
+def _embedding_request() -> Callable[[Any], Any]:
+    validate = _validator(EmbeddingRequest)
+
+    def checked(data: Any) -> Any:
+        # Those formats are a binary body, which vLLM's router writes itself; a bundle only returns JSON.
+        if data.get("encoding_format") in ("bytes", "bytes_only"):
+            return bad_request("encoding_format must be 'float' or 'base64'", param="encoding_format")
+        return validate(data)
+
+    return checked
+
+
+_EMBEDDING_REQUEST = _embedding_request()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,12 +269,21 @@ class ServingOperations:
         self._speech = SpeechOperations.for_tasks(
             tasks, engine, models, logger=context.logger, enable_force_include_usage=settings.enable_force_include_usage
         )
+        self._chat: OpenAIServingChat | None = None
+        self._completion: OpenAIServingCompletion | None = None
         self._embedding: Callable[..., Awaitable[Any]] | None = None
         self._routes = self._route_table()
 
-    def attach_embedding(self, embedding: Callable[..., Awaitable[Any]] | None) -> None:
-        """Serve Cohere's ``/v2/embed`` with the model's embedding object (built by `VllmFrontend`)."""
-        self._embedding = embedding
+    def attach(
+        self,
+        *,
+        chat: OpenAIServingChat | None,
+        completion: OpenAIServingCompletion | None,
+        embedding: Callable[..., Awaitable[Any]] | None,
+    ) -> None:
+        """Serve chat, completions, embeddings and Cohere's ``/v2/embed`` with the objects `VllmFrontend` built
+        (None: the model's tasks lack the route)."""
+        self._chat, self._completion, self._embedding = chat, completion, embedding
         self._routes = self._route_table()
 
     async def background_finished(self, response_id: str) -> None:
@@ -347,7 +378,19 @@ class ServingOperations:
         def pooled(serving: Any) -> _Call | None:
             return (lambda request: serving(request, None)) if serving is not None else None
 
+        chat, completion = self._chat, self._completion
         return {
+            "chat.completions": _Route(
+                "Chat Completions",
+                ChatCompletionRequest.model_validate,
+                present(chat, lambda request: chat.create_chat_completion(request, None)),  # type: ignore[union-attr]
+            ),
+            "completions": _Route(
+                "Completions",
+                CompletionRequest.model_validate,
+                present(completion, lambda request: completion.create_completion(request, None)),  # type: ignore[union-attr]
+            ),
+            "embeddings": _Route("Embeddings", _EMBEDDING_REQUEST, pooled(self._embedding)),
             "responses.create": _Route(
                 "Responses",
                 _validator(ResponsesRequest),
