@@ -3,7 +3,7 @@ reports it (policy name ``live``).
 
 Each request is sent at its time in the trace divided by ``--speed``, as a streamed ``/v1/completions`` request
 for its model with a prompt of about ``prompt_tokens`` tokens and ``max_tokens`` set to ``output_tokens``. Its wait
-is the time to its first streamed chunk (admission and the prefill: the closest a client sees to the wait the
+is the time to its first streamed data event (admission and the prefill: the closest a client sees to the wait the
 simulation counts); a refusal is an answer other than 200. The switches and their seconds per model are the
 server's own (``turnout_switch_duration_seconds`` on ``/metrics``, its count and sum per target, read before and
 after with the admin token), and the serving share is the share of the replay's time a model had a request
@@ -65,8 +65,9 @@ async def _one(
                 tally.refused[request.model] += 1
                 return
             first: float | None = None
-            async for _ in response.aiter_bytes():
-                if first is None:
+            async for line in response.aiter_lines():
+                # The server may send SSE comments while the request waits for its model: only data counts.
+                if first is None and line.startswith("data:"):
                     first = time.monotonic()
                     tally.waits[request.model].append(first - sent)
             spans.append((request.model, first or sent, time.monotonic()))

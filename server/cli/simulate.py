@@ -10,6 +10,7 @@ do not name is simulated at :data:`ASSUMED_COSTS` and the output says so.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -164,6 +165,8 @@ def simulate_command(
     setup = simulation_of(
         result.profile, load_costs(costs_source, token_env), prefill_tps=prefill_tps, decode_tps=decode_tps
     )
+    if live_url is not None:  # simulated from the models the server holds now, as the replay finds them
+        setup = dataclasses.replace(setup, start=_held(live_url, token_env))
     policies = run_simulation(setup, trace_path, compare)
     if live_url is not None:
         policies["live"] = _live(live_url, result.profile, trace_path, speed, token_env)
@@ -188,6 +191,16 @@ def simulate_command(
             f"p99 wait {base.overall.wait_p99_s:g} s -> {new.wait_p99_s:g} s",
             markup=False,
         )
+
+
+def _held(url: str, token_env: str) -> tuple[str, ...]:
+    """The models the server at ``url`` holds an engine for now, the active one first."""
+    from server.cli.client import admin_get
+
+    slots = admin_get(f"{url.rstrip('/')}/admin/status", token_env).get("slots", [])
+    order = {"active": 0, "resident": 1}
+    held = sorted((slot for slot in slots if slot.get("state") in order), key=lambda slot: order[slot["state"]])
+    return tuple(slot["name"] for slot in held)
 
 
 def _live(url: str, profile: Profile, trace_path: Path, speed: float, token_env: str) -> Outcome:

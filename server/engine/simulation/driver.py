@@ -64,6 +64,8 @@ class Simulation:
         budget_bytes: The memory budget (None: not budgeted).
         costs: The measured reload costs.
         prefill_tps, decode_tps: One request's prompt and generated tokens per second.
+        start: The models holding an engine when the trace begins, the active one first (empty: the first model
+            alone, as a server that just started; ``--live`` starts from the server's own).
     """
 
     models: Mapping[str, SimulatedModel]
@@ -74,6 +76,7 @@ class Simulation:
     costs: CostBook = field(default_factory=CostBook)
     prefill_tps: float = 2000.0
     decode_tps: float = 30.0
+    start: tuple[str, ...] = ()
 
     def with_eviction(self, rule: EvictionRule) -> Simulation:
         """The same run under another eviction rule."""
@@ -107,10 +110,11 @@ class _Run:
         self.events: list[tuple[float, int, Callable[[], None]]] = []
         self.seq = itertools.count()
         self.ticks: set[float] = set()
-        self.active: str | None = names[0]
-        self.residents: set[str] = {names[0]}
+        start = [name for name in setup.start if name in setup.models] or names[:1]
+        self.active: str | None = start[0]
+        self.residents: set[str] = set(start)
         self.last_used: dict[str, float] = dict.fromkeys(names, 0.0)
-        self.uses: Counter[str] = Counter({names[0]: 1})
+        self.uses: Counter[str] = Counter(dict.fromkeys(start, 1))
         self.leases: Counter[str] = Counter()
         self.ends: dict[str, float] = dict.fromkeys(names, 0.0)
         self.current: SwitchView | None = None
