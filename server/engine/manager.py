@@ -83,7 +83,7 @@ class EngineManager(Generic[B]):
             are known only once it loaded (fakes).
         costs: What bringing each model up cost, measured by the switches (None: a fresh book in memory).
         probe: Runs the proof's fixed probe through a model's bundle (the frontend's, wired by the CLI); None:
-            switches prove nothing, whatever ``switching.verify`` says.
+            switches and loads prove nothing, whatever ``switching.verify`` says.
         state: The state folder the models' fingerprints are kept in (default: this user's).
     """
 
@@ -133,14 +133,20 @@ class EngineManager(Generic[B]):
             is_dead=self._healer.is_dead,
             costs=self._costs,
         )
-        self._residency: Residency[B] = Residency(
-            self._slots, self._admission, self._switching, self._policy, self._observers, abort_grace=abort_grace
-        )
         self._proof: ModelProof[B] | None = None
         if probe is not None and self._switching.proves:
             fingerprints, version = FingerprintStore(state or state_dir()), installed_vllm_version()
             always, observe = self._switching.proves_plain_starts, self._observers.model_verified
             self._proof = ModelProof(probe, fingerprints, plain_starts=always, vllm_version=version, observe=observe)
+        self._residency: Residency[B] = Residency(
+            self._slots,
+            self._admission,
+            self._switching,
+            self._policy,
+            self._observers,
+            abort_grace=abort_grace,
+            proof=self._proof,
+        )
         self._switches: SwitchTasks[B] = SwitchTasks(
             self._slots,
             strategy.name,

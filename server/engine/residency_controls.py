@@ -23,7 +23,7 @@ from typing import Generic, TypeVar
 from server.engine.admission import Admission
 from server.engine.residency import Resident
 from server.engine.residency import policy as residency_policy
-from server.engine.switching import UNLOADABLE, ModelSlots
+from server.engine.switching import UNLOADABLE, ModelProof, ModelSlots
 from server.engine.types import (
     EngineError,
     ManagerClosed,
@@ -57,6 +57,8 @@ class Residency(Generic[B]):
         policy: The mode, through :class:`SchedulerPolicy` (built once, by the manager).
         observer: Told about idle unloads.
         abort_grace: Seconds aborted requests get to leave before an unloaded engine goes away.
+        proof: Proves each loaded engine before it is resident, as a switch proves the model it publishes (None:
+            nothing is proven).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Residency(Generic[B]):
         observer: ManagerObserver,
         *,
         abort_grace: float,
+        proof: ModelProof[B] | None = None,
     ) -> None:
         self._slots = slots
         self._admission = admission
@@ -75,6 +78,7 @@ class Residency(Generic[B]):
         self._policy = policy
         self._observer = observer
         self._abort_grace = abort_grace
+        self._prove = None if proof is None else proof.prove
         self._tasks: list[asyncio.Task[None]] = []
         self._idle_task: asyncio.Task[None] | None = None
         self._retry_at: dict[str, float] = {}  # an idle unload that did not happen waits this long to retry
@@ -112,13 +116,13 @@ class Residency(Generic[B]):
         Raises:
             ModelNotFound: ``name`` is not configured.
             ResidencyRefused: The strategy holds one engine at a time, or has no room within its limits.
-            LoadFailed: The engine did not start (the slot is marked failed with the reason).
+            LoadFailed: The engine did not start, or its proof failed (the slot is marked failed with the reason).
             ManagerClosed: The server is closing.
         """
         self._check(name)
         started = time.perf_counter()
         async with self._slots.held("load or unload", ResidencyRefused):
-            changed = await self._slots.load(name, preload=preload)
+            changed = await self._slots.load(name, preload=preload, prove=self._prove)
         return self._report(name, "load", changed, started)
 
     async def unload(self, name: str, *, force: bool = False, drain_timeout: float | None = None) -> ResidencyReport:

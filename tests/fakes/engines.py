@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.engine import EngineStart
+from server.engine.runtime import ENGINE_STARTS, spawn_only
 from server.frontend import ProbeAnswer
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin.protocol import KeptKV
@@ -141,6 +144,11 @@ class FakeLoader:
     kept: dict[str, KeptKV] = field(default_factory=dict)
     #: Model name to the model whose answers its next engines give (a checkpoint that changed under it).
     answers_as: dict[str, str] = field(default_factory=dict)
+    #: Engine cores fork from a warm launcher: each start records a forked :class:`EngineStart`, except inside
+    #: ``spawned_starts`` (a proof's plain start), as the real loader's starts do.
+    forks: bool = False
+    #: Model name to the model whose answers its forked engines give (a fork's stale state); spawned ones are right.
+    forked_answers_as: dict[str, str] = field(default_factory=dict)
 
     async def load(self, name: str, model: ModelProfile, *, sleep_mode: bool = False) -> FakeEngine:
         await asyncio.sleep(self.delay_s)
@@ -149,6 +157,11 @@ class FakeLoader:
             raise InjectedFailure(f"injected load failure for {name}")
         engine = FakeEngine(name, sleep_mode=sleep_mode)
         engine.answers_as = self.answers_as.get(name, name)
+        if self.forks:
+            forked = not spawn_only()
+            ENGINE_STARTS.record(engine, EngineStart(started_at=time.time(), total_ms=0, phases_ms={}, forked=forked))
+            if forked:
+                engine.answers_as = self.forked_answers_as.get(name, engine.answers_as)
         self.loads.append(name)
         self.live.append(engine)
         return engine

@@ -46,7 +46,7 @@ from server.engine.runtime.launcher import (
 from server.engine.runtime.model_tasks import ModelTasks, TaskReader, generation_tasks
 from server.engine.runtime.process import LaunchedProcess
 from server.engine.runtime.start_phases import ENGINE_STARTS
-from server.engine.runtime.start_process import spawned_starts
+from server.engine.runtime.start_process import spawn_only, spawned_starts
 from server.engine.runtime.state_folder import StateDir, state_dir, state_home
 from server.engine.runtime.vllm_configs import (
     EngineConfigInvalid,
@@ -96,6 +96,7 @@ __all__ = [
     "parse_fault",
     "read_device_memory",
     "running_launcher_pid",
+    "spawn_only",
     "spawned_starts",
     "stash_host_factory",
     "state_dir",

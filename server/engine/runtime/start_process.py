@@ -24,7 +24,15 @@ from server.engine.runtime.launcher import EngineLauncher, engine_launcher, laun
 if TYPE_CHECKING:
     from server.engine.runtime.context import LauncherContext
 
-__all__ = ["LAUNCHER_WAIT_S", "forks", "launched_or_spawned", "launcher_for", "spawned_pids", "spawned_starts"]
+__all__ = [
+    "LAUNCHER_WAIT_S",
+    "forks",
+    "launched_or_spawned",
+    "launcher_for",
+    "spawn_only",
+    "spawned_pids",
+    "spawned_starts",
+]
 
 logger = logging.getLogger("turnout.engine")
 
@@ -44,6 +52,11 @@ def spawned_starts() -> Iterator[None]:
         yield
     finally:
         _SPAWN_ONLY.reset(token)
+
+
+def spawn_only() -> bool:
+    """Whether starts in this task are spawned whatever :func:`forks` says (inside :func:`spawned_starts`)."""
+    return _SPAWN_ONLY.get()
 
 
 def _spawn_because(reason: str) -> None:
@@ -74,7 +87,7 @@ def forks(args: Any) -> bool:
 
 async def launcher_for(args: Any) -> EngineLauncher | None:
     """The ready launcher the start of ``args`` forks its engine core from; None: it is spawned."""
-    if _SPAWN_ONLY.get() or not forks(args):
+    if spawn_only() or not forks(args):
         return None
     if running_launcher_pid() is None:
         # vLLM's CPU platform sets variables for its children as it builds a config (LD_PRELOAD, read at exec

@@ -48,6 +48,7 @@ from server.engine.types import (
     LoadFailed,
     ManagerClosed,
     MemoryPlan,
+    ModelProver,
     Published,
     ReloadFailed,
     ReloadRefused,
@@ -351,7 +352,7 @@ class ModelSlots(Generic[B]):
         if start is None:
             return brought
         metrics = msgspec.structs.replace(brought.metrics or ActivationMetrics(), engine_start=start)
-        return replace(brought, metrics=metrics, path=brought.path or ("fork" if start.forked else "plain"))
+        return replace(brought, metrics=metrics, path=brought.path or start.path)
 
     async def publish(self, name: str) -> Published[B]:
         """``name``'s snapshot for the engine it holds, building its bundle only when it has none yet."""
@@ -360,8 +361,7 @@ class ModelSlots(Generic[B]):
             return slot.published
         if self._build_bundle is None:
             raise IllegalTransition(f"{name}: these model slots build no bundles")
-        published: Published[B] = slot._hold_bundle(await self._build_bundle(name, slot.profile, slot.engine))
-        return published
+        return slot._hold_bundle(await self._build_bundle(name, slot.profile, slot.engine))
 
     def activated(self, name: str) -> None:
         """The loading ``name`` is up and will be published when the switch closes."""
@@ -418,14 +418,14 @@ class ModelSlots(Generic[B]):
             self._held = False
             self._changes.notify()
 
-    async def load(self, name: str, *, preload: bool = False) -> bool:
+    async def load(self, name: str, *, preload: bool = False, prove: ModelProver[B] | None = None) -> bool:
         """Make ``name`` resident without publishing it, its bundle built too (so activating it is a pointer
         swap); False when it holds an engine already. The caller holds the device (:meth:`held`).
 
         Raises:
             ResidencyRefused: The strategy holds one engine at a time, or has no room (a preload's refusal marks
                 the slot failed with it; a load's leaves the slot as it was).
-            LoadFailed: The engine did not start (the slot is marked failed with the reason).
+            LoadFailed: The engine did not start, or ``prove`` failed (the slot is marked failed with the reason).
         """
         slot = self._slots[name]
         if slot.state is SlotState.ACTIVE or slot.engine is not None or slot.state is SlotState.STASHED:
@@ -446,8 +446,10 @@ class ModelSlots(Generic[B]):
             engine = await cast(ResidentLoader, strategy).load_resident(name, slot.profile, self._slot_access(name))
             if engine is not slot.engine:
                 slot._attach(engine)
-            self._took_start(slot, engine)
-            await self.publish(name)
+            start = self._took_start(slot, engine)
+            published = await self.publish(name)
+            if prove is not None:  # a forked start beside the active model is proven before it is resident
+                await prove(self, name, None if start is None else start.path, published)
         except ResidencyRefused as exc:
             if preload:  # the profile asks for what cannot be: shown like a failed load
                 await self.fail(name, f"preload refused: {exc.message}")

@@ -7,8 +7,9 @@ through the slots' intent methods; the strategy only operates on engines.
 Failure handling:
     * parking the old model fails: it goes back to ``active`` when it still holds its engine; when its engine
       is gone anyway (an unload that reported an error), the switch goes on;
-    * bringing up the target fails: the target is released and marked ``failed`` with the reason, and the old
-      model is brought back (reloaded if the strategy had unloaded it);
+    * bringing up the target fails (its proof included): the target is released and marked ``failed`` with the
+      reason, and the old model is brought back (reloaded if the strategy had unloaded it) and proven as the target
+      was; a restore whose proof fails counts as a failed restore;
     * both fail: no model is published, ``/ready`` says so, and the next switch may try again.
 """
 
@@ -121,8 +122,10 @@ class SwitchRun(Generic[B]):
         if old is None:
             return SwitchOutcome(None, None, SwitchFailed(self.target, reason, None))
         try:
-            await slots.bring_up(old)
+            brought = await slots.bring_up(old)
             restored = await slots.publish(old)
+            if self.proof is not None:  # a wake, restore or forked start of the old model is proven as the target's
+                restored, _ = await self.proof.prove(slots, old, brought.path, restored)
         except Exception as restore_exc:
             restore_reason = describe_error(restore_exc)
             logger.error("restoring %s failed too: %s", old, restore_reason)

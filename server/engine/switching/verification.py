@@ -1,10 +1,12 @@
 """A switch proves the model it publishes: the fixed probe through the model's own bundle, compared with its
 fingerprint, before the switch closes (so requests wait through it, and none is answered by an unproven engine).
+The same proof runs wherever a model comes up: a load or preload proves the engine before the model is resident
+(``ModelSlots.load``), and a switch's rollback proves the old model it brings back before republishing it.
 
 What is proven (``switching.verify``): ``fast_paths`` (the default) proves every model a fast path changed (an
 in-place swap, an engine core forked from the warm launcher, a wake, a stash restore) and records a fingerprint on
 a plain start that has none; ``always`` proves plain starts too; ``off`` proves nothing. A model already serving (a
-resident one) was proven when it came up.
+resident one) was proven when it came up, so activating it proves nothing again.
 
 On a mismatch the model is not published: the engine is freed and the strategy starts it the plain way (engine
 cores spawned, no kept KV blocks), and that engine is probed:
@@ -14,7 +16,11 @@ cores spawned, no kept KV blocks), and that engine is probed:
 * it agrees with the fingerprint (or the checkpoint changed and the fast path alone was wrong): the plain engine is
   published, and the model stays on the plain path until the profile is reloaded or the server restarts
   (``fell_back``);
-* neither: the switch fails and rolls back as a failed load does (``failed``).
+* neither: the switch fails and rolls back as a failed load does (``failed``); a load fails (``LoadFailed``: the
+  model is marked failed, not resident), and a rollback's restore fails (no model is published).
+
+The plain start goes through the strategy's ``bring_up`` in every case, a load's too: with the loaded engine freed
+first, there is room for it as there was for the load.
 
 The sleep and stash strategies' wake and restore are proven against fakes only (vLLM refuses sleep mode on CPU).
 """

@@ -57,7 +57,15 @@ from server.engine.types.memory_plan import (
     ModelShape,
 )
 from server.engine.types.observer import ManagerObserver, Observers
-from server.engine.types.proof import PROOF_PATHS, ModelProbe, ProbeReading, ProofOutcome, ProofPath, Verification
+from server.engine.types.proof import (
+    PROOF_PATHS,
+    ModelProbe,
+    ModelProver,
+    ProbeReading,
+    ProofOutcome,
+    ProofPath,
+    Verification,
+)
 from server.engine.types.reload_costs import (
     COSTS_FILE,
     CostBook,
@@ -137,6 +145,7 @@ __all__ = [
     "ModelNotActive",
     "ModelNotFound",
     "ModelProbe",
+    "ModelProver",
     "ModelShape",
     "ModelSwitching",
     "ModelsReplaced",

@@ -12,20 +12,24 @@ so neither layer imports the other: the CLI wires a :data:`ModelProbe` into the 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import msgspec
 
+from server.engine.types.lease import Published
 from server.profiles.schema import ModelProfile
 
 __all__ = [
     "PROOF_PATHS",
     "ModelProbe",
+    "ModelProver",
     "ProbeReading",
     "ProofOutcome",
     "ProofPath",
     "Verification",
 ]
+
+B = TypeVar("B")
 
 #: How a model came up, as the proof names it: ``in_place`` (a swap inside the running engine), ``fork`` (an
 #: engine core forked from the warm launcher), ``wake`` (sleep mode), ``restore`` (a stash restore), ``plain`` (a
@@ -60,6 +64,9 @@ class ProbeReading(Protocol):
 
 #: Runs the probe through the published bundle of a model: ``(name, profile, bundle) -> reading``.
 ModelProbe = Callable[[str, ModelProfile, Any], Awaitable[ProbeReading]]
+#: Proves a model just brought up before it is published or resident (the switching layer's ``ModelProof.prove``):
+#: ``(slots, name, path, published) -> (published, verdict)``; raises when neither path agrees.
+ModelProver = Callable[[Any, str, ProofPath | None, Published[B]], Awaitable[object]]
 
 
 class Verification(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,7 +11,7 @@ from typing import Protocol
 import msgspec
 
 from server.engine.types.memory_plan import MemoryPlan
-from server.engine.types.proof import Verification
+from server.engine.types.proof import ProofPath, Verification
 from server.profiles import describe_start
 
 __all__ = [
@@ -50,6 +50,11 @@ class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
     def describe(self) -> str:
         """``3.4 s: config 10 ms, launch 200 ms, ...`` (the log line's and ``turnout status``'s words)."""
         return describe_start(self.total_ms, self.phases_ms)
+
+    @property
+    def path(self) -> ProofPath:
+        """How the engine came up, as the proof names it: ``fork`` or ``plain`` (spawned)."""
+        return "fork" if self.forked else "plain"
 
 
 class ActivationMetrics(msgspec.Struct, frozen=True, kw_only=True):
