@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from server.api.assembly import probe_model
 
 from server.api import ApiSettings, create_app
+from server.api.stack.assembly import probe_model
 from server.engine import EngineManager, StateDir
 from server.engine.factory import build_manager
 from server.engine.runtime import FAULTS
