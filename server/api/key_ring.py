@@ -21,7 +21,17 @@ from server.api.key_scopes import ScopedKey, scoped_keys
 from server.api.settings import ApiSettings
 from server.profiles import Profile
 
-__all__ = ["NO_MATCH", "VLLM_API_KEY_ENV", "KeyEntries", "KeyMatch", "KeyRing", "KeySet", "digest", "read_keys"]
+__all__ = [
+    "NO_MATCH",
+    "VLLM_API_KEY_ENV",
+    "KeyEntries",
+    "KeyMatch",
+    "KeyRing",
+    "KeySet",
+    "digest",
+    "every_model_key",
+    "read_keys",
+]
 
 #: vLLM's variable for ``vllm serve``'s key; honoured as vLLM does, after the profile's ``server.api_key_env``.
 VLLM_API_KEY_ENV: Final = "VLLM_API_KEY"
@@ -77,11 +87,17 @@ def read_keys(profile: Profile, env: Mapping[str, str], cli_api_key: str | None 
     Raises:
         KeyNotSet: An item of ``server.api_keys`` names an unset variable.
     """
-    api_key = (
+    scoped = scoped_keys(profile.server.api_keys, profile.models, env)
+    api_key = every_model_key(profile, env, cli_api_key)
+    return KeySet(api_key=api_key, scoped=scoped, api_key_cache_group=profile.server.api_key_cache_group)
+
+
+def every_model_key(profile: Profile, env: Mapping[str, str], cli_api_key: str | None = None) -> str | None:
+    """The key that may use every model: ``cli_api_key``, else ``server.api_key_env``'s variable, else
+    ``VLLM_API_KEY`` (None: no key is required)."""
+    return (
         cli_api_key or env.get(profile.server.api_key_env, "").strip() or env.get(VLLM_API_KEY_ENV, "").strip() or None
     )
-    scoped = scoped_keys(profile.server.api_keys, profile.models, env)
-    return KeySet(api_key=api_key, scoped=scoped, api_key_cache_group=profile.server.api_key_cache_group)
 
 
 def _entries(keys: KeySet, secret: bytes) -> KeyEntries:

@@ -61,6 +61,7 @@ EXCLUDED: Final[dict[Route, str]] = {
 TURNOUT_ONLY: Final = {
     ("POST", "/v1/models/switch"),
     ("GET", "/admin/status"),
+    ("GET", "/admin/costs"),
     ("POST", "/admin/reload"),
     ("POST", "/admin/models/{name}/load"),
     ("POST", "/admin/models/{name}/unload"),

@@ -162,7 +162,8 @@ async def test_auto_mode_unloads_the_active_model_and_its_next_request_reloads_i
 async def test_a_pinned_model_is_never_the_lru_victim(
     make: Make, loader: FakeLoader, pinned: bool, survivor: str
 ) -> None:
-    manager = make(KeepStrategy(loader, max_resident=2), a={"pinned": pinned})
+    # Under lru, as the name says (the default cost rule weighs the measured costs, a millisecond apart here).
+    manager = make(KeepStrategy(loader, max_resident=2), Switching(eviction="lru"), a={"pinned": pinned})
     await manager.initialize("a")
     await manager.switch("b")  # a resident, least recently used
     await manager.switch("c")  # one of a and b must go
