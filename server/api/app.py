@@ -20,7 +20,7 @@ from litestar.template.config import TemplateConfig
 from litestar.types import ControllerRouterHandler
 
 from server import __version__
-from server.api.auth import AdminGuard, ApiKeyGuard, provide_viewer
+from server.api.admission import ServingBundle
 from server.api.controllers import (
     AdminController,
     MessagesController,
@@ -31,20 +31,26 @@ from server.api.controllers import (
     ServingController,
     SpeechController,
     StatusPageController,
+    StoredResponses,
     SwitchController,
     TokenizeController,
     tokenizer_info,
 )
-from server.api.edge import EdgeChecks, EdgePolicy
+from server.api.edge import (
+    AdminGuard,
+    ApiKeyGuard,
+    EdgeChecks,
+    EdgePolicy,
+    KeyRing,
+    add_request_id_header,
+    provide_viewer,
+    request_id_in_logs,
+)
 from server.api.errors import EXCEPTION_HANDLERS
-from server.api.key_ring import KeyRing
 from server.api.metrics import HTTP_METRICS, metrics_registry
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
-from server.api.reloader import NO_PROFILE_FILE, Reloader, ReloadUnavailable
-from server.api.request_admission import ServingBundle
-from server.api.request_id import add_request_id_header, request_id_in_logs
+from server.api.reload import NO_PROFILE_FILE, Reloader, ReloadUnavailable
 from server.api.settings import ApiSettings
-from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
 __all__ = ["APP_DEPENDENCIES", "REQUEST_DEPENDENCIES", "BackgroundTask", "create_app", "node_routes"]

@@ -4,7 +4,7 @@ places it on a replica.
 The table is the node app's own route list (``app.node_routes``) registered on a bare Litestar app, so a route's
 guards (the admin token, the API keys), its body limit and whether it admits a request to a model are the node's,
 read from one place: a route added to the node is gated at the ingress the same way, with no second list. So is
-the kind of body it reads, which the edge checks (``edge.py``) hold the content type to.
+the kind of body it reads, which the edge checks (``edge/checks.py``) hold the content type to.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.handlers.http_handlers import HTTPRouteHandler
 
 from server.api.app import APP_DEPENDENCIES, REQUEST_DEPENDENCIES, node_routes
-from server.api.edge import BodyKind
-from server.api.forms import FORM_BODY
-from server.api.key_ring import KeyRing
+from server.api.edge import FORM_BODY, BodyKind, KeyRing
 from server.api.settings import ApiSettings
 
 __all__ = ["NodeRoute", "RouteTable"]
