@@ -1,4 +1,5 @@
-"""The API layer's frozen settings, resolved once at start-up from the CLI and the profile."""
+"""The API layer's frozen settings (the scoped API keys among them), resolved once at start-up from the CLI and the
+profile."""
 
 from __future__ import annotations
 
