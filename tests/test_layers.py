@@ -14,7 +14,8 @@ two doors: its ``__init__`` (for vLLM and the engine) and ``protocol``, the util
 process shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
 
 Inside the engine the packages are ordered too (``ENGINE_ORDER``, drawn in ``docs/design.md``): the plain types
-they share at the bottom (``server.engine.types``), and no package imports one above it.
+they share at the bottom (``server.engine.types``), and no package imports one above it. The api's packages are held
+the same way (``API_ORDER``): its settings at the bottom, then the edge checks, up to the app and the stack.
 """
 
 from __future__ import annotations
