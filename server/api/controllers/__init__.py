@@ -4,8 +4,9 @@ ops and status routes.
 Public names: the controllers, each owned by its module (``openai.py``, ``serving_routes.py``, ``admin.py``,
 ``reload.py``, ``ops.py``, ``status_page.py``), ``/v1/models``' entries (``model_cards.py``, for a node and the
 cluster) and which bundle holds each stored response (``stored_responses.py``). A serving route is one
-``bundle_route`` entry (``bundle_routes.py``); ``node_routes`` (``server/api/app.py``) lists the controllers. It
-builds on the edge, admission, streaming and reload packages; only the app imports it.
+``bundle_route`` entry (``bundle_routes.py``); :func:`node_routes` (``routes.py``) lists the controllers with their
+guards, for the app and the Ray ingress's route table alike. It builds on the edge, admission, streaming and reload
+packages.
 """
 
 from server.api.controllers.admin import AdminController, SwitchController
@@ -13,6 +14,7 @@ from server.api.controllers.model_cards import model_card, served_names
 from server.api.controllers.openai import OpenAIController, TokenizeController, tokenizer_info
 from server.api.controllers.ops import OpsController
 from server.api.controllers.reload import ReloadController
+from server.api.controllers.routes import node_routes
 from server.api.controllers.serving_routes import (
     MessagesController,
     ResponsesController,
@@ -36,6 +38,7 @@ __all__ = [
     "SwitchController",
     "TokenizeController",
     "model_card",
+    "node_routes",
     "served_names",
     "tokenizer_info",
 ]
