@@ -45,7 +45,7 @@ STAGES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
             "model_dump_json",
             "model_dump ",
             "json/encoder.py",
-            "api/delivery.py",
+            "api/streaming/delivery.py",
             "response/streaming.py",
             "starlette/responses.py",
             "sse",
@@ -64,7 +64,7 @@ STAGES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
         (
             "server/engine/",
             "request_admission",
-            "api/waiting.py",
+            "api/streaming/waiting.py",
             "key_scopes",
             "cache_salts",
             "request_bounds",

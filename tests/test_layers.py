@@ -14,7 +14,8 @@ two doors: its ``__init__`` (for vLLM and the engine) and ``protocol``, the util
 process shares with vLLM's processes. Inside a package anything goes, and tests may import inner modules.
 
 Inside the engine the packages are ordered too (``ENGINE_ORDER``, drawn in ``docs/design.md``): the plain types
-they share at the bottom (``server.engine.types``), and no package imports one above it.
+they share at the bottom (``server.engine.types``), and no package imports one above it. The api's packages are held
+the same way (``API_ORDER``): its settings at the bottom, then the edge checks, up to the app and the stack.
 """
 
 from __future__ import annotations
@@ -214,15 +215,17 @@ ENGINE_CHAIN = " <- ".join(" || ".join(level) for level in ENGINE_ORDER)
 MOST_TOP_MODULES = 12
 
 
-def engine_unit(module: str) -> str | None:
-    """The engine unit of ``server.engine.x.y`` (``x``), None for the engine's ``__init__`` or a module not of it."""
+def unit_of(module: str, layer: str = "engine") -> str | None:
+    """The unit of ``server.<layer>.x.y`` (``x``), None for the layer's ``__init__`` or a module not of it."""
     parts = module.split(".")
-    return parts[2] if parts[:2] == ["server", "engine"] and len(parts) > 2 else None
+    return parts[2] if parts[:2] == ["server", layer] and len(parts) > 2 else None
 
 
 def engine_unit_imports(engine: Path = ENGINE) -> dict[tuple[str, str], list[str]]:
     """(importing unit, imported unit) to the ``file:line`` of each import, every ``import`` statement counted (inside
-    functions and under ``TYPE_CHECKING`` too); ``engine`` is a ``server/engine`` folder."""
+    functions and under ``TYPE_CHECKING`` too); ``engine`` is a ``server/engine`` folder, or another layer's
+    (``server/api``: its units are its packages and top modules the same way)."""
+    layer = engine.name
     found: dict[tuple[str, str], list[str]] = {}
     for path in sorted(engine.rglob("*.py")):
         parts = path.relative_to(engine).parts
@@ -237,10 +240,10 @@ def engine_unit_imports(engine: Path = ENGINE) -> dict[tuple[str, str], list[str
                 modules = [alias.name for alias in node.names]
             elif node.module:
                 modules = [node.module]
-                if node.module == "server.engine":
-                    modules = [f"server.engine.{alias.name}" for alias in node.names]
+                if node.module == f"server.{layer}":
+                    modules = [f"server.{layer}.{alias.name}" for alias in node.names]
             for module in modules:
-                target = engine_unit(module)
+                target = unit_of(module, layer)
                 if (
                     target is not None
                     and target != unit
@@ -308,6 +311,73 @@ def test_the_order_is_the_one_the_design_draws() -> None:
     assert f"``{ENGINE_CHAIN}``" in design
 
 
+# -- the api's packages --------------------------------------------------------------------------------------------
+
+API = SERVER / "api"
+#: The api's packages and top modules, lowest first, as the engine's: a unit may import only units on earlier lines.
+#: ``docs/design.md`` draws the same order; a new package or top module must take its place here.
+API_ORDER: tuple[tuple[str, ...], ...] = (
+    ("settings", "openapi", "gateway_metrics"),  # the app's settings; the OpenAPI document; the gateway's series
+    ("edge",),  # what a request meets first: the host and site checks, keys and their scopes, names, bounds, secrets
+    ("errors", "metrics"),  # every error in its API's shape; /metrics
+    ("admission", "reload"),  # who gets in (connections, requests, their leases); a changed profile applied
+    ("streaming",),  # how an answer leaves: JSON or an SSE stream, waiting, stalls, clients that leave
+    ("controllers",),  # the operations: the routes
+    ("app",),
+    ("route_table", "stack"),  # the Ray ingress's view of the routes; from a profile file to a running stack
+)
+#: The order as ``docs/design.md`` states it (``||``: side by side).
+API_CHAIN = " <- ".join(" || ".join(level) for level in API_ORDER)
+#: At most this many modules stay at the api's top: its ``__init__``, the app and what every package shares.
+MOST_API_TOP_MODULES = 8
+
+
+def api_units() -> set[str]:
+    units = {path.name.removesuffix(".py") for path in API.iterdir() if path.suffix == ".py"}
+    return (units | {path.parent.name for path in API.glob("*/__init__.py")}) - {"__init__"}
+
+
+def test_no_import_cycle_between_the_apis_packages() -> None:
+    assert engine_unit_cycle(API) == []
+
+
+def test_the_cycle_scan_sees_a_cycle_in_the_api(tmp_path: Path) -> None:
+    # The test above must be able to fail: the error shapes importing the streaming package's disconnect, while
+    # streaming imports the error shapes.
+    api = tmp_path / "server" / "api"
+    (api / "streaming").mkdir(parents=True)
+    (api / "streaming" / "__init__.py").write_text("")
+    (api / "streaming" / "delivery.py").write_text("from server.api.errors import ApiShape\n")
+    (api / "errors.py").write_text("from server.api.streaming.disconnects import ClientLeft\n")
+    assert sorted(set(engine_unit_cycle(api))) == ["errors", "streaming"]
+
+
+def test_every_api_package_has_its_place_in_the_order() -> None:
+    placed = [unit for level in API_ORDER for unit in level]
+    assert len(placed) == len(set(placed))
+    assert api_units() == set(placed)
+
+
+def test_api_packages_import_only_those_below() -> None:
+    level = {unit: number for number, units in enumerate(API_ORDER) for unit in units}
+    upward = [
+        f"{unit} imports {target}: {', '.join(where)}"
+        for (unit, target), where in sorted(engine_unit_imports(API).items())
+        if level[target] >= level[unit]
+    ]
+    assert upward == []
+
+
+def test_the_api_order_is_the_one_the_design_draws() -> None:
+    design = (SERVER.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    assert f"``{API_CHAIN}``" in design
+
+
+def test_few_modules_stay_at_the_apis_top() -> None:
+    top = sorted(path.name for path in API.glob("*.py"))
+    assert len(top) <= MOST_API_TOP_MODULES, top
+
+
 def public_names(init: Path) -> dict[str, ast.stmt]:
     """The names an ``__init__`` binds with its own top-level imports, to the import that binds them."""
     names: dict[str, ast.stmt] = {}
@@ -317,14 +387,19 @@ def public_names(init: Path) -> dict[str, ast.stmt]:
     return names
 
 
+#: The layers whose packages are entered through their ``__init__`` by the rest of the layer too.
+PACKAGED_LAYERS = ("engine", "api")
+
+
 def past_package_inits(root: Path = SERVER) -> list[str]:
-    """Every ``file imports module`` where a module outside an engine package imports one of its inner modules (a
-    module the package's ``__init__`` names as a public name, like ``residency.policy``, may be imported)."""
+    """Every ``file imports module`` where a module outside an engine or api package imports one of its inner modules
+    (a module the package's ``__init__`` names as a public name, like ``residency.policy``, may be imported)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         for module in sorted(imported_modules(path)):
             parts = module.split(".")
-            package = root / "engine" / parts[2] if len(parts) > 3 and parts[:2] == ["server", "engine"] else None
+            packaged = len(parts) > 3 and parts[0] == "server" and parts[1] in PACKAGED_LAYERS
+            package = root / parts[1] / parts[2] if packaged else None
             if package is None or not (package / "__init__.py").is_file():
                 continue
             inside = path.is_relative_to(package)
@@ -349,8 +424,13 @@ def test_the_init_scan_sees_an_inner_import(tmp_path: Path) -> None:
     (tmp_path / "server" / "engine" / "switching" / "switch.py").write_text(
         "from server.engine.switching.model_slots import ModelSlots\n"
     )
+    # The same in the api: the app importing the key ring's module past the edge package's __init__.
+    (tmp_path / "server" / "api" / "edge").mkdir(parents=True)
+    (tmp_path / "server" / "api" / "edge" / "__init__.py").write_text("")
+    (tmp_path / "server" / "api" / "app.py").write_text("from server.api.edge.key_ring import KeyRing\n")
     assert past_package_inits(tmp_path / "server") == [
-        "server/engine/manager.py imports server.engine.switching.model_slots"
+        "server/api/app.py imports server.api.edge.key_ring",
+        "server/engine/manager.py imports server.engine.switching.model_slots",
     ]
 
 
@@ -359,14 +439,17 @@ def test_few_modules_stay_at_the_engines_top() -> None:
     assert len(top) <= MOST_TOP_MODULES, top
 
 
-def engine_packages() -> list[str]:
-    return sorted(path.parent.name for path in ENGINE.glob("*/__init__.py"))
+def layer_packages() -> list[str]:
+    """The engine's and the api's packages, as ``layer.package``."""
+    return sorted(
+        f"{layer}.{path.parent.name}" for layer in PACKAGED_LAYERS for path in (SERVER / layer).glob("*/__init__.py")
+    )
 
 
-@pytest.mark.parametrize("package", engine_packages())
-def test_an_engine_package_names_its_public_names_with_ordinary_imports(package: str) -> None:
-    init = ENGINE / package / "__init__.py"
-    module = importlib.import_module(f"server.engine.{package}")
+@pytest.mark.parametrize("package", layer_packages())
+def test_a_package_names_its_public_names_with_ordinary_imports(package: str) -> None:
+    init = SERVER.joinpath(*package.split("."), "__init__.py")
+    module = importlib.import_module(f"server.{package}")
     assert sorted(module.__all__) == sorted(public_names(init)), "its list and its imports agree"
     assert all(getattr(module, name, None) is not None for name in module.__all__)
     assert not hasattr(module, "__getattr__")
@@ -396,6 +479,7 @@ def lazy_lookups(root: Path = ENGINE) -> list[str]:
 
 def test_no_lazy_lookup_inside_the_engine(tmp_path: Path) -> None:
     assert lazy_lookups() == []
+    assert lazy_lookups(API) == []
     (tmp_path / "engine").mkdir()
     (tmp_path / "engine" / "__init__.py").write_text("def __getattr__(name):\n    raise AttributeError(name)\n")
     (tmp_path / "engine" / "face.py").write_text("if TYPE_CHECKING:\n    pass\nelse:\n    __getattr__ = lazy_face()\n")

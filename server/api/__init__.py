@@ -7,12 +7,40 @@ the one path from a profile file to its serving stack that ``turnout serve``, a 
 (:class:`StackSource`, in ``server/api/stack/``), and the edge pieces the CLI and the Ray ingress build the same way
 ``turnout serve`` does (the keys and their scopes, model names, guards, error shapes, the reloader and the profile
 watch). The modules behind it are the API's own to move.
+
+Inside, the packages go by role, each entered through its ``__init__``, lowest first: ``edge`` (what a request
+meets first), ``admission``, ``reload``, ``streaming`` (how an answer leaves), ``controllers`` (the routes) and
+``stack``; the app, its settings, the error shapes, the metrics and the OpenAPI document stay at the top
+(``docs/design.md``, "API packages").
 """
 
+from server.api.admission import ConnectionLimits, OpenConnections, ServingBundle, check_serves_form, limited_protocol
 from server.api.app import create_app
-from server.api.auth import AdminGuard, ApiKeyGuard, is_admin
-from server.api.connection_limits import ConnectionLimits, OpenConnections, limited_protocol
-from server.api.edge import EDGE_CHECKED_ELSEWHERE, LOOPBACK_HOSTS, EdgeChecks, EdgePolicy
+from server.api.controllers import model_card, served_names
+from server.api.edge import (
+    EDGE_CHECKED_ELSEWHERE,
+    FILE_SUFFIX,
+    LOOPBACK_HOSTS,
+    AdminGuard,
+    ApiKeyGuard,
+    EdgeChecks,
+    EdgePolicy,
+    KeyNotSet,
+    KeyRing,
+    RequestOutOfBounds,
+    SecretSourceInvalid,
+    allowed_model,
+    check_request_bounds,
+    check_secret_sources,
+    is_admin,
+    read_keys,
+    resolve_model_name,
+    secret_env,
+    secret_names,
+    secrets_as_files,
+    visible,
+    withhold_secrets,
+)
 from server.api.errors import (
     ANTHROPIC_API,
     ANTHROPIC_EXCEPTION_HANDLERS,
@@ -25,33 +53,18 @@ from server.api.errors import (
     error_response,
     retry_after_header,
 )
-from server.api.key_ring import KeyRing, read_keys
-from server.api.key_scopes import KeyNotSet, allowed_model, visible
-from server.api.model_cards import model_card, served_names
-from server.api.model_names import resolve_model_name
-from server.api.profile_watch import watch_profile
-from server.api.reloader import Reloader, ReloadUnavailable
-from server.api.request_admission import ServingBundle, check_serves_form
-from server.api.request_bounds import RequestOutOfBounds, check_request_bounds
+from server.api.reload import Reloader, ReloadUnavailable, watch_profile
 from server.api.route_table import RouteTable
-from server.api.serving_settings import ServingFlags, api_settings
 from server.api.settings import ApiSettings
 from server.api.stack import (
+    ServingFlags,
     ServingStack,
     SourceOptions,
     StackOptions,
     StackSource,
+    api_settings,
     assemble_stack,
     without_preloads,
-)
-from server.api.withheld_env import (
-    FILE_SUFFIX,
-    SecretSourceInvalid,
-    check_secret_sources,
-    secret_env,
-    secret_names,
-    secrets_as_files,
-    withhold_secrets,
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, asynccontextmanager, nullcontext,
 from pathlib import Path
 from typing import Any, Final
 
-from litestar import Litestar, Router
+from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -17,37 +17,26 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
-from litestar.types import ControllerRouterHandler
 
 from server import __version__
-from server.api.auth import AdminGuard, ApiKeyGuard, provide_viewer
-from server.api.controllers import (
-    AdminController,
-    MessagesController,
-    OpenAIController,
-    OpsController,
-    ReloadController,
-    ResponsesController,
-    ServingController,
-    SpeechController,
-    StatusPageController,
-    SwitchController,
-    TokenizeController,
-    tokenizer_info,
+from server.api.admission import ServingBundle
+from server.api.controllers import StoredResponses, node_routes
+from server.api.edge import (
+    EdgeChecks,
+    EdgePolicy,
+    KeyRing,
+    add_request_id_header,
+    provide_viewer,
+    request_id_in_logs,
 )
-from server.api.edge import EdgeChecks, EdgePolicy
 from server.api.errors import EXCEPTION_HANDLERS
-from server.api.key_ring import KeyRing
 from server.api.metrics import HTTP_METRICS, metrics_registry
-from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY, document_request_bodies, security_components
-from server.api.reloader import NO_PROFILE_FILE, Reloader, ReloadUnavailable
-from server.api.request_admission import ServingBundle
-from server.api.request_id import add_request_id_header, request_id_in_logs
+from server.api.openapi import document_request_bodies, security_components
+from server.api.reload import NO_PROFILE_FILE, Reloader, ReloadUnavailable
 from server.api.settings import ApiSettings
-from server.api.stored_responses import StoredResponses
 from server.engine import EngineManager
 
-__all__ = ["APP_DEPENDENCIES", "REQUEST_DEPENDENCIES", "BackgroundTask", "create_app", "node_routes"]
+__all__ = ["APP_DEPENDENCIES", "REQUEST_DEPENDENCIES", "BackgroundTask", "create_app"]
 
 #: Runs while the server serves (after the default model loaded); cancelled at shutdown. ``serve --watch`` uses it.
 BackgroundTask = Callable[[], Awaitable[None]]
@@ -151,42 +140,6 @@ def create_app(
     )
     document_request_bodies(app, request_schemas)
     return app
-
-
-def node_routes(
-    settings: ApiSettings, keys: KeyRing, *, reloadable_keys: bool = False
-) -> list[ControllerRouterHandler]:
-    """Every route of a node's app, with its guards: the app serves them, and the Ray ingress checks a request
-    against them before it places it (``server/api/route_table.py``).
-
-    ``reloadable_keys``: ``keys`` may gain keys by a reload, so the serving routes get the key guard even while
-    none is configured.
-    """
-    # Without an API key there is nothing to check; Litestar copies the handler per guard per request, so the
-    # OpenAI routes get the guard only when a key is set, or may be set by a reload (a shared ring).
-    keyed = settings.keyed
-    openai_routes = Router(
-        path="/",
-        route_handlers=[
-            OpenAIController,
-            TokenizeController,
-            ResponsesController,
-            MessagesController,
-            ServingController,
-            SpeechController,
-            # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
-            *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
-        ],
-        guards=[ApiKeyGuard(keys)] if keyed or reloadable_keys else None,
-        security=API_KEY_SECURITY if keyed else None,
-    )
-    admin_routes = Router(
-        path="/",
-        route_handlers=[SwitchController, AdminController, ReloadController],
-        guards=[AdminGuard(settings)],
-        security=ADMIN_SECURITY,
-    )
-    return [openai_routes, admin_routes, OpsController, StatusPageController]
 
 
 def _constant(value: Any) -> Provide:

@@ -18,9 +18,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
-from server.api.disconnects import ClientLeft
-from server.api.key_scopes import request_scope, shown_to
-from server.api.request_bounds import RequestOutOfBounds
+from server.api.edge import RequestOutOfBounds, request_scope, shown_to
 from server.engine import EngineError
 from server.frontend import error_body, unsupported_route_body
 
@@ -31,6 +29,7 @@ __all__ = [
     "OPENAI_API",
     "RESPONSES_API",
     "ApiShape",
+    "ClientLeft",
     "RouteUnsupported",
     "anthropic_error_body",
     "anthropic_error_payload",
@@ -190,6 +189,11 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[
     if status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
     return error_response(status, str(exc.detail), headers=headers)
+
+
+class ClientLeft(Exception):
+    """The client disconnected before its answer; its work was cancelled (``streaming/disconnects.py``). Answered
+    with nginx's 499 and no body (here), which nobody reads."""
 
 
 class RouteUnsupported(NotFoundException):

@@ -1,10 +1,11 @@
 """A node's routes and their guards, without a manager: what the Ray ingress checks a request against before it
 places it on a replica.
 
-The table is the node app's own route list (``app.node_routes``) registered on a bare Litestar app, so a route's
-guards (the admin token, the API keys), its body limit and whether it admits a request to a model are the node's,
-read from one place: a route added to the node is gated at the ingress the same way, with no second list. So is
-the kind of body it reads, which the edge checks (``edge.py``) hold the content type to.
+The table is the node app's own route list (``controllers/routes.py``: ``node_routes``) registered on a bare
+Litestar app, so a route's guards (the admin token, the API keys), its body limit and whether it admits a request
+to a model are the node's, read from one place: a route added to the node is gated at the ingress the same way,
+with no second list. So is the kind of body it reads, which the edge checks (``edge/checks.py``) hold the content
+type to.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from litestar.di import Provide
 from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.handlers.http_handlers import HTTPRouteHandler
 
-from server.api.app import APP_DEPENDENCIES, REQUEST_DEPENDENCIES, node_routes
-from server.api.edge import BodyKind
-from server.api.forms import FORM_BODY
-from server.api.key_ring import KeyRing
+from server.api.app import APP_DEPENDENCIES, REQUEST_DEPENDENCIES
+from server.api.controllers import node_routes
+from server.api.edge import FORM_BODY, BodyKind, KeyRing
 from server.api.settings import ApiSettings
 
 __all__ = ["NodeRoute", "RouteTable"]

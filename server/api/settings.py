@@ -1,4 +1,5 @@
-"""The API layer's frozen settings, resolved once at start-up from the CLI and the profile."""
+"""The API layer's frozen settings (the scoped API keys among them), resolved once at start-up from the CLI and the
+profile."""
 
 from __future__ import annotations
 
@@ -6,10 +7,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api.key_scopes import ScopedKey
 from server.profiles import DEFAULT_ADMIN_TOKEN_ENV
 
-__all__ = ["ApiSettings"]
+__all__ = ["ApiSettings", "ScopedKey"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopedKey:
+    """One key of ``server.api_keys``, resolved.
+
+    Attributes:
+        key: The secret (never shown).
+        models: The models (their own names) it may use.
+        cache_group: Its prefix-cache group (``cache_group``; None: a cache of its own).
+    """
+
+    key: str = field(repr=False)
+    models: frozenset[str]
+    cache_group: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +41,7 @@ class ApiSettings:
         cors: CORS for every route, as Litestar's ``CORSConfig`` arguments (``allow_origins``, ``allow_methods``,
             ``allow_headers``, ``allow_credentials``); None: no CORS headers, preflights are not answered.
         wait_notice_interval_s: Seconds between two ``: waiting for 'NAME' to load`` comments of a stream that
-            waits for its model (``server/api/waiting.py``); ``sse_keep_alive_interval_s`` when that is set.
+            waits for its model (``server/api/streaming/waiting.py``); ``sse_keep_alive_interval_s`` when that is set.
         sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval``: a ``: keep-alive`` comment whenever a
             stream is idle that long (0: never).
         enable_tokenizer_info_endpoint: Serve ``GET /tokenizer_info`` (vLLM's ``--enable-tokenizer-info-endpoint``;
@@ -35,9 +50,9 @@ class ApiSettings:
             engine request aborted and its lease released (``server.stream_stall_timeout_s``; 0: never).
         enable_request_id_headers: Every answer carries ``X-Request-Id``: the request's own, or a random one
             (vLLM's ``--enable-request-id-headers``).
-        allowed_hosts: The ``Host`` names the server answers (``edge.host_allowed``'s patterns); None: any.
+        allowed_hosts: The ``Host`` names the server answers (``edge/checks.py``' ``host_allowed``); None: any.
         metrics_token: Bearer token ``/metrics`` needs (``server.metrics_token_env``); None: open, unless keys
-            are configured (``auth.check_metrics_token``).
+            are configured (``edge/auth.py``' ``check_metrics_token``).
         metrics_public: ``server.metrics_public``: ``/metrics`` needs no token on a server with keys.
         api_key_cache_group: ``api_key``'s prefix-cache group (``server.api_key_cache_group``; None: its own).
     """

@@ -4,7 +4,7 @@ A command line is public on the machine: any local user reads it in ``ps`` or ``
 key is named, not given: ``--api-key-env NAME`` reads the variable ``NAME``, ``--api-key-file PATH`` reads the
 file (its first line, stripped). vLLM's ``--api-key VALUE`` is refused with a message naming these
 (``frontend_flags.REFUSED``). Without either, the profile's ``server.api_key_env`` variable (``TURNOUT_API_KEY``
-by default) and then vLLM's ``VLLM_API_KEY`` give the key (``server/api/key_ring.py``).
+by default) and then vLLM's ``VLLM_API_KEY`` give the key (``server/api/edge/key_ring.py``).
 """
 
 from __future__ import annotations

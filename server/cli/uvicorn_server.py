@@ -154,7 +154,8 @@ def run_server(source: StackSource, options: ServeOptions) -> None:
     drain_timeout = profile.switching.drain_timeout
     limits = profile_connection_limits(profile)
     # uvloop and httptools (dependencies of Turnout) rather than asyncio and h11: less CPU per request; the
-    # httptools protocol with Turnout's header and body timeouts and connection cap (api/connection_limits.py).
+    # httptools protocol with Turnout's header and body timeouts and connection cap
+    # (api/admission/connection_limits.py).
     config = uvicorn.Config(
         served,
         host=options.host,

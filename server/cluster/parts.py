@@ -20,7 +20,7 @@ class EdgeParts:
     so that the ingress gates a request exactly as the node that answers it would.
 
     Attributes:
-        settings: The app's settings (``server.api.serving_settings.api_settings``): keys, admin token, dev mode.
+        settings: The app's settings (``server.api.stack.serving_settings.api_settings``): keys, admin token, dev mode.
         models: The profile's models, whose names, aliases and adapters the ingress resolves a request's name by.
         default_model: The model a request that names none goes to.
     """

@@ -141,7 +141,7 @@ def _changed_fields(
     return changed
 
 
-#: Settings outside ``models`` that a reload applies at once (the API keys, in ``server/api/key_ring.py``).
+#: Settings outside ``models`` that a reload applies at once (the API keys, in ``server/api/edge/key_ring.py``).
 RELOADED_SETTINGS: Final = frozenset({"server.api_keys", "server.api_key_env", "server.api_key_cache_group"})
 
 

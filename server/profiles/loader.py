@@ -66,7 +66,7 @@ def validate_profile(
             not set ``enable_auto_tool_choice`` gets (it then needs a tool parser too).
         data: The profile file's content, already read by the caller: ``path`` then only names it (in messages,
             and as the folder relative paths start from) and is not opened. A reload passes what it read through
-            the one descriptor it checked (``server/api/reload_paths.py``).
+            the one descriptor it checked (``server/api/reload/reload_paths.py``).
 
     Returns:
         The resolved profile when there is no error, and every error and warning.

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from server.api import ApiSettings, create_app
-from server.api.key_ring import KeyRing, read_keys
-from server.api.reloader import Reloader
+from server.api.edge.key_ring import KeyRing, read_keys
+from server.api.reload.reloader import Reloader
 from server.engine import EngineManager, MemoryPlan
 from server.engine.strategies import KeepStrategy
 from server.profiles import Profile, ValidationResult, validate_profile

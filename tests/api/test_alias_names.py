@@ -6,7 +6,7 @@ from typing import Any
 
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from server.api.request_admission import AdmittedRequest
+from server.api.admission.request_admission import AdmittedRequest
 from server.engine import Lease, Published
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from server.api import ApiSettings, create_app
-from server.api.cache_salts import UNSALTED_ROUTES
+from server.api.edge.cache_salts import UNSALTED_ROUTES
 from server.api.route_table import NodeRoute, RouteTable
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy

@@ -7,8 +7,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from server.api.delivery import leased_stream
-from server.api.request_admission import AdmittedRequest
+from server.api.admission.request_admission import AdmittedRequest
+from server.api.streaming.delivery import leased_stream
 from tests.api.conftest import MakeClient
 from tests.fakes.manager_views import served_engine
 

@@ -1,4 +1,4 @@
-"""Cross-site and DNS-rebinding defence (``server/api/edge.py``), and a form's model checked before admission
+"""Cross-site and DNS-rebinding defence (``server/api/edge/checks.py``), and a form's model checked before admission
 (``request_admission.py``), through the app on fake engines."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from server.api import ServingFlags, api_settings
-from server.api.edge import LOOPBACK_HOSTS, default_allowed_hosts, host_allowed, machine_hosts
+from server.api.edge.checks import LOOPBACK_HOSTS, default_allowed_hosts, host_allowed, machine_hosts
 from server.profiles.schema import ModelProfile, Profile, Switching
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader

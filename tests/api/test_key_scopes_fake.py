@@ -16,10 +16,10 @@ import httpx
 import pytest
 from litestar.exceptions import NotAuthorizedException
 
-from server.api.auth import ApiKeyGuard
-from server.api.key_ring import KeyRing, KeySet
-from server.api.key_scopes import KeyNotSet, ScopedKey, scoped_keys
-from server.api.settings import ApiSettings
+from server.api.edge.auth import ApiKeyGuard
+from server.api.edge.key_ring import KeyRing, KeySet
+from server.api.edge.key_scopes import KeyNotSet, scoped_keys
+from server.api.settings import ApiSettings, ScopedKey
 from server.profiles.schema import ApiKeyScope, ModelProfile
 from tests.api.conftest import MakeClient
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.api.key_scopes import ScopedKey
-from server.api.profile_watch import watch_profile
+from server.api.reload.profile_watch import watch_profile
+from server.api.settings import ScopedKey
 from tests.api.conftest import MakeClient, admin
 from tests.api.served_profile import Served, serve_profile
 from tests.fakes.engines import FakeLoader

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from server.api.request_admission import AdmittedRequest, Holder
+from server.api.admission.request_admission import AdmittedRequest, Holder
 
 API = Path(__file__).resolve().parents[2] / "server" / "api"
 

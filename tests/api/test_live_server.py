@@ -180,7 +180,7 @@ def test_admin_auth_401(server: LiveServer) -> None:
 
 def test_engine_processes_inherit_no_key_or_token(server: LiveServer, client: openai.OpenAI) -> None:
     """The demo server holds an admin token and an API key (from its environment); its engine processes, which vLLM
-    spawns with a copy of the server's environment, have neither (``server/api/withheld_env.py``)."""
+    spawns with a copy of the server's environment, have neither (``server/api/edge/withheld_env.py``)."""
     import psutil
 
     from tests.api.live_server import DEMO_API_KEY_ENV

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from server.api import ReloadUnavailable
-from server.api.profile_watch import watch_profile
+from server.api.reload.profile_watch import watch_profile
 from tests.api.conftest import MakeClient, admin
 from tests.api.served_profile import Served, serve_profile
 
@@ -179,7 +179,7 @@ async def test_reload_reads_only_profiles_under_the_allowed_folders(
 
 
 async def test_reload_dirs_widen_the_allowed_folders_from_the_profiles_folder(tmp_path: Path) -> None:
-    from server.api.reload_paths import ReloadPathRefused, ReloadPaths
+    from server.api.reload.reload_paths import ReloadPathRefused, ReloadPaths
 
     (tmp_path / "conf" / "more").mkdir(parents=True)
     profile = tmp_path / "conf" / "profile.yaml"
@@ -213,7 +213,7 @@ async def test_a_symlink_swapped_in_between_the_check_and_the_read_is_refused_un
 ) -> None:
     """The race: the path passes the check as a regular file, then becomes a link to a file outside before the
     reload reads it. The read is the checked resolved path opened without following links, so it fails."""
-    from server.api.reload_paths import ReloadPaths
+    from server.api.reload.reload_paths import ReloadPaths
 
     secret = _secret_outside(tmp_path_factory)
     target = served.workspace / "next.yaml"
@@ -237,7 +237,7 @@ async def test_a_symlink_swapped_in_between_the_check_and_the_read_is_refused_un
 async def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused_unread(
     served: Served, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from server.api.reload_paths import ReloadPaths
+    from server.api.reload.reload_paths import ReloadPaths
 
     secret = _secret_outside(tmp_path_factory)
     folder = served.workspace / "more"

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from server.api.reloader import ProfileRejected, Reloader
+from server.api.reload.reloader import ProfileRejected, Reloader
 from server.engine import EngineManager
 from server.engine.residency.kv_budget import plan_kv_cache, with_kv_budget
 from server.engine.runtime.vllm_configs import EngineConfigInvalid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.api.request_id import add_request_id_header, request_id_in_logs
+from server.api.edge.request_id import add_request_id_header, request_id_in_logs
 from server.profiles import REQUEST_ID
 
 

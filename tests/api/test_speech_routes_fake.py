@@ -14,7 +14,7 @@ import httpx
 import msgspec
 import pytest
 
-from server.api.forms import FORM_FIELDS_ALLOWANCE, audio_upload_limit_bytes
+from server.api.edge.forms import FORM_FIELDS_ALLOWANCE, audio_upload_limit_bytes
 from server.engine.strategies import StopStrategy
 from server.profiles.schema import ModelProfile, Switching
 from tests.api.conftest import MakeClient, admin

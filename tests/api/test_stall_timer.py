@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from server.api.stall_timer import StallTimer
+from server.api.streaming.stall_timer import StallTimer
 
 
 async def test_quick_hand_overs_past_the_first_due_time_never_fire_and_a_slow_one_does() -> None:

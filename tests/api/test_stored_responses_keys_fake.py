@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.api.key_scopes import scoped_keys
+from server.api.edge.key_scopes import scoped_keys
 from server.profiles.schema import ApiKeyScope, ModelProfile
 from tests.api.conftest import MakeClient
 

@@ -12,8 +12,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from server.api import waiting
-from server.api.request_admission import AdmissionTarget
+from server.api.admission.request_admission import AdmissionTarget
+from server.api.streaming import waiting
 from server.engine.strategies import StopStrategy
 from tests.api.conftest import MakeClient, admin
 from tests.fakes.engines import FakeLoader

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from server.api import SecretSourceInvalid, check_secret_sources, secret_env, secrets_as_files, withhold_secrets
-from server.api.withheld_env import read_secret_file, secret_names
+from server.api.edge.withheld_env import read_secret_file, secret_names
 from server.profiles.schema import ApiKeyScope, ModelProfile, Profile, ServerSection
 from tests.fakes.secrets import secrets_put_back
 
@@ -54,7 +54,7 @@ async def test_a_reload_reads_a_new_key_variable_then_withholds_it(
     """The server's own reloader (no ``env`` given) reads keys from the withheld store and os.environ, and a
     variable a reloaded profile names for the first time leaves os.environ too."""
     from server.api import KeyRing, Reloader
-    from server.api.key_ring import KeySet
+    from server.api.edge.key_ring import KeySet
     from tests.api.served_profile import serve_profile
 
     text = "models:\n  tools:\n    model: models/tiny\nswitching:\n  strategy: keep\n"

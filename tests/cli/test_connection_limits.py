@@ -1,7 +1,8 @@
-"""``turnout serve``'s HTTP protocol (``server/api/connection_limits.py``) under real uvicorn, on a trivial app:
-half-sent requests are closed at the header timeout, bodies that stop at the body timeout (a steady large one is
-not), and past the connection cap a newcomer evicts a connection that served nothing (half-sent headers or body),
-never one with a complete request in flight, so health checks and served clients keep working."""
+"""``turnout serve``'s HTTP protocol (``server/api/admission/connection_limits.py``) under real uvicorn, on a
+trivial app: half-sent requests are closed at the header timeout, bodies that stop at the body timeout (a steady
+large one is not), and past the connection cap a newcomer evicts a connection that served nothing (half-sent
+headers or body), never one with a complete request in flight, so health checks and served clients keep
+working."""
 
 from __future__ import annotations
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from server.api import secret_env
-from server.api.edge import LOOPBACK_HOSTS
-from server.api.key_scopes import ScopedKey
-from server.api.serving_settings import ServingFlags, api_settings
+from server.api.edge.checks import LOOPBACK_HOSTS
+from server.api.settings import ScopedKey
 from server.api.stack import assembly
+from server.api.stack.serving_settings import ServingFlags, api_settings
 from server.cluster import build, node_options
 from server.cluster.edge import profile_edge
 from server.profiles import load_profile

@@ -14,11 +14,11 @@ import pytest
 from litestar import Litestar, Request, route
 
 from server.api import ApiSettings, RequestOutOfBounds
-from server.api import request_admission as node_admission
-from server.api.edge import default_allowed_hosts
+from server.api.admission import request_admission as node_admission
+from server.api.edge.checks import default_allowed_hosts
+from server.api.edge.model_names import resolve_model_name
 from server.api.errors import EXCEPTION_HANDLERS
-from server.api.key_scopes import ScopedKey
-from server.api.model_names import resolve_model_name
+from server.api.settings import ScopedKey
 from server.cluster import gate as ingress_gate
 from server.cluster.gate import IngressGate
 from server.cluster.parts import EdgeParts

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from hypothesis import settings
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import EngineError, EngineManager, SlotState
 from server.engine.strategies import KeepStrategy, SleepStrategy, StopStrategy
 from server.engine.types.strategy import SwitchStrategy

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import EngineManager, ManagerClosed
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager

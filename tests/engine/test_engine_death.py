@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import EngineDied, EngineManager, SlotState
 from server.profiles.schema import Switching
 from tests.engine.conftest import MakeManager

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import (
     AdmissionTimeout,
     EngineManager,

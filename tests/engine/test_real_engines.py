@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import EngineManager, RequestAbortedBySwitch, SlotState, SwitchFailed
 from server.engine.runtime.start_phases import PHASES
 from server.engine.runtime.vllm_loader import VllmEngineLoader

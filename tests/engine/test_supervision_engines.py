@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import pytest
 
-from server.api.request_admission import install_abort_hook
+from server.api.admission.request_admission import install_abort_hook
 from server.engine import EngineDied, EngineManager, SlotState, SwitchFailed
 from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.runtime.vllm_loader import VllmEngineLoader

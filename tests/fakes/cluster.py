@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from server.api import ApiSettings
-from server.api.edge import default_allowed_hosts
+from server.api.edge.checks import default_allowed_hosts
 from server.cluster.parts import EdgeParts, NodeParts
 from server.engine import EngineManager
 from server.engine.strategies import KeepStrategy, StopStrategy

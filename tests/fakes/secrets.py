@@ -1,7 +1,7 @@
 """Undoing, after a test, what a server's start-up run in the test's process did to the environment.
 
 A server moves its key variables out of ``os.environ`` into a process-wide store once it has read them
-(``server/api/withheld_env.py``). In a test process that store outlives the test: :func:`secrets_put_back` forgets
+(``server/api/edge/withheld_env.py``). In a test process that store outlives the test: :func:`secrets_put_back` forgets
 what the test withheld and puts back into ``os.environ`` what was there before the test.
 """
 
@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from server.api import withheld_env
+from server.api.edge import withheld_env
 
 __all__ = ["secrets_put_back"]
 

@@ -10,7 +10,7 @@ from litestar import Controller, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from server.api.request_admission import ServingBundle
+from server.api.admission import ServingBundle
 from server.engine import CostsDocument, EngineManager, ManagerSnapshot, ResidencyReport, SwitchReport
 
 __all__ = ["AdminController", "SwitchController", "SwitchRequest", "UnloadRequest"]

@@ -9,11 +9,10 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
-from server.api.delivery import BundleCall, answer
+from server.api.edge import FORM_BODY, form_body_limit
 from server.api.errors import OPENAI_API, ApiShape
-from server.api.forms import FORM_BODY, form_body_limit
 from server.api.openapi import request_body
-from server.api.waiting import provide_admission
+from server.api.streaming import BundleCall, answer, provide_admission
 from server.frontend import Operation
 
 __all__ = ["ADMITTED", "BundleCall", "bundle_route", "operation_call"]

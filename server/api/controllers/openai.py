@@ -9,13 +9,12 @@ import msgspec
 from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
-from server.api.auth import is_admin
+from server.api.admission import AdmittedRequest, Holder, ServingBundle
 from server.api.controllers.bundle_routes import bundle_route, operation_call
-from server.api.delivery import respond
-from server.api.key_scopes import allowed_model, visible
-from server.api.model_cards import model_card, served_names
-from server.api.request_admission import AdmittedRequest, Holder, ServingBundle
+from server.api.controllers.model_cards import model_card, served_names
+from server.api.edge import allowed_model, is_admin, visible
 from server.api.settings import ApiSettings
+from server.api.streaming import respond
 from server.engine import EngineManager
 
 __all__ = ["OpenAIController", "TokenizeController", "tokenizer_info"]

@@ -9,10 +9,9 @@ from litestar.di import NamedDependency
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from server import __version__
-from server.api.auth import Viewer, check_metrics_token
+from server.api.admission import ServingBundle
+from server.api.edge import KeyRing, Viewer, check_metrics_token
 from server.api.errors import error_response
-from server.api.key_ring import KeyRing
-from server.api.request_admission import ServingBundle
 from server.api.settings import ApiSettings
 from server.engine import EngineManager
 

@@ -10,7 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from server.api.errors import error_response
-from server.api.reloader import ProfileRejected, Reloader, ReloadReport, ReloadUnavailable
+from server.api.reload import ProfileRejected, Reloader, ReloadReport, ReloadUnavailable
 from server.frontend import error_body
 
 __all__ = ["ReloadController", "ReloadRequest"]

@@ -16,14 +16,13 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
-from server.api.background_responses import hold_background_response
+from server.api.admission import AdmittedRequest, Holder, ServingBundle, hold_background_response, install_abort_hook
 from server.api.controllers.bundle_routes import ADMITTED, bundle_route, operation_call
-from server.api.delivery import answer, respond
+from server.api.controllers.stored_responses import StoredResponses
+from server.api.edge import allowed_model, request_holder, request_scope, visible
 from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
-from server.api.key_scopes import allowed_model, request_holder, request_scope, visible
 from server.api.openapi import request_body
-from server.api.request_admission import AdmittedRequest, Holder, ServingBundle, install_abort_hook
-from server.api.stored_responses import StoredResponses
+from server.api.streaming import answer, respond
 from server.engine import EngineManager
 from server.frontend import WITHHELD, Operation
 

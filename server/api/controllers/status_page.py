@@ -18,8 +18,8 @@ from litestar import Controller, MediaType, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
-from server.api.auth import Viewer
-from server.api.request_admission import ServingBundle
+from server.api.admission import ServingBundle
+from server.api.edge import Viewer
 from server.engine import EngineManager, ManagerSnapshot, SlotSnapshot, SwitchAttempt, kept_bytes_by_model
 from server.profiles import describe_size
 

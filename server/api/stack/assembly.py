@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from server.api.key_ring import KeyRing
-from server.api.request_admission import ServingBundle
-from server.api.serving_settings import ServingFlags, api_settings
+from server.api.admission import ServingBundle
+from server.api.edge import KeyRing, check_secret_sources, secret_env, secret_names, withhold_secrets
 from server.api.settings import ApiSettings
 from server.api.stack.options import StackOptions
-from server.api.withheld_env import check_secret_sources, secret_env, secret_names, withhold_secrets
+from server.api.stack.serving_settings import ServingFlags, api_settings
 from server.engine import CostBook, EngineManager, build_manager, prepare_profile, state_dir
 from server.frontend import FrontendSettings, ProbeAnswer, build_bundle_for_profile, probe_bundle
 from server.profiles import ModelProfile, Profile

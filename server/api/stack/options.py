@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api.serving_settings import ServingFlags
+from server.api.stack.serving_settings import ServingFlags
 from server.frontend import FrontendSettings
 
 __all__ = ["SourceOptions", "StackOptions"]

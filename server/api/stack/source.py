@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from server.api.app import BackgroundTask, create_app
-from server.api.key_ring import read_keys
-from server.api.reloader import Reloader, ReloadUnavailable
+from server.api.edge import check_secret_sources, read_keys, secret_env, secret_names
+from server.api.reload import Reloader, ReloadUnavailable
 from server.api.settings import ApiSettings
 from server.api.stack.assembly import ServingStack, assemble_stack, edge_settings, prepare_stack
 from server.api.stack.options import SourceOptions
-from server.api.withheld_env import check_secret_sources, secret_env, secret_names
 from server.profiles import (
     ParserRegistry,
     Profile,

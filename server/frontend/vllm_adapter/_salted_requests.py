@@ -1,6 +1,6 @@
 """vLLM's request models that declare no ``cache_salt`` though vLLM's serving would use one: the same models with it.
 
-The API layer salts every body that reaches the prefix cache with its key's group (``server/api/cache_salts.py``).
+The API layer salts every body that reaches the prefix cache with its key's group (``server/api/edge/cache_salts.py``).
 vLLM's pooling serving reads ``cache_salt`` off any request into the prompts it hands the engine (its
 ``prompt_extras``), but its Cohere embed model declares no such field, so pydantic would drop the salt: the model
 here declares it, checked as vLLM checks its other requests' salts. (The speech routes, whose serving reads no

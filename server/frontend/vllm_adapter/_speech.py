@@ -13,7 +13,7 @@ model's own field: this module follows vLLM's contract, whatever class that name
 
 vLLM's speech requests take no ``cache_salt``, and its speech serving builds the engine's prompts itself (one per
 audio chunk, and Whisper's language detection): the salt the API layer put in the form (its key's group:
-``server/api/cache_salts.py``) is put on each prompt as the speech objects submit it (`_SaltingEngine`), so a key's
+``server/api/edge/cache_salts.py``) is put on each prompt as the speech objects submit it (`_SaltingEngine`), so a key's
 audio reaches only its own group's prefix-cache blocks.
 
 Written against vLLM 0.32.0, like `vllm_adapter` (which imports this module after its version check); what other

@@ -22,17 +22,17 @@ from typing import Any, Final
 from litestar import Request
 from litestar.di import NamedDependency
 
-from server.api.delivery import BundleCall, event_stream
-from server.api.disconnects import unless_client_leaves
-from server.api.errors import ApiShape
-from server.api.request_admission import (
+from server.api.admission import (
     AdmissionTarget,
     AdmittedRequest,
     Holder,
     ServingBundle,
     admission_target,
 )
+from server.api.errors import ApiShape
 from server.api.settings import ApiSettings
+from server.api.streaming.delivery import BundleCall, event_stream
+from server.api.streaming.disconnects import unless_client_leaves
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import StreamResult
 

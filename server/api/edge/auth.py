@@ -18,9 +18,9 @@ from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
-from server.api.cache_salts import record_cache_salt
-from server.api.key_ring import NO_MATCH, KeyRing, digest
-from server.api.key_scopes import record_holder, record_scope
+from server.api.edge.cache_salts import record_cache_salt
+from server.api.edge.key_ring import NO_MATCH, KeyRing, digest
+from server.api.edge.key_scopes import record_holder, record_scope
 from server.api.settings import ApiSettings
 
 __all__ = ["AdminGuard", "ApiKeyGuard", "Viewer", "check_metrics_token", "is_admin", "provide_viewer"]

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from server.api.cache_salts import group_salt, new_salt_secret
-from server.api.key_scopes import ScopedKey, scoped_keys
-from server.api.settings import ApiSettings
+from server.api.edge.cache_salts import group_salt, new_salt_secret
+from server.api.edge.key_scopes import scoped_keys
+from server.api.settings import ApiSettings, ScopedKey
 from server.profiles import Profile
 
 __all__ = [

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, Final
 from litestar import MediaType, Response
 from litestar.response import Stream
 
-from server.api.disconnects import ClientLeft, unless_client_leaves
-from server.api.errors import OPENAI_API, ApiShape
-from server.api.request_admission import AdmittedRequest, Holder
-from server.api.stall_timer import StallTimer
+from server.api.admission import AdmittedRequest, Holder
+from server.api.errors import OPENAI_API, ApiShape, ClientLeft
+from server.api.streaming.disconnects import unless_client_leaves
+from server.api.streaming.stall_timer import StallTimer
 from server.engine import EngineError
 from server.frontend import JsonResult, StreamResult
 
 if TYPE_CHECKING:
-    from server.api.waiting import WaitingRequest
+    from server.api.streaming.waiting import WaitingRequest
 
 __all__ = [
     "KEEP_ALIVE_COMMENT",

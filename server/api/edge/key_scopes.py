@@ -9,18 +9,17 @@ key cannot tell a hidden model from a missing one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from litestar.connection import ASGIConnection
 
+from server.api.settings import ScopedKey
 from server.engine import EngineError, ModelNotFound
 from server.profiles import ApiKeyScope, ModelProfile
 
 __all__ = [
     "KeyNotSet",
     "NoModelForKey",
-    "ScopedKey",
     "allowed_model",
     "hidden_names",
     "record_holder",
@@ -36,21 +35,6 @@ __all__ = [
 _STATE_KEY: Final = "turnout_model_scope"
 #: The connection state key the guard records the key's identity under (absent: a server without keys).
 _HOLDER_KEY: Final = "turnout_key_holder"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScopedKey:
-    """One key of ``server.api_keys``, resolved.
-
-    Attributes:
-        key: The secret (never shown).
-        models: The models (their own names) it may use.
-        cache_group: Its prefix-cache group (``cache_group``; None: a cache of its own).
-    """
-
-    key: str = field(repr=False)
-    models: frozenset[str]
-    cache_group: str | None = None
 
 
 class KeyNotSet(ValueError):

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.api.edge import default_allowed_hosts
-from server.api.key_ring import read_keys
+from server.api.edge import default_allowed_hosts, read_keys
 from server.api.settings import ApiSettings
 from server.profiles import Profile
 
@@ -33,8 +32,8 @@ class ServingFlags:
             loopback names; None (a Ray node, reached only through its ingress): any ``Host``.
         machine_names: ``host`` is bound by this process on this machine (``turnout serve``): on another address
             than loopback, ``server.allowed_hosts`` defaults to this machine's names and addresses
-            (``edge.machine_hosts``). False (a Ray node or ingress, whose requests may come under any machine's
-            name): any ``Host`` there.
+            (``edge/checks.py``: ``machine_hosts``). False (a Ray node or ingress, whose requests may come under any
+            machine's name): any ``Host`` there.
         dev: ``--dev``: open the admin routes without a token.
         cors: vLLM's CORS flags as Litestar's ``CORSConfig`` arguments; None: no CORS.
         sse_keep_alive_interval_s: vLLM's ``--sse-keep-alive-interval`` (0: never); it paces the waiting

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import Any
 
-from server.api.request_admission import AdmittedRequest, Holder, ServingBundle
+from server.api.admission.request_admission import AdmittedRequest, Holder, ServingBundle
 from server.engine import EngineError
 from server.frontend import BundleResult, JsonResult
 

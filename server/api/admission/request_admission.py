@@ -21,12 +21,20 @@ from litestar import Request
 from litestar.exceptions import ValidationException
 from litestar.types import Receive
 
-from server.api.cache_salts import request_cache_salt, route_salted, salted
+from server.api.edge import (
+    FORM_BODY,
+    FORM_TASK,
+    allowed_model,
+    check_request_bounds,
+    read_form_object,
+    request_cache_salt,
+    request_scope,
+    resolve_model_name,
+    route_salted,
+    salted,
+    shown_to,
+)
 from server.api.errors import RouteUnsupported
-from server.api.forms import FORM_BODY, FORM_TASK, read_form_object
-from server.api.key_scopes import allowed_model, request_scope, shown_to
-from server.api.model_names import resolve_model_name
-from server.api.request_bounds import check_request_bounds
 from server.engine import EngineError, EngineManager, Lease
 from server.frontend import Operation
 
@@ -218,7 +226,7 @@ async def admission_target(request: Request[Any, Any, Any], manager: EngineManag
     """Read the body and the model it names; refuse a model the request's API key may not use.
 
     The body gets the ``cache_salt`` of the key's cache group (``cache_salts.salted``), on every route but those
-    listed in :data:`~server.api.cache_salts.UNSALTED_ROUTES`: the Ray node admits here too, so both salt alike.
+    listed in :data:`~server.api.edge.cache_salts.UNSALTED_ROUTES`: the Ray node admits here too, so both salt alike.
 
     Raises:
         ValidationException: the body is not a JSON object, its ``model`` not a string, or its ``cache_salt`` not

@@ -16,14 +16,11 @@ from typing import Any, TypeVar
 
 from litestar.types import Receive
 
-__all__ = ["ClientLeft", "unless_client_leaves"]
+from server.api.errors import ClientLeft
+
+__all__ = ["unless_client_leaves"]
 
 T = TypeVar("T")
-
-
-class ClientLeft(Exception):
-    """The client disconnected before its answer; its work was cancelled. Answered with nginx's 499 and no body
-    (``errors.py``), which nobody reads."""
 
 
 async def _disconnect(receive: Receive) -> None:

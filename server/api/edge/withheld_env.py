@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from server.api.key_ring import VLLM_API_KEY_ENV
+from server.api.edge.key_ring import VLLM_API_KEY_ENV
 from server.engine import StateDir
 from server.profiles import Profile
 

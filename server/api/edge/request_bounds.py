@@ -1,9 +1,9 @@
 """How much one request may ask of a model: ``n``, ``best_of`` and the prompts of a batch (the model's profile
 bounds ``max_n``, ``max_best_of``, ``max_batch_prompts``).
 
-Checked on the body before admission, by the node (``request_admission.admission_target``) and by the Ray ingress
-before it places (``server/cluster/gate.py``), so that a request no engine should run gets its 400 at once and
-never waits for the device or moves it. vLLM bounds none of these.
+Checked on the body before admission, by the node (``admission/request_admission.py``: ``admission_target``) and
+by the Ray ingress before it places (``server/cluster/gate.py``), so that a request no engine should run gets its
+400 at once and never waits for the device or moves it. vLLM bounds none of these.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from litestar.exceptions import HTTPException, PermissionDeniedException
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from server.api.forms import FORM_BODY
+from server.api.edge.forms import FORM_BODY
 from server.api.settings import ApiSettings
 
 __all__ = [

@@ -14,10 +14,8 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-from server.api.key_ring import KeyEntries, KeyRing
-from server.api.key_scopes import KeyNotSet
-from server.api.reload_paths import ReloadPaths
-from server.api.withheld_env import secret_env, withhold_secrets
+from server.api.edge import KeyEntries, KeyNotSet, KeyRing, secret_env, withhold_secrets
+from server.api.reload.reload_paths import ReloadPaths
 from server.engine import EngineConfigInvalid, EngineManager, MemoryBudgetExceeded, MemoryPlan, ModelsReplaced
 from server.profiles import (
     ModelChange,

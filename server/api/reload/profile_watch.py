@@ -14,7 +14,7 @@ from pathlib import Path
 
 from watchfiles import awatch
 
-from server.api.reloader import ProfileRejected, Reloader
+from server.api.reload.reloader import ProfileRejected, Reloader
 from server.engine import EngineError
 from server.profiles import Profile
 
