@@ -205,7 +205,7 @@ def _held(url: str, token_env: str) -> tuple[str, ...]:
 
 def _live(url: str, profile: Profile, trace_path: Path, speed: float, token_env: str) -> Outcome:
     """The trace replayed against the server at ``url`` (``live_replay.py``)."""
-    from server.api.key_ring import every_model_key
+    from server.api import every_model_key
     from server.cli.admin_token import admin_token
     from server.cli.live_replay import replay
 

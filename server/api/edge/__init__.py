@@ -20,7 +20,7 @@ from server.api.edge.checks import (
     default_allowed_hosts,
 )
 from server.api.edge.forms import FORM_BODY, FORM_TASK, form_body_limit, read_form_object
-from server.api.edge.key_ring import KeyEntries, KeyRing, read_keys
+from server.api.edge.key_ring import KeyEntries, KeyRing, every_model_key, read_keys
 from server.api.edge.key_scopes import (
     KeyNotSet,
     allowed_model,
@@ -65,6 +65,7 @@ __all__ = [
     "check_request_bounds",
     "check_secret_sources",
     "default_allowed_hosts",
+    "every_model_key",
     "form_body_limit",
     "is_admin",
     "provide_viewer",
