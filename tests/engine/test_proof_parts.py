@@ -21,7 +21,7 @@ from server.engine.runtime import (
     parse_fault,
 )
 from server.engine.switching.probe_agreement import agreement
-from server.frontend import JsonResult, ProbeAnswer, probe_bundle
+from server.frontend import JsonResult, Operation, ProbeAnswer, probe_bundle
 from server.profiles.schema import ModelProfile
 
 
@@ -103,8 +103,16 @@ class _AnsweringBundle:
         self.has_chat = chat
         self.bodies: list[tuple[str, dict[str, Any]]] = []
 
-    async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        self.bodies.append(("chat", body))
+    async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> JsonResult:
+        self.bodies.append((operation, body))
+        if operation == "chat.completions":
+            return self._chat()
+        if operation == "completions":
+            logprobs = {"tokens": ["token_id:21"], "top_logprobs": [{"token_id:3": -3.0, "token_id:21": -0.1}]}
+            return JsonResult(200, {"choices": [{"logprobs": logprobs}]})
+        raise AssertionError(f"a generating model is never probed by {operation}")
+
+    def _chat(self) -> JsonResult:
         if not self.has_chat:
             return JsonResult(400, {"error": {"message": "no chat template", "code": 400}})
         content = [
@@ -117,14 +125,6 @@ class _AnsweringBundle:
         ]
         return JsonResult(200, {"choices": [{"logprobs": {"content": content}}]})
 
-    async def completion(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        self.bodies.append(("completion", body))
-        logprobs = {"tokens": ["token_id:21"], "top_logprobs": [{"token_id:3": -3.0, "token_id:21": -0.1}]}
-        return JsonResult(200, {"choices": [{"logprobs": logprobs}]})
-
-    async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        raise AssertionError("a generating model is never probed by its vector")
-
 
 async def test_the_probe_reads_chat_token_ids_else_a_completions_greedy_and_salted() -> None:
     chat = _AnsweringBundle(chat=True)
@@ -133,6 +133,11 @@ async def test_the_probe_reads_chat_token_ids_else_a_completions_greedy_and_salt
     )
     plain = _AnsweringBundle(chat=False)
     assert await probe_bundle(plain) == ProbeAnswer(tokens=[21], top=[[(21, -0.1), (3, -3.0)]])
+    assert [operation for operation, _ in chat.bodies + plain.bodies] == [
+        "chat.completions",
+        "chat.completions",
+        "completions",
+    ]
     bodies = [body for _, body in chat.bodies + plain.bodies]
     assert all(body["temperature"] == 0.0 and body["cache_salt"].startswith("turnout-probe-") for body in bodies)
     assert len({body["cache_salt"] for body in bodies}) == 2  # each probe its own: no cache answers it
