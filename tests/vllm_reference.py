@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final, TypeVar
@@ -100,6 +101,17 @@ class VllmReference:
                 kept.write_text(json.dumps(answers))
             texts: dict[str, str] = json.loads(kept.read_text())
         return texts
+
+    def prefetch(self, models: list[tuple[str, ModelProfile]]) -> None:
+        """Answer for each ``(name, model)`` in turn in a background thread (one reference server at a time), while
+        the test goes on; :meth:`answers` for one of them then waits for it (or, after a failure, starts its own)."""
+
+        def fetch() -> None:
+            for name, model in models:
+                with contextlib.suppress(Exception):  # answers() raises it again where a test asks
+                    self.answers(name, model)
+
+        threading.Thread(target=fetch, name="vllm-reference").start()
 
 
 @contextlib.contextmanager

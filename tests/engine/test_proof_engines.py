@@ -9,7 +9,8 @@ agrees with the in-place load (``changed``), and no kept block of the old weight
 
 Every answer is compared with a fresh vLLM server's on the same checkpoint as its files are then
 (``tests/vllm_reference.py``: one server start per checkpoint per test session): the healthy ``plain`` and
-``tools``, and ``plain`` rewritten.
+``tools``, and ``plain`` rewritten (made beside it at the start, so that the three reference servers start one after
+another in the background while the tests run).
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ Served = tuple[httpx.AsyncClient, EngineManager[Any], Profile]
 
 
 @pytest.fixture(scope="module")
-async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+async def served(tmp_path_factory: pytest.TempPathFactory, vllm_reference: VllmReference) -> AsyncIterator[Served]:
     folder = tmp_path_factory.mktemp("proof")
     demo = load_profile(DEMO)
     plain = shutil.copytree(demo.models["plain"].model, folder / "plain")
+    # The checkpoint the last test rewrites plain's into, made beside it now, so that its reference starts early.
+    rewritten = shutil.copytree(plain, folder / "rewritten")
+    _negate_final_norm_keeping_stamps(rewritten / "model.safetensors")
     models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
     models["plain"] = msgspec.structs.replace(models["plain"], model=str(plain))
     switching = msgspec.structs.replace(
@@ -71,6 +75,14 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
     state = StateDir(folder / "state")
     manager: EngineManager[Any] = build_manager(
         profile, build_bundle, build_renderer=build_renderer, admission_timeout=900, probe=probe_model, state=state
+    )
+    # The references' servers start one after another while Turnout's engines start and the tests run.
+    vllm_reference.prefetch(
+        [
+            ("plain", profile.models["plain"]),
+            ("tools", profile.models["tools"]),
+            ("plain", msgspec.structs.replace(profile.models["plain"], model=str(rewritten))),
+        ]
     )
     await manager.initialize("plain")
     app = create_app(manager, ApiSettings(admin_token=TOKEN))
