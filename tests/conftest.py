@@ -16,8 +16,17 @@ from hypothesis import settings
 from server.tinymodels import build_tiny_models
 from tests.live_servers import ENGINE_LANE, LiveServers, grouped_by_server, lane, marks_engines
 from tests.reliability.conftest import ServerPool, broken_copy
+from tests.vllm_reference import VllmReference
 
-__all__ = ["SET_ON_PURPOSE", "leaves_no_trace", "live_servers", "reliability_models", "server_pool", "tiny_models"]
+__all__ = [
+    "SET_ON_PURPOSE",
+    "leaves_no_trace",
+    "live_servers",
+    "reliability_models",
+    "server_pool",
+    "tiny_models",
+    "vllm_reference",
+]
 
 _LIVE_SERVERS = pytest.StashKey[LiveServers]()
 _SHARING = pytest.StashKey[set[str]]()
@@ -48,6 +57,7 @@ BESIDE_THE_LANE = frozenset(
         "tests/tinymodels/test_engine.py",
         "tests/engine/test_in_place_engines.py",
         "tests/engine/test_kv_keep_engines.py",
+        "tests/engine/test_kv_drill.py",
         "tests/engine/test_real_engines.py",
         "tests/engine/test_residency_by_memory_engines.py",
     }
@@ -140,6 +150,14 @@ def tiny_models() -> dict[str, Path]:
     The first run on a machine builds them (about 20 s); later runs find them cached in well under a second.
     """
     return build_tiny_models()
+
+
+@pytest.fixture(scope="session")
+def vllm_reference(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> VllmReference:
+    """A fresh vLLM server's greedy answers, one server start per checkpoint per session
+    (``tests/vllm_reference.py``), shared by the session's xdist workers (in their temporary folders' parent)."""
+    run = tmp_path_factory.getbasetemp()
+    return VllmReference((run.parent if hasattr(request.config, "workerinput") else run) / "vllm-reference")
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ class ProbeAnswer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Bundle(Protocol):
-    """What the probe calls on a bundle (``FrontendBundle``'s own methods)."""
+    """What the probe calls on a bundle (``FrontendBundle``'s one serving path)."""
 
     async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult: ...
 

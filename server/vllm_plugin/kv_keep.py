@@ -49,11 +49,14 @@ logger = logging.getLogger("turnout.engine.kv_keep")
 
 @dataclass
 class KeepMetadata(KVConnectorMetadata):
-    """One step's restores: (vLLM block id, kept block key) pairs, in the model's pool folder."""
+    """One step's restores: (vLLM block id, kept block key) pairs, in the model's pool folder; ``flip``: a fault
+    drill's, the blocks read back with a byte flipped. The scheduler side says both for the model it serves now: a
+    worker's connector outlives its model (an in-place swap keeps it), so its own settings are another model's."""
 
     identity: str = ""
     num_blocks: int = 0
     loads: list[tuple[int, str]] = field(default_factory=list)
+    flip: bool = False
 
 
 class TurnoutKVKeep(KVConnectorBase_V1):
@@ -67,7 +70,8 @@ class TurnoutKVKeep(KVConnectorBase_V1):
             self.pool = KVPool(Path(extra["pool_root"]), int(extra["limit_bytes"]))
         except (OSError, ValueError) as exc:
             logger.error("the kept-KV pool is not used (%s): this engine keeps nothing", exc)
-        #: A fault drill's (``--inject-fault kv:MODEL``): kept blocks are read back with a byte flipped.
+        #: A fault drill's (``--inject-fault kv:MODEL``): kept blocks are read back with a byte flipped (told to the
+        #: workers in each step's metadata, as the identity is).
         self.flip_bytes = bool(extra.get("fault_flip_bytes"))
         #: Files one kept block takes: each tensor-parallel rank keeps its own shard.
         self.shards = max(1, int(vllm_config.parallel_config.tensor_parallel_size))
@@ -121,7 +125,7 @@ class TurnoutKVKeep(KVConnectorBase_V1):
         self._loads.extend(zip(block_ids[first : first + count], keys[:count], strict=True))
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
-        meta = KeepMetadata(identity=self.identity, num_blocks=self.num_blocks, loads=self._loads)
+        meta = KeepMetadata(identity=self.identity, num_blocks=self.num_blocks, loads=self._loads, flip=self.flip_bytes)
         self._loads = []
         return meta
 
@@ -161,7 +165,7 @@ class TurnoutKVKeep(KVConnectorBase_V1):
         size = sum(view[0].numel() * view[0].element_size() for view in views)
         for block_id, key in meta.loads:
             try:
-                data = self.pool.read_block(meta.identity, _rank_key(key), size, flip=self.flip_bytes)
+                data = self.pool.read_block(meta.identity, _rank_key(key), size, flip=meta.flip)
                 _scatter(views, block_id, torch.frombuffer(data, dtype=torch.uint8))
                 self.restored_blocks += 1
             except (OSError, ValueError) as exc:

@@ -23,7 +23,7 @@ the other, never side by side, each in a module fixture that sends every case an
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -31,8 +31,9 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from benchmarks.servers import ServedModel, ServerProcess, served_model, start_turnout, start_vllm
+from benchmarks.servers import ServedModel, served_model, start_turnout, start_vllm
 from server.tinymodels.spec import WEATHER_TOOL
+from tests.vllm_reference import asked
 
 pytestmark = pytest.mark.engine
 
@@ -140,25 +141,16 @@ def served(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
     return served_model(profile)
 
 
-def _answers_of(start: Callable[[], ServerProcess]) -> Answers:
-    server = start()
-    try:
-        server.wait_ready(timeout=300)
-        return ask(server.url)
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def vllm_answers(served: ServedModel, tmp_path_factory: pytest.TempPathFactory) -> Answers:
     logs = tmp_path_factory.mktemp("vllm-logs")
-    return _answers_of(lambda: start_vllm(served, logs, env=SERVER_ENV))
+    return asked(lambda: start_vllm(served, logs, env=SERVER_ENV), ask)
 
 
 @pytest.fixture(scope="module")
 def turnout_answers(served: ServedModel, tmp_path_factory: pytest.TempPathFactory) -> Answers:
     logs = tmp_path_factory.mktemp("turnout-logs")
-    return _answers_of(lambda: start_turnout(served.profile_path, logs, extra=("--no-preload",), env=SERVER_ENV))
+    return asked(lambda: start_turnout(served.profile_path, logs, extra=("--no-preload",), env=SERVER_ENV), ask)
 
 
 @pytest.mark.parametrize(("name", "stream"), [(name, stream) for name, _, stream in _requests()])

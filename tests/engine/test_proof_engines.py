@@ -3,9 +3,14 @@
 ``plain`` (its checkpoint copied, so the test may rewrite it) and ``tools`` take turns on one engine
 (``reconfigure``, auto mode, kept KV blocks on). The tests run in order on one server: in-place swaps proven against
 the fingerprints first recorded; the ``weights`` drill (the final norm negated by the next in-place load) found by
-the proof, the waiting request answered by the plain start as a healthy engine answers it; then ``plain``'s
+the proof, the waiting requests answered by the plain start as a healthy engine answers them; then ``plain``'s
 checkpoint rewritten as ``cp -p`` of a same-shape fine-tune would (the same sizes and times): the proof's plain start
 agrees with the in-place load (``changed``), and no kept block of the old weights answers.
+
+Every answer is compared with a fresh vLLM server's on the same checkpoint as its files are then
+(``tests/vllm_reference.py``: one server start per checkpoint per test session): the healthy ``plain`` and
+``tools``, and ``plain`` rewritten (made beside it at the start, so that the three reference servers start one after
+another in the background while the tests run).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from server.engine.factory import build_manager
 from server.engine.runtime import FAULTS
 from server.frontend import FrontendSettings, build_bundle_for_profile
 from server.frontend.vllm_adapter import build_renderer
-from server.profiles import load_profile
+from server.profiles import Profile, load_profile
 from server.vllm_plugin import with_kv_keep
 from server.vllm_plugin.kv_pool_owner import PoolOwner
+from tests.vllm_reference import LONG, VllmReference, greedy_body
 
 pytestmark = pytest.mark.engine
 
@@ -38,18 +44,18 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "profiles" / "demo.yaml"
 TOKEN = "proof-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-#: A prompt of several kept blocks (vLLM's CPU block size is 128), in token ids below both vocabularies.
-LONG = [20 + (i * 37) % 400 for i in range(300)]
 
-Served = tuple[httpx.AsyncClient, EngineManager[Any], Path]
+Served = tuple[httpx.AsyncClient, EngineManager[Any], Profile]
 
 
 @pytest.fixture(scope="module")
-async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+async def served(tmp_path_factory: pytest.TempPathFactory, vllm_reference: VllmReference) -> AsyncIterator[Served]:
     folder = tmp_path_factory.mktemp("proof")
-    plain = folder / "plain"
     demo = load_profile(DEMO)
-    shutil.copytree(demo.models["plain"].model, plain)
+    plain = shutil.copytree(demo.models["plain"].model, folder / "plain")
+    # The checkpoint the last test rewrites plain's into, made beside it now, so that its reference starts early.
+    rewritten = shutil.copytree(plain, folder / "rewritten")
+    _negate_final_norm_keeping_stamps(rewritten / "model.safetensors")
     models = {name: msgspec.structs.replace(demo.models[name], preload=False) for name in ("plain", "tools")}
     models["plain"] = msgspec.structs.replace(models["plain"], model=str(plain))
     switching = msgspec.structs.replace(
@@ -70,11 +76,19 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
     manager: EngineManager[Any] = build_manager(
         profile, build_bundle, build_renderer=build_renderer, admission_timeout=900, probe=probe_model, state=state
     )
+    # The references' servers start one after another while Turnout's engines start and the tests run.
+    vllm_reference.prefetch(
+        [
+            ("plain", profile.models["plain"]),
+            ("tools", profile.models["tools"]),
+            ("plain", msgspec.structs.replace(profile.models["plain"], model=str(rewritten))),
+        ]
+    )
     await manager.initialize("plain")
     app = create_app(manager, ApiSettings(admin_token=TOKEN))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://turnout.test", timeout=300)
     try:
-        yield client, manager, plain
+        yield client, manager, profile
     finally:
         await client.aclose()
         await manager.shutdown()
@@ -83,8 +97,7 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
 
 async def _answer(client: httpx.AsyncClient, model: str, prompt: list[int] | str = "Hello") -> tuple[str, int]:
     """A greedy completion's text, and how many of its prompt tokens vLLM found cached."""
-    body = {"model": model, "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True}
-    answer = await client.post("/v1/completions", json=body)
+    answer = await client.post("/v1/completions", json=greedy_body(model, prompt))
     assert answer.status_code == 200, answer.text
     payload = answer.json()
     details = payload["usage"].get("prompt_tokens_details") or {}
@@ -98,46 +111,56 @@ async def _verify(client: httpx.AsyncClient) -> dict[str, Any]:
     return verify
 
 
-HEALTHY: dict[str, str] = {}
-
-
-async def test_in_place_swaps_are_proven_against_the_recorded_fingerprints(served: Served) -> None:
-    client, _, _ = served
-    HEALTHY["plain"] = (await _answer(client, "plain"))[0]
-    await _answer(client, "plain", LONG)  # blocks to keep when the device leaves plain
-    HEALTHY["tools"] = (await _answer(client, "tools"))[0]  # auto mode: the request switches
+async def test_in_place_swaps_are_proven_against_the_recorded_fingerprints(
+    served: Served, vllm_reference: VllmReference
+) -> None:
+    client, _, profile = served
+    plain = vllm_reference.answers("plain", profile.models["plain"])
+    tools = vllm_reference.answers("tools", profile.models["tools"])
+    assert (await _answer(client, "plain"))[0] == plain["hello"]
+    assert (await _answer(client, "plain", LONG))[0] == plain["long"]  # blocks to keep when the device leaves plain
+    assert (await _answer(client, "tools"))[0] == tools["hello"]  # auto mode: the request switches
     verify = await _verify(client)
     assert (verify["outcome"], verify["path"]) == ("passed", "in_place")
     assert verify["detail"] == "first fingerprint recorded"
-    assert (await _answer(client, "plain"))[0] == HEALTHY["plain"]
+    assert (await _answer(client, "plain"))[0] == plain["hello"]
     verify = await _verify(client)
     assert (verify["outcome"], verify["path"]) == ("passed", "in_place") and "agree" in verify["detail"]
 
 
-async def test_the_weights_drill_falls_back_to_a_plain_start_that_answers_the_waiting_request(served: Served) -> None:
-    client, _, _ = served
+async def test_the_weights_drill_falls_back_to_a_plain_start_that_answers_the_waiting_request(
+    served: Served, vllm_reference: VllmReference
+) -> None:
+    client, _, profile = served
+    healthy = vllm_reference.answers("tools", profile.models["tools"])["hello"]
     FAULTS.arm("weights", "tools")
     try:
         # Both wait through the switch and its proof: none is answered by the damaged engine.
         answers = await asyncio.gather(_answer(client, "tools"), _answer(client, "tools"))
     finally:
         FAULTS.take("weights", "tools")
-    assert [text for text, _ in answers] == [HEALTHY["tools"]] * 2
+    assert [text for text, _ in answers] == [healthy] * 2
     verify = await _verify(client)
     assert (verify["outcome"], verify["path"]) == ("fell_back", "in_place"), verify
     metrics = (await client.get("/metrics")).text
     assert 'turnout_switch_verifications_total{model="tools",outcome="fell_back",path="in_place"} 1.0' in metrics
 
 
-async def test_a_checkpoint_rewritten_with_the_same_sizes_and_times_is_a_change(served: Served) -> None:
-    client, _, plain = served
-    _negate_final_norm_keeping_stamps(plain / "model.safetensors")
-    _, cached = await _answer(client, "plain", LONG)
+async def test_a_checkpoint_rewritten_with_the_same_sizes_and_times_is_a_change(
+    served: Served, vllm_reference: VllmReference
+) -> None:
+    client, _, profile = served
+    old = vllm_reference.answers("plain", profile.models["plain"])
+    _negate_final_norm_keeping_stamps(Path(profile.models["plain"].model) / "model.safetensors")
+    text, cached = await _answer(client, "plain", LONG)
     verify = await _verify(client)
     # The host the fallback spawned keeps no KV blocks, so plain (which does) comes back in a forked engine.
     assert (verify["outcome"], verify["path"]) == ("changed", "fork"), verify
     assert cached == 0, "a kept block of the old weights answered"
-    assert (await _answer(client, "plain"))[0] != HEALTHY["plain"]
+    rewritten = vllm_reference.answers("plain", profile.models["plain"])  # a fresh vLLM on the rewritten files
+    assert rewritten != old, "the rewrite changed what the checkpoint answers"
+    assert text == rewritten["long"]
+    assert (await _answer(client, "plain"))[0] == rewritten["hello"]
 
 
 def _negate_final_norm_keeping_stamps(weights: Path) -> None:

@@ -21,7 +21,7 @@ from server.engine.runtime import (
     parse_fault,
 )
 from server.engine.switching.probe_agreement import agreement
-from server.frontend import JsonResult, ProbeAnswer, probe_bundle
+from server.frontend import JsonResult, Operation, ProbeAnswer, probe_bundle
 from server.profiles.schema import ModelProfile
 
 
@@ -103,7 +103,7 @@ class _AnsweringBundle:
         self.has_chat = chat
         self.bodies: list[tuple[str, dict[str, Any]]] = []
 
-    async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult:
+    async def call(self, operation: Operation, body: dict[str, Any], request_id: str) -> JsonResult:
         self.bodies.append((operation, body))
         if operation == "chat.completions":
             return self._chat()
@@ -133,6 +133,11 @@ async def test_the_probe_reads_chat_token_ids_else_a_completions_greedy_and_salt
     )
     plain = _AnsweringBundle(chat=False)
     assert await probe_bundle(plain) == ProbeAnswer(tokens=[21], top=[[(21, -0.1), (3, -3.0)]])
+    assert [operation for operation, _ in chat.bodies + plain.bodies] == [
+        "chat.completions",
+        "chat.completions",
+        "completions",
+    ]
     bodies = [body for _, body in chat.bodies + plain.bodies]
     assert all(body["temperature"] == 0.0 and body["cache_salt"].startswith("turnout-probe-") for body in bodies)
     assert len({body["cache_salt"] for body in bodies}) == 2  # each probe its own: no cache answers it
