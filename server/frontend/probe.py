@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
+from server.frontend.operations import Operation
 from server.frontend.results import BundleResult, JsonResult
 
 __all__ = ["PROBE_OUTPUT_TOKENS", "ProbeAnswer", "probe_bundle"]
@@ -38,9 +39,7 @@ class ProbeAnswer(msgspec.Struct, frozen=True, kw_only=True):
 class _Bundle(Protocol):
     """What the probe calls on a bundle (``FrontendBundle``'s own methods)."""
 
-    async def chat(self, body: Any, request_id: str) -> BundleResult: ...
-    async def completion(self, body: Any, request_id: str) -> BundleResult: ...
-    async def embeddings(self, body: Any, request_id: str) -> BundleResult: ...
+    async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult: ...
 
 
 async def probe_bundle(bundle: _Bundle) -> ProbeAnswer:
@@ -55,14 +54,14 @@ async def probe_bundle(bundle: _Bundle) -> ProbeAnswer:
         "cache_salt": salt,
     }
     chat = {**common, "messages": [{"role": "user", "content": _PROMPT}], "logprobs": True, "top_logprobs": 2}
-    result = await bundle.chat(chat, request_id)
+    result = await bundle.call("chat.completions", chat, request_id)
     if _ok(result):
         return _chat_reading(_payload(result))
-    result = await bundle.completion({**common, "prompt": _PROMPT, "logprobs": 2}, request_id)
+    result = await bundle.call("completions", {**common, "prompt": _PROMPT, "logprobs": 2}, request_id)
     if _ok(result):
         return _completion_reading(_payload(result))
     # A model without either (a pooling model's routes answer 404) is probed by its vector.
-    result = await bundle.embeddings({"input": _PROMPT, "cache_salt": salt}, request_id)
+    result = await bundle.call("embeddings", {"input": _PROMPT, "cache_salt": salt}, request_id)
     if _ok(result):
         return ProbeAnswer(vector=[float(x) for x in _payload(result)["data"][0]["embedding"]])
     return ProbeAnswer(skipped=f"no chat, completion or embedding answered the probe: {_error(result)}")

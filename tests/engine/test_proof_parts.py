@@ -103,8 +103,16 @@ class _AnsweringBundle:
         self.has_chat = chat
         self.bodies: list[tuple[str, dict[str, Any]]] = []
 
-    async def chat(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        self.bodies.append(("chat", body))
+    async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult:
+        self.bodies.append((operation, body))
+        if operation == "chat.completions":
+            return self._chat()
+        if operation == "completions":
+            logprobs = {"tokens": ["token_id:21"], "top_logprobs": [{"token_id:3": -3.0, "token_id:21": -0.1}]}
+            return JsonResult(200, {"choices": [{"logprobs": logprobs}]})
+        raise AssertionError(f"a generating model is never probed by {operation}")
+
+    def _chat(self) -> JsonResult:
         if not self.has_chat:
             return JsonResult(400, {"error": {"message": "no chat template", "code": 400}})
         content = [
@@ -116,14 +124,6 @@ class _AnsweringBundle:
             for n in (11, 12)
         ]
         return JsonResult(200, {"choices": [{"logprobs": {"content": content}}]})
-
-    async def completion(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        self.bodies.append(("completion", body))
-        logprobs = {"tokens": ["token_id:21"], "top_logprobs": [{"token_id:3": -3.0, "token_id:21": -0.1}]}
-        return JsonResult(200, {"choices": [{"logprobs": logprobs}]})
-
-    async def embeddings(self, body: dict[str, Any], request_id: str) -> JsonResult:
-        raise AssertionError("a generating model is never probed by its vector")
 
 
 async def test_the_probe_reads_chat_token_ids_else_a_completions_greedy_and_salted() -> None:
