@@ -122,6 +122,11 @@ class _Run:
         self.last_event = 0.0
         auto = msgspec.structs.replace(setup.switching, mode="auto")
         self.scheduler: Scheduler[int] = Scheduler(SchedulerPolicy.from_switching(auto), self, self, setup.costs)
+        # The active model came up before the trace, as a server's start-up ends before its traffic comes: it owes
+        # no residency when the first request arrives. (The scheduler's clock starts at 0.0, a moment long past on
+        # a server's monotonic clock but the first request's time on this one.)
+        settled = -setup.switching.max_residency_s
+        self.scheduler.switch_ended(SwitchView(None, self.active, settled, True), settled, ok=True)
 
     # -- the scheduler's view of the device (SlotsView) ---------------------------------------------------------
 
