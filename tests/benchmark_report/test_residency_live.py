@@ -14,6 +14,7 @@ from benchmarks.residency_live import (
     ResidencyLiveOptions,
     live_profile,
     live_trace,
+    within_band,
     write_trace,
 )
 from server.engine import read_trace
@@ -45,3 +46,10 @@ def test_the_default_trace_asks_for_every_model_and_reads_back_as_written(tmp_pa
     assert {item.model for item in trace} == set(MODELS)  # three models on two engines: evictions
     assert trace[-1].at - trace[0].at > 60
     assert all(PROMPT_TOKENS[0] <= item.prompt_tokens <= PROMPT_TOKENS[1] for item in trace)
+
+
+def test_the_band_is_thirty_percent_either_way_compared_unrounded() -> None:
+    assert within_band(14, 15) and within_band(13, 10) and not within_band(13, 20)
+    # 15.524 s against 22.175 s is 6.651 s apart, within 30 % (6.6525 s), though its ratio rounds to 0.7.
+    assert within_band(15.524, 22.175) and not within_band(15.5, 22.175)
+    assert not within_band(1, 0)
