@@ -19,6 +19,8 @@ from benchmarks.cold_start_results import page_section as _cold
 from benchmarks.ratios import paired_ratios, within_noise
 from benchmarks.request_profile_results import RequestProfile
 from benchmarks.request_profile_results import page_section as _request_profile
+from benchmarks.residency_live import ResidencyLive
+from benchmarks.residency_live import page_section as _residency_live
 from benchmarks.residency_policies import ResidencyPolicies
 from benchmarks.residency_policies import page_section as _residency
 from benchmarks.result_types import (
@@ -54,6 +56,7 @@ _OTHERS: tuple[tuple[str, type[Result]], ...] = (
     ("auto_mode", AutoMode),
     ("cluster_simulation", ClusterSimulation),
     ("residency_policies", ResidencyPolicies),
+    ("residency_live", ResidencyLive),
     ("reliability_long", ReliabilityLong),
 )
 
@@ -439,6 +442,7 @@ def render() -> str:
         *_auto(read_result("auto_mode", AutoMode), read_result("scheduler_simulation", Captured)),
         *_cluster(read_result("cluster_simulation", ClusterSimulation)),
         *_residency(read_result("residency_policies", ResidencyPolicies)),
+        *_residency_live(read_result("residency_live", ResidencyLive)),
         *_reliability(read_result("reliability_long", ReliabilityLong)),
     ]
     # A result file written before its writer made paths relative may still name this machine's checkout.

@@ -71,10 +71,18 @@ class ResidencyPolicies(Result, frozen=True, kw_only=True):
     goal_met: bool
 
 
-def synthetic_trace(seed: int, options: Options) -> list[TraceRequest]:
-    """Bursty, Zipf-popular multi-team traffic (see the module docstring)."""
+def synthetic_trace(
+    seed: int,
+    options: Options,
+    *,
+    models: Sequence[str] = tuple(COLD_S),
+    prompt_tokens: tuple[int, int] = (200, 2000),
+    output_tokens: tuple[int, int] = (20, 300),
+) -> list[TraceRequest]:
+    """Bursty, Zipf-popular multi-team traffic (see the module docstring): one team per model of ``models``, each
+    request's tokens drawn uniformly from the ranges given (``benchmarks/residency_live.py`` replays a short one)."""
     rng = random.Random(seed)
-    names = list(COLD_S)
+    names = list(models)
     rng.shuffle(names)  # popularity in an order unrelated to cost
     weights = [1.0 / rank for rank in range(1, len(names) + 1)]
     end = options.hours * 3600.0
@@ -89,7 +97,10 @@ def synthetic_trace(seed: int, options: Options) -> list[TraceRequest]:
         for _ in range(1 + int(rng.expovariate(1.0 / (options.mean_burst - 1)))):
             requests.append(
                 TraceRequest(
-                    at=when, model=model, prompt_tokens=rng.randint(200, 2000), output_tokens=rng.randint(20, 300)
+                    at=when,
+                    model=model,
+                    prompt_tokens=rng.randint(*prompt_tokens),
+                    output_tokens=rng.randint(*output_tokens),
                 )
             )
             when += rng.expovariate(1 / 4.0)

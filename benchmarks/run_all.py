@@ -25,6 +25,7 @@ from benchmarks import reliability_long
 from benchmarks.cold_start_results import ColdStartOptions
 from benchmarks.kv_keep import KvKeepOptions
 from benchmarks.request_profile_results import RequestProfileOptions
+from benchmarks.residency_live import ResidencyLiveOptions
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
@@ -84,6 +85,7 @@ _PY = [sys.executable, "-m"]
 _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOptions()
 _WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
 _KV_KEEP, _PROOF, _PROFILE = KvKeepOptions(), SwitchProofOptions(), RequestProfileOptions()
+_RESIDENCY_LIVE = ResidencyLiveOptions()
 
 
 def _options(options: msgspec.Struct) -> list[str]:
@@ -157,6 +159,11 @@ STEPS: tuple[Step, ...] = (
         "cluster_simulation",
         [*_PY, "benchmarks.cluster_sim", "--requests", "300"],
         [*_PY, "benchmarks.cluster_sim", "--requests", str(_CLUSTER.requests)],
+    ),
+    Step(
+        "residency_live",
+        [*_PY, "benchmarks.residency_live", "--quick"],
+        [*_PY, "benchmarks.residency_live", *_options(_RESIDENCY_LIVE)],
     ),
     Step(
         "natural_profile",

@@ -2,9 +2,10 @@
 reports it (policy name ``live``).
 
 Each request is sent at its time in the trace divided by ``--speed``, as a streamed ``/v1/completions`` request
-for its model with a prompt of about ``prompt_tokens`` tokens and ``max_tokens`` set to ``output_tokens``. Its wait
-is the time to its first streamed data event (admission and the prefill: the closest a client sees to the wait the
-simulation counts); a refusal is an answer other than 200. The switches and their seconds per model are the
+for its model with a prompt of about ``prompt_tokens`` tokens and ``max_tokens`` set to ``output_tokens``, all of
+which it generates (``ignore_eos``: the model's end of text does not cut it shorter than the trace). Its wait
+is the time to its first streamed data event (admission and the prefill: the closest a client sees to the wait
+the simulation counts); a refusal is an answer other than 200. The switches and their seconds per model are the
 server's own (``turnout_switch_duration_seconds`` on ``/metrics``, its count and sum per target, read before and
 after with the admin token), and the serving share is the share of the replay's time a model had a request
 streaming. The admin token and the API key are read as ``turnout status`` and ``turnout serve`` read them.
@@ -56,6 +57,8 @@ async def _one(
         "model": request.model,
         "prompt": "hello " * max(1, request.prompt_tokens),
         "max_tokens": max(1, request.output_tokens),
+        # The trace's output tokens were generated: so are the replay's, where the model would stop sooner.
+        "ignore_eos": True,
         "stream": True,
     }
     try:

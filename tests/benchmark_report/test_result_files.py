@@ -12,6 +12,7 @@ from benchmarks import docs_page, results
 from benchmarks.cold_start_results import ColdStart
 from benchmarks.kv_keep import KvKeep
 from benchmarks.request_profile_results import RequestProfile
+from benchmarks.residency_live import ResidencyLive
 from benchmarks.residency_policies import ResidencyPolicies
 from benchmarks.result_types import (
     AutoMode,
@@ -39,6 +40,7 @@ _EXACT: dict[str, type[Result]] = {
     "engine_limit": EngineLimit,
     "kv_keep": KvKeep,
     "reliability_long": ReliabilityLong,
+    "residency_live": ResidencyLive,
     "residency_policies": ResidencyPolicies,
     "run_all": RunAll,
     "scheduler_simulation": Captured,

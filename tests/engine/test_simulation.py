@@ -103,6 +103,31 @@ def test_one_engine_comes_back_cold_each_switch_and_the_wait_counts_the_reload()
     assert 0 < outcome.overall.serving_share < 1
 
 
+def test_the_held_model_came_up_before_the_trace_so_the_first_switch_away_starts_at_once() -> None:
+    # As on a server, whose start-up ends before its traffic: the first request's wait is the reload alone, not
+    # the reload after a residency the active model would owe had it come up with that request.
+    first = [TraceRequest(at=0.0, model="dear", prompt_tokens=100, output_tokens=30)]
+    for start in ((), ("x",)):
+        setup = _setup(models={name: SimulatedModel() for name in ("x", "dear")}, start=start)
+        outcome = simulate(setup, first)
+        assert outcome.models["dear"].wait_max_s == pytest.approx(30.0, abs=0.01)
+
+
+def test_room_is_made_before_the_reload_so_requests_queued_during_it_keep_no_cheap_model() -> None:
+    # x is active, the dear model parked; y needs an engine. The device evicts before it starts y's (as keep does):
+    # then x is idle and cheap, so it goes. Requests for x that arrive during y's cold start do not make x busy
+    # after the fact and the dear model evicted in its place, to come back cold.
+    trace = [
+        TraceRequest(at=0.0, model="y", prompt_tokens=100, output_tokens=30),
+        TraceRequest(at=0.2, model="x", prompt_tokens=100, output_tokens=30),
+        TraceRequest(at=10.0, model="dear", prompt_tokens=100, output_tokens=30),
+    ]
+    outcome = simulate(_setup(start=("x", "dear")), trace)
+    assert outcome.models["dear"].switches == 1
+    assert outcome.models["dear"].switch_s < 1.0  # warm: it stayed
+    assert outcome.models["x"].switch_s >= 0.5  # cold: it went
+
+
 def test_the_simulation_imports_neither_vllm_nor_ray() -> None:
     code = (
         "import sys; import server.engine.simulation, server.cli.simulate; "

@@ -6,8 +6,9 @@ The device here plays the model slots' part for the scheduler (:class:`SlotsView
 (:class:`SchedulerEffects`): a switch first drains the model being left (its requests run to their end, within
 ``drain_timeout``), then brings the target up by the path it can take (``warm``: it holds an engine; ``in_place``:
 the strategy swaps models inside one engine; else ``cold``) at that path's measured cost. Under a strategy that
-holds several engines (``keep``), the target's arrival evicts what the policy says to fit ``max_active`` and the
-memory budget, by the profile's ``switching.eviction`` rule; a resident with requests queued counts as busy, as the
+holds several engines (``keep``), the device makes room for a target without an engine once the drain is over,
+before the reload, as the real one does: it evicts what the policy says to fit ``max_active`` and the memory
+budget, by the profile's ``switching.eviction`` rule; a resident with requests queued then counts as busy, as the
 real device's. Requests are served side by side (an engine batches), each for ``prompt_tokens / prefill_tps +
 output_tokens / decode_tps`` seconds. Not simulated: idle unloads, failed loads, the prefix cache.
 
@@ -122,6 +123,11 @@ class _Run:
         self.last_event = 0.0
         auto = msgspec.structs.replace(setup.switching, mode="auto")
         self.scheduler: Scheduler[int] = Scheduler(SchedulerPolicy.from_switching(auto), self, self, setup.costs)
+        # The active model came up before the trace, as a server's start-up ends before its traffic comes: it owes
+        # no residency when the first request arrives. (The scheduler's clock starts at 0.0, a moment long past on
+        # a server's monotonic clock but the first request's time on this one.)
+        settled = -setup.switching.max_residency_s
+        self.scheduler.switch_ended(SwitchView(None, self.active, settled, True), settled, ok=True)
 
     # -- the scheduler's view of the device (SlotsView) ---------------------------------------------------------
 
@@ -165,6 +171,9 @@ class _Run:
         if source is not None and self.leases[source]:
             drained = min(self.ends[source], self.now + self.setup.switching.drain_timeout)
         path: ReloadPath = "warm" if target in self.residents else "in_place" if self.setup.in_place else "cold"
+        # The device makes room once the drain is over, before it brings the target up (as ``keep`` evicts before
+        # it starts an engine): what is busy then, not when the target is up, stays.
+        self.at(drained, lambda: self.make_room(source, target))
         self.at(drained + self.setup.cost_s(target, path), self.switch_done)
 
     def admit(self, waiter: Waiter[int]) -> None:
@@ -229,23 +238,21 @@ class _Run:
     def switch_done(self) -> None:
         ended = self.current
         assert ended is not None
-        source, target = ended.source, ended.target
+        target = ended.target
         self.tally.switches[target] += 1
         self.tally.switch_s[target] += self.now - ended.started_at
-        if source is not None:
-            self.last_used[source] = self.now
-        self.bring_up(source, target)
+        self.residents = self.residents | {target} if self.setup.holds_several else {target}
         self.active, self.current = target, None
         self.last_used[target] = self.now
         self.uses[target] += 1
         self.scheduler.switch_ended(ended, self.now, ok=True)
 
-    def bring_up(self, source: str | None, target: str) -> None:
-        """``target`` holds an engine now; what the policy evicts for it (or the one engine's model) goes."""
-        if not self.setup.holds_several:
-            self.residents = {target}
-            return
-        if target not in self.residents:
+    def make_room(self, source: str | None, target: str) -> None:
+        """The drain is over: what the policy evicts for ``target`` goes (one engine: its model goes as the target
+        comes, at the switch's end)."""
+        if source is not None:
+            self.last_used[source] = self.now
+        if self.setup.holds_several and target not in self.residents:
             others = [self.resident(name, source) for name in self.residents if name != target]
             setup = self.setup
             decision = residency_policy.evictions_to_fit(
@@ -258,7 +265,6 @@ class _Run:
                 now=self.now,
             )
             self.residents -= set(decision.evict)
-            self.residents.add(target)
 
     def resident(self, name: str, source: str | None) -> Resident:
         model = self.setup.models[name]
