@@ -29,8 +29,9 @@ SLACK_S = 2.0
 class App:
     """Answers ``/health`` at once and ``/wait`` when :attr:`release` is set; the body is the client's port."""
 
-    def __init__(self) -> None:
+    def __init__(self, late_s: float = BODY_TIMEOUT_S * 2) -> None:
         self.release = asyncio.Event()
+        self.late_s = late_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -43,7 +44,7 @@ class App:
         answer = str(scope["client"][1]).encode()
         if scope["path"].startswith("/upload"):  # the body's length, read whole (after a pause: /upload-late)
             if scope["path"] == "/upload-late":
-                await asyncio.sleep(BODY_TIMEOUT_S * 2)
+                await asyncio.sleep(self.late_s)
             size, more = 0, True
             while more:
                 message = await receive()
@@ -59,7 +60,7 @@ class App:
 async def serving(
     max_connections: int, body_timeout_s: float = BODY_TIMEOUT_S
 ) -> AsyncIterator[tuple[str, App, OpenConnections]]:
-    app = App()
+    app = App(late_s=body_timeout_s * 2)
     limits = ConnectionLimits(
         header_timeout_s=HEADER_TIMEOUT_S, body_timeout_s=body_timeout_s, max_connections=max_connections
     )
@@ -152,17 +153,23 @@ async def test_a_body_that_stops_is_answered_408_and_closed_at_the_body_timeout(
 async def test_a_large_body_sent_steadily_or_read_late_outlives_the_body_timeout() -> None:
     chunk = b"x" * 65536
     size = 8 * 1024 * 1024
+    # Client and server share one event loop, which a loaded machine may hold still for a second: a longer body
+    # timeout than the module's keeps such a pause from reading as a stalled client.
+    body_timeout_s = 3.0
 
-    async def steady() -> AsyncIterator[bytes]:  # 128 chunks a 20 ms apart: over twice the body timeout
+    async def steady() -> AsyncIterator[bytes]:  # 128 chunks a 50 ms apart: over twice the body timeout
         for _ in range(size // len(chunk)):
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
             yield chunk
 
-    async with serving(max_connections=100) as (url, _, _), httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with (
+        serving(max_connections=100, body_timeout_s=body_timeout_s) as (url, _, _),
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
         started = time.monotonic()
         response = await client.post("/upload", content=steady(), headers={"content-length": str(size)})
         assert response.status_code == 200 and int(response.text) == size
-        assert time.monotonic() - started > BODY_TIMEOUT_S * 2
+        assert time.monotonic() - started > body_timeout_s * 2
         # The server stops reading while the app has not taken what came (its wait is not the client's).
         late = await client.post("/upload-late", content=b"y" * (4 * 1024 * 1024))
         assert late.status_code == 200 and int(late.text) == 4 * 1024 * 1024

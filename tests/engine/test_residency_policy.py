@@ -354,6 +354,16 @@ def test_cost_evicts_the_cheap_to_reload_model_before_a_dear_one_used_longer_ago
     assert eviction_order([_idle("twice", 80.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "half"
 
 
+def test_reloads_cheaper_than_a_tenth_of_a_second_cost_alike_so_recency_decides() -> None:
+    # A millisecond of timing noise between two in-place swaps is no reason to keep one and not the other.
+    older = _idle("older", 40.0, return_s=0.002)
+    newer = _idle("newer", 90.0, return_s=0.0)
+    assert [r.name for r in eviction_order([newer, older], rule="cost", now=100.0)] == ["older", "newer"]
+    assert residency_policy.keep_value(newer, now=100.0) == pytest.approx(0.1 / 10**0.25)
+    dear = _idle("dear", 40.0, return_s=0.2)  # above the floor, the cost counts again
+    assert eviction_order([newer, dear], rule="cost", now=100.0)[0].name == "newer"
+
+
 def test_cost_weighs_bytes_and_uses_up_to_the_cap() -> None:
     small = _idle("small", 50.0, return_s=4.0, footprint_bytes=1 << 30)
     large = _idle("large", 50.0, return_s=4.0, footprint_bytes=8 << 30)

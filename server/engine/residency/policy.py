@@ -65,6 +65,9 @@ USE_CAP: Final = 2
 #: The idle seconds a resident is treated as having at least, so that the one used a moment ago is not worth
 #: everything.
 _MIN_AGE_S: Final = 1.0
+#: The reload cost a resident is counted at, at least: below it, a switch's timing noise (a few milliseconds on a
+#: loaded machine) would decide which of two equally cheap models goes, not what they cost to come back.
+_MIN_COST_S: Final = 0.1
 #: How strongly idle time ages a resident's value: idle 16 times longer, worth half. Dividing by the idle time
 #: itself (1) let recency all but decide, close to least recently used (0.97x its switch seconds in
 #: ``benchmarks/residency_policies.py``); 0.25 weighs the reload cost more and still lets a dear model that sat
@@ -146,7 +149,7 @@ def eviction_order(
     when = now if now is not None else max((item.last_used for item in everyone), default=0.0)
     sizes = [item.footprint_bytes for item in idle if item.footprint_bytes > 0]
     mean_bytes = sum(sizes) / len(sizes) if sizes else 0.0
-    known = [item.return_s for item in idle if item.return_s is not None]
+    known = [max(item.return_s, _MIN_COST_S) for item in idle if item.return_s is not None]
     fallback = sum(known) / len(known) if known else 0.0
     return sorted(
         idle,
@@ -162,14 +165,14 @@ def keep_value(resident: Resident, *, now: float, mean_bytes: float = 0.0, fallb
     """What keeping ``resident`` is worth: the reload its next use would otherwise cost, times how likely that use
     comes soon, for each byte it holds (``docs/residency.md`` gives the formula)::
 
-        min(uses, USE_CAP) x return_s / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
+        min(uses, USE_CAP) x max(return_s, 0.1 s) / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
 
     GreedyDual-Size-Frequency's value (frequency x cost / size), aged by the idle time rather than by an inflation
     value: a model idle sixteen times as long is worth half as much. ``mean_bytes``: the mean footprint of the
     candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model never measured
     (the mean of those measured).
     """
-    cost = resident.return_s if resident.return_s is not None else fallback_s
+    cost = max(resident.return_s, _MIN_COST_S) if resident.return_s is not None else fallback_s
     share = resident.footprint_bytes / mean_bytes if mean_bytes > 0 and resident.footprint_bytes > 0 else 1.0
     age = max(now - resident.last_used, _MIN_AGE_S)
     return min(resident.uses, USE_CAP) * cost / share / math.pow(age, AGE_EXPONENT)
