@@ -112,17 +112,9 @@ class ResidencyLive(Result, frozen=True, kw_only=True):
 def live_profile(folder: Path) -> Path:
     """The demo's models and a second engine of ``plain``, ``keep`` with ``max_active: 2`` in ``auto`` mode, as a
     JSON profile with absolute paths in ``folder``."""
-    from benchmarks.servers import DEMO_PROFILE
-    from server.profiles import load_profile
+    from benchmarks.switch_times import demo_models
 
-    demo = load_profile(DEMO_PROFILE)
-    models: dict[str, Any] = {}
-    for name, model in demo.models.items():
-        entry: dict[str, Any] = {"model": model.model, **model.engine_args}
-        for key in ("chat_template", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser"):
-            if getattr(model, key) is not None:
-                entry[key] = getattr(model, key)
-        models[name] = entry
+    _, models = demo_models()
     models["plain-b"] = dict(models["plain"])
     ordered = {name: models[name] for name in MODELS}
     switching = {"mode": "auto", "strategy": "keep", "max_active": MAX_ACTIVE, "drain_timeout": 30}

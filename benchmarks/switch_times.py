@@ -74,24 +74,30 @@ def _reported(key: str) -> Callable[[Switch], Any]:
     return lambda switch: switch.report.get(key)
 
 
-def demo_profile(strategy: str, folder: Path, *, default_model: str | None = None) -> Path:
-    """The demo profile with ``strategy`` (and ``default_model``, if given), as a JSON profile with absolute paths."""
+def demo_models() -> tuple[str, dict[str, dict[str, Any]]]:
+    """The demo profile's default model and its models as JSON profile entries (absolute paths)."""
     from server.profiles import load_profile
 
     demo = load_profile(DEMO_PROFILE)
-    models: dict[str, Any] = {}
+    models: dict[str, dict[str, Any]] = {}
     for name, model in demo.models.items():
         entry: dict[str, Any] = {"model": model.model, **model.engine_args}
         for key in ("chat_template", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser"):
             if getattr(model, key) is not None:
                 entry[key] = getattr(model, key)
         models[name] = entry
+    return demo.default_model, models
+
+
+def demo_profile(strategy: str, folder: Path, *, default_model: str | None = None) -> Path:
+    """The demo profile with ``strategy`` (and ``default_model``, if given), as a JSON profile with absolute paths."""
+    demo_default, models = demo_models()
     switching: dict[str, Any] = {"strategy": strategy, "drain_timeout": 30}
     if strategy == "keep":
         switching["max_active"] = 2
     path = folder / f"demo-{strategy}.json"
     path.write_text(
-        json.dumps({"default_model": default_model or demo.default_model, "models": models, "switching": switching})
+        json.dumps({"default_model": default_model or demo_default, "models": models, "switching": switching})
     )
     return path
 
