@@ -169,9 +169,9 @@ def keep_value(resident: Resident, *, now: float, mean_bytes: float = 0.0, fallb
         min(uses, USE_CAP) x max(return_s, 0.1 s) / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
 
     GreedyDual-Size-Frequency's value (frequency x cost / size), aged by the idle time rather than by an inflation
-    value: a model idle 1024 times as long is worth half as much (:data:`AGE_EXPONENT`). ``mean_bytes``: the mean footprint of the
-    candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model never measured
-    (the mean of those measured).
+    value: a model idle 1024 times as long is worth half as much (:data:`AGE_EXPONENT`). ``mean_bytes``: the mean
+    footprint of the candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model
+    never measured (the mean of those measured).
     """
     cost = max(resident.return_s, _MIN_COST_S) if resident.return_s is not None else fallback_s
     share = resident.footprint_bytes / mean_bytes if mean_bytes > 0 and resident.footprint_bytes > 0 else 1.0
