@@ -32,7 +32,7 @@ from server.engine.residency import Resident
 from server.engine.simulation import OfflineOrder, TraceRequest
 from server.profiles import Switching
 
-__all__ = ["SHAPES", "ResidencyPolicies", "clairvoyant", "main", "page_section", "synthetic_trace"]
+__all__ = ["SHAPES", "ResidencyPolicies", "clairvoyant", "main", "options_of", "page_section", "synthetic_trace"]
 
 RESULT = "residency_policies"
 #: The teams' models and their cold starts (seconds): tenfold apart.
@@ -302,17 +302,30 @@ def page_section(data: ResidencyPolicies | None) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print each seed and write ``benchmarks/results/residency_policies.json``."""
+def options_of(argv: Sequence[str] | None = None) -> Options:
+    """The options the command line gives (``benchmarks/run_all.py`` passes every field of :class:`Options`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = Options()
     parser.add_argument("--seeds", type=int, default=defaults.seeds)
     parser.add_argument("--first-seed", type=int, default=defaults.first_seed)
     parser.add_argument("--hours", type=float, default=defaults.hours)
+    parser.add_argument("--bursts-per-minute", type=float, default=defaults.bursts_per_minute)
+    parser.add_argument("--mean-burst", type=float, default=defaults.mean_burst)
     parser.add_argument("--quick", action="store_true", help="two seeds of half an hour: a short pass for trying it")
     args = parser.parse_args(argv)
     seeds, hours = (2, 0.5) if args.quick else (args.seeds, args.hours)
-    result = run(Options(seeds=seeds, first_seed=args.first_seed, hours=hours))
+    return Options(
+        seeds=seeds,
+        first_seed=args.first_seed,
+        hours=hours,
+        bursts_per_minute=args.bursts_per_minute,
+        mean_burst=args.mean_burst,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print each seed and write ``benchmarks/results/residency_policies.json``."""
+    result = run(options_of(argv))
     for line in page_section(result)[2:]:
         print(line)
     print(f"wrote {write_result(RESULT, result)}")

@@ -5,7 +5,16 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from benchmarks.residency_policies import COLD_S, SHAPES, Options, clairvoyant, page_section, run, synthetic_trace
+from benchmarks.residency_policies import (
+    COLD_S,
+    SHAPES,
+    Options,
+    clairvoyant,
+    options_of,
+    page_section,
+    run,
+    synthetic_trace,
+)
 from benchmarks.run_all import STEPS
 from server.engine.residency import Resident
 from server.engine.simulation import TraceRequest
@@ -56,4 +65,6 @@ def test_the_clairvoyant_bound_evicts_what_costs_least_over_what_comes() -> None
 
 def test_run_all_runs_it_with_a_quick_variant() -> None:
     step = next(step for step in STEPS if step.name == "residency_policies")
-    assert step.quick[-1] == "--quick" and "--seeds" in step.full
+    start = step.full.index("benchmarks.residency_policies") + 1
+    assert options_of(step.full[start:]) == Options()
+    assert options_of(step.quick[start:]) == Options(seeds=2, hours=0.5)
