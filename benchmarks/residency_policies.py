@@ -187,7 +187,8 @@ def clairvoyant(trace: Sequence[TraceRequest], cold_s: Mapping[str, float], engi
                     break
         held = frozenset(item.name for item in residents) | {target}
         idle = [item for item in residents if item.evictable]
-        return sorted(idle, key=lambda item: future_cost(held - {item.name}, ahead))
+        # Ties go least recently used first, then by name: the residents come in a set's order, which varies.
+        return sorted(idle, key=lambda item: (future_cost(held - {item.name}, ahead), item.last_used, item.name))
 
     return order
 
