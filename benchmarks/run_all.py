@@ -26,6 +26,7 @@ from benchmarks.cold_start_results import ColdStartOptions
 from benchmarks.kv_keep import KvKeepOptions
 from benchmarks.request_profile_results import RequestProfileOptions
 from benchmarks.residency_live import ResidencyLiveOptions
+from benchmarks.residency_policies import Options as ResidencyPoliciesOptions
 from benchmarks.result_types import (
     AutoModeOptions,
     Captured,
@@ -86,6 +87,7 @@ _LIMIT, _COLD, _SWITCH = EngineLimitOptions(), ColdStartOptions(), SwitchTimesOp
 _WEIGHTS, _AUTO, _CLUSTER = SwitchWeightsOptions(), AutoModeOptions(), ClusterSimOptions()
 _KV_KEEP, _PROOF, _PROFILE = KvKeepOptions(), SwitchProofOptions(), RequestProfileOptions()
 _RESIDENCY_LIVE = ResidencyLiveOptions()
+_RESIDENCY_POLICIES = ResidencyPoliciesOptions()
 
 
 def _options(options: msgspec.Struct) -> list[str]:
@@ -159,6 +161,11 @@ STEPS: tuple[Step, ...] = (
         "cluster_simulation",
         [*_PY, "benchmarks.cluster_sim", "--requests", "300"],
         [*_PY, "benchmarks.cluster_sim", "--requests", str(_CLUSTER.requests)],
+    ),
+    Step(
+        "residency_policies",
+        [*_PY, "benchmarks.residency_policies", "--quick"],
+        [*_PY, "benchmarks.residency_policies", *_options(_RESIDENCY_POLICIES)],
     ),
     Step(
         "residency_live",

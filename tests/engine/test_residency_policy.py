@@ -348,10 +348,11 @@ def test_cost_evicts_the_cheap_to_reload_model_before_a_dear_one_used_longer_ago
     dear = _idle("dear", 60.0, return_s=30.0)
     assert [r.name for r in eviction_order([dear, cheap], rule="cost", now=100.0)] == ["cheap", "dear"]
     assert [r.name for r in eviction_order([dear, cheap], rule="lru", now=100.0)] == ["dear", "cheap"]
-    # A model twice as dear that sat idle 20 times longer goes after all (16 times halves the value).
+    # A model twice as dear that sat idle 1,110 times longer goes after all (1,024 times halves the value); 910
+    # times longer, it stays.
     half = _idle("half", 90.0, return_s=0.5)
-    assert eviction_order([_idle("twice", -100.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "twice"
-    assert eviction_order([_idle("twice", 80.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "half"
+    assert eviction_order([_idle("twice", -11_000.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "twice"
+    assert eviction_order([_idle("twice", -9_000.0, return_s=1.0), half], rule="cost", now=100.0)[0].name == "half"
 
 
 def test_reloads_cheaper_than_a_tenth_of_a_second_cost_alike_so_recency_decides() -> None:
@@ -359,7 +360,7 @@ def test_reloads_cheaper_than_a_tenth_of_a_second_cost_alike_so_recency_decides(
     older = _idle("older", 40.0, return_s=0.002)
     newer = _idle("newer", 90.0, return_s=0.0)
     assert [r.name for r in eviction_order([newer, older], rule="cost", now=100.0)] == ["older", "newer"]
-    assert residency_policy.keep_value(newer, now=100.0) == pytest.approx(0.1 / 10**0.25)
+    assert residency_policy.keep_value(newer, now=100.0) == pytest.approx(0.1 / 10**0.1)
     dear = _idle("dear", 40.0, return_s=0.2)  # above the floor, the cost counts again
     assert eviction_order([newer, dear], rule="cost", now=100.0)[0].name == "newer"
 

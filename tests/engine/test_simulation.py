@@ -3,8 +3,12 @@ fake clock weighing measured reload costs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import pytest
 
+from server.engine.residency import Resident
 from server.engine.simulation import (
     SimulatedModel,
     Simulation,
@@ -126,6 +130,23 @@ def test_room_is_made_before_the_reload_so_requests_queued_during_it_keep_no_che
     assert outcome.models["dear"].switches == 1
     assert outcome.models["dear"].switch_s < 1.0  # warm: it stayed
     assert outcome.models["x"].switch_s >= 0.5  # cold: it went
+
+
+def test_an_offline_order_replaces_the_profiles_rule_for_benchmarks() -> None:
+    # A rule that always evicts the dear model turns the cost rule's outcome into a reload of it every round; the
+    # rule is asked with the time, the target and the other residents, and only idle ones may be returned.
+    trace = _rounds(("dear", "x", "y"), rounds=10)
+    asked: list[tuple[str, list[str]]] = []
+
+    def dear_first(now: float, target: str, residents: Sequence[Resident]) -> list[Resident]:
+        asked.append((target, sorted(item.name for item in residents)))
+        return sorted((item for item in residents if item.evictable), key=lambda item: item.name != "dear")
+
+    setup = _setup().with_eviction("cost")
+    offline = simulate(replace(setup, offline_order=dear_first), trace)
+    assert simulate(setup, trace).models["dear"].switch_s < 1.0
+    assert offline.models["dear"].switch_s >= 9 * 30.0
+    assert asked and all(target not in names and len(names) == 2 for target, names in asked)
 
 
 def test_the_simulation_imports_neither_vllm_nor_ray() -> None:

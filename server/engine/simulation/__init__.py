@@ -5,7 +5,7 @@ neither vLLM nor Ray."""
 
 from __future__ import annotations
 
-from server.engine.simulation.driver import ASSUMED_COSTS, SimulatedModel, Simulation, simulate
+from server.engine.simulation.driver import ASSUMED_COSTS, OfflineOrder, SimulatedModel, Simulation, simulate
 from server.engine.simulation.figures import Figures, Outcome, Tally, percentile
 from server.engine.simulation.trace import TRACE_FIELDS, TraceInvalid, TraceRequest, parse_trace, read_trace
 from server.engine.simulation.what_if import WhatIf, strongest_change
@@ -14,6 +14,7 @@ __all__ = [
     "ASSUMED_COSTS",
     "TRACE_FIELDS",
     "Figures",
+    "OfflineOrder",
     "Outcome",
     "SimulatedModel",
     "Simulation",

@@ -35,12 +35,16 @@ from server.engine.simulation.trace import TraceRequest
 from server.engine.types import CostBook, Refusal, ReloadPath, SchedulerPolicy, SwitchView, Waiter
 from server.profiles import EvictionRule, Switching
 
-__all__ = ["ASSUMED_COSTS", "SimulatedModel", "Simulation", "simulate"]
+__all__ = ["ASSUMED_COSTS", "OfflineOrder", "SimulatedModel", "Simulation", "simulate"]
 
 #: A path's cost where the book has no measurement of the model (seconds): what the docs' own figures suggest for a
 #: small model on CPU; give measured costs (``--costs``) for an answer that holds.
 ASSUMED_COSTS: Final[Mapping[ReloadPath, float]] = {"cold": 10.0, "in_place": 2.0, "warm": 0.1}
 _MAX_EVENTS: Final = 10_000_000
+
+#: An offline eviction rule (``Simulation.offline_order``): ``(now, target, residents)`` to the evictable residents
+#: in the order they go.
+OfflineOrder = Callable[[float, str, Sequence[Resident]], Sequence[Resident]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +71,9 @@ class Simulation:
         prefill_tps, decode_tps: One request's prompt and generated tokens per second.
         start: The models holding an engine when the trace begins, the active one first (empty: the first model
             alone, as a server that just started; ``--live`` starts from the server's own).
+        offline_order: Benchmarks only, never a profile's option: a rule that orders the residents that may go
+            (``(now, target, every other resident)``, the evictable ones in the order they go) in place of the
+            profile's, by count (``max_active``) alone: ``benchmarks/residency_policies.py``'s clairvoyant bound.
     """
 
     models: Mapping[str, SimulatedModel]
@@ -78,6 +85,7 @@ class Simulation:
     prefill_tps: float = 2000.0
     decode_tps: float = 30.0
     start: tuple[str, ...] = ()
+    offline_order: OfflineOrder | None = None
 
     def with_eviction(self, rule: EvictionRule) -> Simulation:
         """The same run under another eviction rule."""
@@ -255,6 +263,12 @@ class _Run:
         if self.setup.holds_several and target not in self.residents:
             others = [self.resident(name, source) for name in self.residents if name != target]
             setup = self.setup
+            if setup.offline_order is not None:
+                cap = setup.switching.max_active
+                over = len(others) + 1 - cap if cap is not None else 0
+                order = setup.offline_order(self.now, target, others) if over > 0 else []
+                self.residents -= {item.name for item in order[:over]}
+                return
             decision = residency_policy.evictions_to_fit(
                 target,
                 setup.models[target].footprint_bytes,
