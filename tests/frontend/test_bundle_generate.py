@@ -402,7 +402,7 @@ async def test_messages_and_responses_use_the_bundles_own_template(plain: Fronte
 
 async def test_a_route_a_generate_model_lacks_is_a_404_naming_it(plain: FrontendBundle) -> None:
     for operation in ("pooling", "classify", "score", "rerank", "embed.cohere"):
-        result = await plain.call(operation, {"input": "x"}, new_id())  # type: ignore[arg-type]
+        result = await plain.call(operation, {"input": "x"}, new_id())
         assert isinstance(result, JsonResult) and result.status_code == 404, operation
         assert TOOLS_MODEL in result.payload["error"]["message"]
 
