@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from server.frontend.openai_errors import error_body, unsupported_route_body
-from server.frontend.operations import WITHHELD, AudioUpload, Operation
+from server.frontend.operations import OPERATION_SPECS, WITHHELD, AudioUpload, Operation, OperationSpec
 from server.frontend.probe import ProbeAnswer, probe_bundle
 from server.frontend.profile_settings import build_bundle_for_profile, settings_for_model
 from server.frontend.results import BundleResult, JsonResult, StreamResult
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "OPERATION_SPECS",
     "WITHHELD",
     "AudioUpload",
     "BundleResult",
@@ -43,6 +44,7 @@ __all__ = [
     "FrontendSettings",
     "JsonResult",
     "Operation",
+    "OperationSpec",
     "ProbeAnswer",
     "StreamResult",
     "build_bundle",

@@ -1,4 +1,4 @@
-"""One model's OpenAI frontend: render, tokenize and generate handlers over its live vLLM engine.
+"""One model's OpenAI frontend: every serving operation over its live vLLM engine, on one path (`call`).
 
 A bundle is built once per engine start and never changes afterwards; the engine manager hands the current one
 to the API layer. It speaks dict bodies in and `JsonResult` / `StreamResult` out, so the API layer needs
@@ -32,9 +32,9 @@ _Handler = Callable[[Any, str], Awaitable[BundleResult]]
 
 
 class FrontendBundle:
-    """One model's serving operations (`call`) and tokenization handlers; immutable after `build_bundle`.
+    """One model's serving operations, all through `call`; immutable after `build_bundle`.
 
-    Every handler takes the parsed JSON body (anything; non-objects get a 400) and never raises for a bad
+    Every operation takes the parsed JSON body (anything; non-objects get a 400) and never raises for a bad
     request: invalid bodies and vLLM's refusals come back as `JsonResult` with vLLM's status and an OpenAI
     error body `{"error": {"message", "type", "param", "code"}}`.
 
@@ -62,7 +62,7 @@ class FrontendBundle:
         return self._frontend.adapters
 
     async def call(self, operation: Operation, body: Any, request_id: str) -> BundleResult:
-        """Run one of vLLM's routes (chat, completions, embeddings, Responses, Messages, pooling, ...).
+        """Run one of vLLM's routes (chat, completions, embeddings, tokenization, Responses, Messages, pooling, ...).
 
         A route the model's tasks lack answers 404 naming the model, as `vllm serve` (which does not register
         it) would. A stream is a `StreamResult` of vLLM's SSE strings (``data:`` chunks and ``[DONE]``); a
@@ -98,25 +98,6 @@ class FrontendBundle:
     def supports(self, operation: Operation) -> bool:
         """Whether this model serves `operation` (its tasks have the route)."""
         return self._operations.supports(operation)
-
-    async def tokenize(self, body: Any, request_id: str | None = None) -> BundleResult:
-        """Handle a /tokenize body: `prompt`, or chat `messages` rendered with this model's template.
-
-        The answer is vLLM's `{"count", "max_model_len", "tokens", "token_strs"}`; `token_strs` (the
-        tokenizer's pieces, filled when the body sets `return_token_strs`) is as close to text as vLLM gets.
-        Detokenizing those tokens gives the rendered prompt itself.
-        """
-        del request_id  # accepted for symmetry; nothing reaches the engine
-        return await self._frontend.tokenize(body)
-
-    async def detokenize(self, body: Any, request_id: str | None = None) -> BundleResult:
-        """Handle a /detokenize body (`{"tokens": [...]}` → `{"prompt": text}`)."""
-        del request_id
-        return await self._frontend.detokenize(body)
-
-    async def tokenizer_info(self) -> BundleResult:
-        """Handle GET /tokenizer_info: the tokenizer's configuration (``init_kwargs``, class) and chat template."""
-        return await self._frontend.tokenizer_info()
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
         """Abort `request_id`'s engine requests, including those it has not submitted yet.

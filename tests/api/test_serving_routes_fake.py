@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from server.engine.strategies import StopStrategy
+from server.frontend import OPERATION_SPECS
 from server.profiles.schema import ModelProfile
 from tests.api.conftest import MakeClient, admin
 
@@ -138,3 +139,27 @@ async def test_an_alias_reaches_its_model_and_the_answer_carries_it(make_client:
     # An alias of the inactive model is that model: manual mode answers 409 for it, as for its own name.
     assert (await client.post("/v1/chat/completions", json={"model": "tiny", "messages": []})).status_code == 409
     assert manager.active_model == "tools"
+
+
+async def test_every_route_of_the_table_runs_its_own_operation_on_the_admitted_body(make_client: MakeClient) -> None:
+    # The table (server/frontend/operations.py) is the one place a serving route is declared: each path it names
+    # is served, and hands the body to the bundle as that entry's operation, on the one path (bundle.call).
+    client, manager = await make_client()
+    lease = await manager.acquire("tools")
+    bundle = lease.bundle
+    manager.release(lease)
+    routed = [(path, spec) for spec in OPERATION_SPECS if spec.path for path in (spec.path, *spec.also)]
+    assert len(routed) == 20  # every POST serving route but the Responses create
+    for path, spec in routed:
+        body: Any = {"model": "tools", "marker": path}
+        answer = await (
+            client.post(path, data=body, files={"file": ("a.wav", b"RIFF")})
+            if spec.form
+            else client.post(path, json=body)
+        )
+        assert answer.status_code < 500, (path, answer.text)  # the fake answers most of them 404 or 400
+        operation, received = bundle.received[-1]
+        assert (operation, received["marker"]) == (spec.name, path)
+    # The ones on their own handlers take the same path.
+    info_client, _ = await make_client(enable_tokenizer_info_endpoint=True)
+    assert (await info_client.get("/tokenizer_info")).json()["tokenizer_class"] == "FakeTokenizer"

@@ -17,6 +17,14 @@ from tests.fakes.engines import FakeEngine
 __all__ = ["FakeServingBundle", "build_fake_serving_bundle"]
 
 
+#: The tokenization operations' answers, by the model's name (nothing reaches the engine).
+_TOKENIZATION: dict[str, Any] = {
+    "tokenize": lambda name: {"tokens": [1, 2], "count": 2, "model": name},
+    "detokenize": lambda name: {"prompt": name},
+    "tokenizer_info": lambda name: {"tokenizer_class": "FakeTokenizer", "model": name},
+}
+
+
 class FakeServingBundle:
     """Answers with the tokens of its engine; ``max_tokens`` sets the length, ``step_s`` the pace, ``pad`` the size.
 
@@ -33,7 +41,7 @@ class FakeServingBundle:
         self._running: dict[str, set[str]] = {}
         self._stored: dict[str, dict[str, Any]] = {}
         self._background: dict[str, asyncio.Task[None]] = {}
-        #: Every body it was given, with the route it came by (an operation's name, ``tokenize``...).
+        #: Every body it was given, with the operation it came by.
         self.received: list[tuple[str, dict[str, Any]]] = []
 
     async def abort(self, request_id: str) -> tuple[str, ...]:
@@ -70,21 +78,12 @@ class FakeServingBundle:
             yield 'data: {"finish_reason": "abort"}\n\n'
         yield "data: [DONE]\n\n"
 
-    async def tokenize(self, body: dict[str, Any]) -> JsonResult:
-        self.received.append(("tokenize", body))
-        return JsonResult(200, {"tokens": [1, 2], "count": 2, "model": self.name})
-
-    async def detokenize(self, body: dict[str, Any]) -> JsonResult:
-        self.received.append(("detokenize", body))
-        return JsonResult(200, {"prompt": self.name})
-
-    async def tokenizer_info(self) -> JsonResult:
-        return JsonResult(200, {"tokenizer_class": "FakeTokenizer", "model": self.name})
-
     async def call(self, operation: str, body: dict[str, Any], request_id: str) -> JsonResult | StreamResult:
-        """Chat and completions; Responses and Messages as the real bundle frames them (its own store); the rest
-        is unsupported."""
+        """Chat and completions; the tokenization operations; Responses and Messages as the real bundle frames
+        them (its own store); the rest is unsupported."""
         self.received.append((operation, body))
+        if operation in _TOKENIZATION:
+            return JsonResult(200, _TOKENIZATION[operation](self.name))
         if operation in ("chat.completions", "completions"):
             return await self._chat(body, request_id)
         if operation == "embeddings":

@@ -96,7 +96,7 @@ async def test_a_pooling_model_has_no_chat_or_completions(embed: FrontendBundle)
 
 
 async def test_a_pooling_model_still_tokenizes(embed: FrontendBundle) -> None:
-    payload = ok(await embed.tokenize({"prompt": "hello"}, uuid.uuid4().hex))
+    payload = ok(await embed.call("tokenize", {"prompt": "hello"}, uuid.uuid4().hex))
     assert payload["count"] == len(payload["tokens"]) > 0
 
 

@@ -82,8 +82,8 @@ def streamed_text(events: list[dict[str, Any]]) -> str:
 async def rendered(bundle: FrontendBundle, messages: Any) -> str:
     """The prompt ``bundle`` renders for ``messages``, as a client sees it: /tokenize, then /detokenize."""
     body = {"messages": messages, "add_generation_prompt": True}
-    tokens = ok(await bundle.tokenize(body, new_id()))["tokens"]
-    text: str = ok(await bundle.detokenize({"tokens": tokens}, new_id()))["prompt"]
+    tokens = ok(await bundle.call("tokenize", body, new_id()))["tokens"]
+    text: str = ok(await bundle.call("detokenize", {"tokens": tokens}, new_id()))["prompt"]
     return text
 
 
@@ -148,15 +148,22 @@ async def test_completion_streams(plain: FrontendBundle) -> None:
 
 
 async def test_tokenize_and_detokenize_round_trip(plain: FrontendBundle) -> None:
-    payload = ok(await plain.tokenize({"prompt": "weather in Paris"}))
+    payload = ok(await plain.call("tokenize", {"prompt": "weather in Paris"}, new_id()))
     assert payload["count"] == len(payload["tokens"]) > 0
     assert payload["max_model_len"] == MAX_MODEL_LEN
-    assert ok(await plain.detokenize({"tokens": payload["tokens"]}, new_id())) == {"prompt": "weather in Paris"}
+    assert ok(await plain.call("detokenize", {"tokens": payload["tokens"]}, new_id())) == {"prompt": "weather in Paris"}
+
+
+async def test_tokenizer_info_shows_the_bundles_own_chat_template(plain: FrontendBundle, alt: FrontendBundle) -> None:
+    infos = [ok(await bundle.call("tokenizer_info", {}, new_id())) for bundle in (plain, alt)]
+    assert all(info["tokenizer_class"] for info in infos)
+    # The profile's template is the one vLLM reports; without one, whatever the tokenizer's config holds.
+    assert infos[1]["chat_template"] == ALT_TEMPLATE != infos[0].get("chat_template")
 
 
 async def test_tokenize_renders_chat_messages_with_the_template(plain: FrontendBundle) -> None:
     body = {"messages": HELLO, "add_generation_prompt": True, "return_token_strs": True}
-    payload = ok(await plain.tokenize(body, new_id()))
+    payload = ok(await plain.call("tokenize", body, new_id()))
     assert payload["token_strs"][0] == "<|im_start|>"
     assert payload["count"] == len(payload["tokens"])
 
@@ -166,7 +173,7 @@ async def test_two_templates_render_and_prompt_differently(plain: FrontendBundle
     assert await rendered(alt, HELLO) == "[user] Hello!\n[assistant] "
     # Generation uses the same template: each bundle's prompt is exactly what its /tokenize counts.
     for bundle in (plain, alt):
-        count = ok(await bundle.tokenize({"messages": HELLO}, new_id()))["count"]
+        count = ok(await bundle.call("tokenize", {"messages": HELLO}, new_id()))["count"]
         payload = ok(await bundle.call("chat.completions", {"messages": HELLO, "max_tokens": 1}, new_id()))
         assert payload["usage"]["prompt_tokens"] == count
 
@@ -182,7 +189,7 @@ async def test_a_template_that_fails_to_render_is_a_400(tools_engine: Any) -> No
 
 
 async def test_tokenize_rejects_messages_chat_rejects(plain: FrontendBundle) -> None:
-    result = await plain.tokenize({"messages": "not a list"}, new_id())
+    result = await plain.call("tokenize", {"messages": "not a list"}, new_id())
     assert isinstance(result, JsonResult) and result.status_code == 400
 
 
@@ -389,19 +396,19 @@ async def test_messages_and_responses_use_the_bundles_own_template(plain: Fronte
     # The same engine behind two templates: Anthropic's count_tokens renders with each bundle's own.
     body = {"messages": [{"role": "user", "content": "Hello!"}]}
     counts = [ok(await bundle.call("messages.count_tokens", body, new_id()))["input_tokens"] for bundle in (plain, alt)]
-    tokenized = [ok(await bundle.tokenize(body))["count"] for bundle in (plain, alt)]
+    tokenized = [ok(await bundle.call("tokenize", body, new_id()))["count"] for bundle in (plain, alt)]
     assert counts == tokenized and counts[0] != counts[1]
 
 
 async def test_a_route_a_generate_model_lacks_is_a_404_naming_it(plain: FrontendBundle) -> None:
     for operation in ("pooling", "classify", "score", "rerank", "embed.cohere"):
-        result = await plain.call(operation, {"input": "x"}, new_id())  # type: ignore[arg-type]
+        result = await plain.call(operation, {"input": "x"}, new_id())
         assert isinstance(result, JsonResult) and result.status_code == 404, operation
         assert TOOLS_MODEL in result.payload["error"]["message"]
 
 
 async def test_generative_scoring_reads_label_token_probabilities(plain: FrontendBundle) -> None:
-    token_ids = ok(await plain.tokenize({"prompt": " yes no"}))["tokens"][-2:]
+    token_ids = ok(await plain.call("tokenize", {"prompt": " yes no"}, new_id()))["tokens"][-2:]
     body = {"query": "Is Paris in France?", "items": [" Yes", " No"], "label_token_ids": token_ids}
     payload = ok(await asyncio.wait_for(plain.call("generative_scoring", body, new_id()), 60))
     assert len(payload["data"]) == 2 and all(0.0 <= item["score"] <= 1.0 for item in payload["data"])

@@ -1,4 +1,5 @@
-"""The OpenAI routes: each admits the request, then hands it to the bundle of the model it was admitted to."""
+"""``/v1/models`` and ``/tokenizer_info``: the OpenAI routes with handlers of their own (the serving routes are the
+table's: ``bundle_routes.py``)."""
 
 from __future__ import annotations
 
@@ -10,43 +11,20 @@ from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 
 from server.api.admission import AdmittedRequest, Holder, ServingBundle
-from server.api.controllers.bundle_routes import bundle_route, operation_call
 from server.api.controllers.model_cards import model_card, served_names
 from server.api.edge import allowed_model, is_admin, visible
 from server.api.settings import ApiSettings
 from server.api.streaming import respond
 from server.engine import EngineManager
 
-__all__ = ["OpenAIController", "TokenizeController", "tokenizer_info"]
+__all__ = ["OpenAIController", "tokenizer_info"]
 
 
 class OpenAIController(Controller):
-    """``/v1``: chat, completions, embeddings and the model list."""
+    """``/v1``: the model list."""
 
     path = "/v1"
     tags = ["OpenAI"]
-
-    chat_completions = bundle_route(
-        "/chat/completions",
-        "ChatCompletionRequest",
-        "chat_completions",
-        operation_call("chat.completions"),
-        "Create a chat completion (``stream: true`` for SSE) with the active model's frontend.",
-    )
-    completions = bundle_route(
-        "/completions",
-        "CompletionRequest",
-        "completions",
-        operation_call("completions"),
-        "Create a text completion (``stream: true`` for SSE).",
-    )
-    embeddings = bundle_route(
-        "/embeddings",
-        "EmbeddingRequest",
-        "embeddings",
-        operation_call("embeddings"),
-        "Create embeddings (pooling models only).",
-    )
 
     @get("/models")
     async def list_models(
@@ -93,28 +71,6 @@ class OpenAIController(Controller):
         return {"object": "list", "data": cards}
 
 
-class TokenizeController(Controller):
-    """``/tokenize`` and ``/detokenize``, with the active model's tokenizer and chat template."""
-
-    path = "/"
-    tags = ["Tokenization"]
-
-    tokenize = bundle_route(
-        "/tokenize",
-        "TokenizeRequest",
-        "tokenize",
-        lambda admitted: admitted.bundle.tokenize(admitted.body),
-        "Tokenize a prompt or a chat (rendered with the model's chat template).",
-    )
-    detokenize = bundle_route(
-        "/detokenize",
-        "DetokenizeRequest",
-        "detokenize",
-        lambda admitted: admitted.bundle.detokenize(admitted.body),
-        "Turn token ids back into text.",
-    )
-
-
 @get("/tokenizer_info", tags=["Tokenization"])
 async def tokenizer_info(
     request: Request[Any, Any, Any], manager: NamedDependency[EngineManager[ServingBundle]]
@@ -126,7 +82,7 @@ async def tokenizer_info(
     lease = await manager.acquire(allowed_model(request, None, None, manager.active_model, manager.switching_to))
     admitted = AdmittedRequest(manager=manager, lease=lease, body={})
     try:
-        response = respond(admitted, await lease.bundle.tokenizer_info())
+        response = respond(admitted, await lease.bundle.call("tokenizer_info", {}, lease.request_id))
         assert isinstance(response, Response)  # a JSON answer, never a stream
         return response
     finally:

@@ -1,4 +1,5 @@
-"""Every route a node serves, with its guards: the one list a new controller or route joins.
+"""Every route a node serves, with its guards: the one list a new controller joins (a serving route of vLLM's is an
+entry of the table of operations instead, ``server/frontend/operations.py``, which ``operation_routes`` serves).
 
 The app serves it (``server/api/app.py``) and the Ray ingress checks a request against the same list before it places
 it (``server/api/route_table.py``).
@@ -10,15 +11,11 @@ from litestar import Router
 from litestar.types import ControllerRouterHandler
 
 from server.api.controllers.admin import AdminController, SwitchController
-from server.api.controllers.openai import OpenAIController, TokenizeController, tokenizer_info
+from server.api.controllers.bundle_routes import operation_routes
+from server.api.controllers.openai import OpenAIController, tokenizer_info
 from server.api.controllers.ops import OpsController
 from server.api.controllers.reload import ReloadController
-from server.api.controllers.serving_routes import (
-    MessagesController,
-    ResponsesController,
-    ServingController,
-    SpeechController,
-)
+from server.api.controllers.serving_routes import ResponsesController
 from server.api.controllers.status_page import StatusPageController
 from server.api.edge import AdminGuard, ApiKeyGuard, KeyRing
 from server.api.openapi import ADMIN_SECURITY, API_KEY_SECURITY
@@ -43,11 +40,9 @@ def node_routes(
         path="/",
         route_handlers=[
             OpenAIController,
-            TokenizeController,
+            # The serving routes: one per entry of the table of operations (server/frontend/operations.py).
+            *operation_routes(),
             ResponsesController,
-            MessagesController,
-            ServingController,
-            SpeechController,
             # vLLM registers it only when asked: it shows the tokenizer's configuration to any client.
             *([tokenizer_info] if settings.enable_tokenizer_info_endpoint else []),
         ],

@@ -1,9 +1,8 @@
-"""The rest of vLLM's serving routes, each answered by the bundle of the model the request was admitted to.
-
-Responses (create, retrieve, cancel), Anthropic Messages (in Anthropic's error shape), chat batch, generative
-scoring, structured decisions, and the pooling routes (pooling, classify, score, rerank, Cohere's embed) in every
-path vLLM's server registers them. A model whose tasks lack a route answers 404 naming the model, as `vllm serve`
-(which would not register it) does. ``tests/api/test_route_parity.py`` holds this table equal to vLLM's.
+"""OpenAI's Responses routes (create, retrieve, cancel): the serving routes with handlers of their own, since they
+keep which model (and key) holds each stored response. Every other serving route is an entry of the table of
+operations (``server/frontend/operations.py``), built by ``bundle_routes.py``. A model whose tasks lack a route
+answers 404 naming the model, as `vllm serve` (which would not register it) does.
+``tests/api/test_route_parity.py`` holds the routes equal to vLLM's.
 """
 
 from __future__ import annotations
@@ -17,16 +16,16 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from server.api.admission import AdmittedRequest, Holder, ServingBundle, hold_background_response, install_abort_hook
-from server.api.controllers.bundle_routes import ADMITTED, bundle_route, operation_call
+from server.api.controllers.bundle_routes import ADMITTED
 from server.api.controllers.stored_responses import StoredResponses
 from server.api.edge import allowed_model, request_holder, request_scope, visible
-from server.api.errors import ANTHROPIC_API, ANTHROPIC_EXCEPTION_HANDLERS, RESPONSES_API
+from server.api.errors import RESPONSES_API
 from server.api.openapi import request_body
 from server.api.streaming import answer, respond
 from server.engine import EngineManager
 from server.frontend import WITHHELD, Operation
 
-__all__ = ["MessagesController", "ResponsesController", "ServingController", "SpeechController"]
+__all__ = ["ResponsesController"]
 
 
 class ResponsesController(Controller):
@@ -139,97 +138,3 @@ async def _on_owner(
 def _withheld(response_id: str) -> dict[str, Any]:
     """A stored-response operation's arguments that the bundle answers as for an id vLLM's store lacks."""
     return {"response_id": response_id, WITHHELD: True}
-
-
-class MessagesController(Controller):
-    """``/v1/messages``: Anthropic's Messages API; every error in Anthropic's shape, streams end in its events."""
-
-    path = "/v1/messages"
-    tags = ["Anthropic"]
-    exception_handlers = ANTHROPIC_EXCEPTION_HANDLERS
-
-    create_message = bundle_route(
-        "/",
-        "AnthropicMessagesRequest",
-        "create_message",
-        operation_call("messages.create"),
-        "Create a message (``stream: true`` for Anthropic's SSE events) with the active model's frontend.",
-        ANTHROPIC_API,
-    )
-    count_message_tokens = bundle_route(
-        "/count_tokens",
-        "AnthropicCountTokensRequest",
-        "count_message_tokens",
-        operation_call("messages.count_tokens"),
-        "Count the prompt tokens of a Messages request, rendered with the model's chat template.",
-        ANTHROPIC_API,
-    )
-
-
-def _route(path: str, component: str, name: str, operation: Operation, summary: str) -> Any:
-    return bundle_route(path, component, name, operation_call(operation), summary)
-
-
-class ServingController(Controller):
-    """Chat batch, generative scoring, structured decisions and the pooling routes, at vLLM's paths."""
-
-    path = "/"
-    tags = ["vLLM"]
-
-    chat_batch = _route(
-        "/v1/chat/completions/batch",
-        "BatchChatCompletionRequest",
-        "chat_completions_batch",
-        "chat.batch",
-        "Several chat conversations in one request (vLLM's batch chat API).",
-    )
-    generative_scoring = _route(
-        "/generative_scoring",
-        "GenerativeScoringRequest",
-        "generative_scoring",
-        "generative_scoring",
-        "Score items by the probability of label tokens (generate models).",
-    )
-    structured_decision = _route(
-        "/v1/systemone",
-        "StructuredDecisionRequest",
-        "structured_decision",
-        "structured_decision",
-        "Answer multiple-choice questions about inputs (vLLM's structured decisions API).",
-    )
-    pooling = _route("/pooling", "PoolingRequest", "pooling", "pooling", "Pooled outputs (pooling models).")
-    classify = _route("/classify", "ClassificationRequest", "classify", "classify", "Classify (classification models).")
-    score = _route("/score", "ScoreRequest", "score", "score", "Score text pairs (embedding or cross-encoder models).")
-    score_v1 = _route("/v1/score", "ScoreRequest", "score_v1", "score", "As /score.")
-    rerank = _route("/rerank", "RerankRequest", "rerank", "rerank", "Rerank documents for a query (Jina/Cohere style).")
-    rerank_v1 = _route("/v1/rerank", "RerankRequest", "rerank_v1", "rerank", "As /rerank.")
-    rerank_v2 = _route("/v2/rerank", "RerankRequest", "rerank_v2", "rerank", "As /rerank.")
-    cohere_embed = _route("/v2/embed", "CohereEmbedRequest", "cohere_embed", "embed.cohere", "Cohere's embed API.")
-
-
-class SpeechController(Controller):
-    """``/v1/audio``: OpenAI's speech-to-text routes (speech models: vLLM's ``transcription`` task).
-
-    The body is a multipart form (``forms.py``), forwarded to the model's vLLM transcription or translation
-    object; ``stream=true`` answers OpenAI's transcription chunks as SSE, ending in ``[DONE]``.
-    """
-
-    path = "/v1/audio"
-    tags = ["OpenAI"]
-
-    create_transcription = bundle_route(
-        "/transcriptions",
-        "TranscriptionRequest",
-        "create_transcription",
-        operation_call("audio.transcriptions"),
-        "Transcribe an audio file (speech models).",
-        form="Transcriptions",
-    )
-    create_translation = bundle_route(
-        "/translations",
-        "TranslationRequest",
-        "create_translation",
-        operation_call("audio.translations"),
-        "Translate an audio file into English text (speech models).",
-        form="Translations",
-    )

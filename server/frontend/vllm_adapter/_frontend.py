@@ -8,7 +8,6 @@ that nothing above this package sees FastAPI, Starlette or pydantic. Results com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,6 @@ from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
 from vllm.entrypoints.openai.models.protocol import BaseModelPath, LoRAModulePath
 from vllm.entrypoints.openai.models.serving import OpenAIServingModels
 from vllm.entrypoints.pooling.embed.serving import ServingEmbedding
-from vllm.entrypoints.serve.tokenize.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
-from vllm.entrypoints.serve.tokenize.serving import ServingTokenization
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.exceptions import VLLMValidationError
 from vllm.parser.metrics import init_parser_metrics
@@ -29,9 +26,7 @@ from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import SupportedTask
 from vllm.utils.counter import AtomicCounter
 
-from server.frontend.results import BundleResult, JsonResult
 from server.frontend.settings import FrontendConfigError, FrontendSettings
-from server.frontend.vllm_adapter._calls import call_serving, parse_request
 from server.frontend.vllm_adapter._moved import moved, supported_kwargs
 from server.frontend.vllm_adapter._operations import ServingContext, ServingOperations, chat_template_config
 from server.frontend.vllm_adapter._parsers import parser_registry
@@ -112,15 +107,6 @@ class VllmFrontend:
             **supported_kwargs(OnlineRenderer, renderer_settings),
         )
         self._renderer.warmup()
-        self._tokenization = ServingTokenization(
-            models,
-            self._renderer,
-            request_logger=logger,
-            chat_template=chat_template,
-            chat_template_content_format=content_format,
-            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
-            trust_request_chat_template=settings.trust_request_chat_template,
-        )
         # What chat, completions, Responses and Messages share of the settings (as vLLM's init_generate_state).
         usage: dict[str, Any] = {
             "return_tokens_as_token_ids": settings.return_tokens_as_token_ids,
@@ -225,32 +211,6 @@ class VllmFrontend:
             await self._models.init_static_loras()  # type: ignore[no-untyped-call]
         except Exception as exc:  # vLLM raises ValueError with its error body's message, or the engine's error
             raise FrontendConfigError(f"model {self.model_name!r}: a LoRA adapter cannot be loaded: {exc}") from exc
-
-    async def tokenize(self, body: Any) -> BundleResult:
-        """POST /tokenize: a `prompt`, or chat `messages` rendered with this model's template first."""
-        is_chat = isinstance(body, Mapping) and "messages" in body
-        model = TokenizeChatRequest if is_chat else TokenizeCompletionRequest
-        request = self._parse(model.model_validate, body)
-        if isinstance(request, JsonResult):
-            return request
-        return await call_serving(self._tokenization.create_tokenize(request, None))  # type: ignore[arg-type]
-
-    async def tokenizer_info(self) -> BundleResult:
-        """GET /tokenizer_info: the tokenizer's configuration and chat template."""
-        return await call_serving(self._tokenization.get_tokenizer_info())
-
-    async def detokenize(self, body: Any) -> BundleResult:
-        """POST /detokenize."""
-        request = self._parse(DetokenizeRequest.model_validate, body)
-        if isinstance(request, JsonResult):
-            return request
-        return await call_serving(self._tokenization.create_detokenize(request, None))  # type: ignore[arg-type]
-
-    def _parse(self, validate: Callable[[Any], Any], body: Any, *, request_id: str | None = None) -> Any:
-        """`parse_request` for this model: the request model, or the 400 for `body`."""
-        return parse_request(
-            validate, body, model_name=self.model_name, request_id=request_id, adapters=self._models.lora_requests
-        )
 
 
 def _check_parsers(settings: FrontendSettings) -> None:

@@ -7,8 +7,11 @@ tool parser and reasoning parser apply to the Responses and Messages APIs exactl
 (`server.frontend.operations.Operation`) is one route of vLLM's, answered as that route answers: the same
 request model, the same JSON dump, the same SSE framing.
 
-Chat, completions and embeddings come from `VllmFrontend` (which builds them as ``init_app_state`` does, beside
-tokenization), through `ServingOperations.attach`: every operation then takes the one path of `ServingOperations.call`.
+Chat, completions and embeddings come from `VllmFrontend` (which builds them as ``init_app_state`` does), through
+`ServingOperations.attach`; tokenization is built here, as ``init_app_state`` builds it: every operation then takes
+the one path of `ServingOperations.call`. Which operations there are, and the routes that serve them, is
+``server/frontend/operations.py``'s table; this module's table holds only how each one calls vLLM (a bundle whose
+table and that one differ is refused when it is built).
 
 Written against vLLM 0.32.0, like the whole package (whose ``__init__`` checks the version first); what other
 supported vLLMs differ in is `_moved`'s table.
@@ -44,11 +47,13 @@ from vllm.entrypoints.pooling.pooling.serving import ServingPooling
 from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreRequest
 from vllm.entrypoints.pooling.scoring.serving import ServingScores
 from vllm.entrypoints.pooling.utils import enable_scoring_api
+from vllm.entrypoints.serve.tokenize.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
+from vllm.entrypoints.serve.tokenize.serving import ServingTokenization
 from vllm.entrypoints.serve.utils.request_logger import RequestLogger
 from vllm.renderers.online_renderer import OnlineRenderer
 from vllm.tasks import POOLING_TASKS, SupportedTask
 
-from server.frontend.operations import WITHHELD, Operation
+from server.frontend.operations import OPERATIONS, SPEC_OF, WITHHELD, Operation
 from server.frontend.results import BundleResult, JsonResult, StreamResult
 from server.frontend.settings import FrontendSettings
 from server.frontend.vllm_adapter._calls import Dump, bad_request, call_serving, parse_request, unsupported
@@ -62,8 +67,13 @@ __all__ = ["OPERATIONS_VLLM_LACKS", "REQUEST_BODIES", "ServingContext", "Serving
 _log = logging.getLogger("server.frontend.vllm_adapter")
 
 
-#: The request model of each of these routes' bodies, named as its OpenAPI component.
+#: The request model of each operation's body, named as its OpenAPI component (``OperationSpec.body``).
 REQUEST_BODIES: dict[str, Any] = {
+    "ChatCompletionRequest": ChatCompletionRequest,
+    "CompletionRequest": CompletionRequest,
+    "EmbeddingRequest": EmbeddingRequest,
+    "TokenizeRequest": TokenizeCompletionRequest | TokenizeChatRequest,
+    "DetokenizeRequest": DetokenizeRequest,
     "ResponsesRequest": ResponsesRequest,
     "AnthropicMessagesRequest": AnthropicMessagesRequest,
     "AnthropicCountTokensRequest": AnthropicCountTokensRequest,
@@ -156,15 +166,23 @@ def _embedding_request() -> Callable[[Any], Any]:
 _EMBEDDING_REQUEST = _embedding_request()
 
 
+def _tokenize_request(data: Any) -> Any:
+    # As vLLM's /tokenize: chat `messages` are rendered with the template first, anything else is a prompt.
+    model = TokenizeChatRequest if "messages" in data else TokenizeCompletionRequest
+    return model.model_validate(data)
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
-    """One operation: the API it belongs to (for the 404), how to validate its body and how to call vLLM."""
+    """How one operation calls vLLM: how to validate its body, the serving call (None: the model's tasks lack
+    it), how to dump its answer, whether its stream is framed as named events, and whether its request model
+    takes the request id (the tokenization models do not: vLLM would log it as an ignored field)."""
 
-    api: str
     validate: Callable[[Any], Any] | None
     call: _Call | None
     dump: Dump | None = None
     named_events: bool = False
+    request_id: bool = True
 
 
 class ServingOperations:
@@ -269,6 +287,16 @@ class ServingOperations:
         self._speech = SpeechOperations.for_tasks(
             tasks, engine, models, logger=context.logger, enable_force_include_usage=settings.enable_force_include_usage
         )
+        # Every model has these, as vLLM's init_app_state builds them (the tokenizer's own, no engine).
+        self._tokenization = ServingTokenization(
+            models,
+            context.renderer,
+            request_logger=context.logger,
+            chat_template=context.chat_template,
+            chat_template_content_format=content_format,
+            default_chat_template_kwargs=dict(settings.default_chat_template_kwargs),
+            trust_request_chat_template=settings.trust_request_chat_template,
+        )
         self._chat: OpenAIServingChat | None = None
         self._completion: OpenAIServingCompletion | None = None
         self._embedding: Callable[..., Awaitable[Any]] | None = None
@@ -326,14 +354,18 @@ class ServingOperations:
         """Run `operation` on `body` (see `Operation`); never raises for a bad request."""
         route = self._routes[operation]
         if route.call is None:
-            return unsupported(self.model_name, route.api)
+            return unsupported(self.model_name, SPEC_OF[operation].api)
         if route.validate is None:
             if not isinstance(body, Mapping):
                 return bad_request("The request body must be a JSON object.")
             request: Any = body
         else:
             request = parse_request(
-                route.validate, body, model_name=self.model_name, request_id=request_id, adapters=self._adapters
+                route.validate,
+                body,
+                model_name=self.model_name,
+                request_id=request_id if route.request_id else None,
+                adapters=self._adapters,
             )
             if isinstance(request, JsonResult):
                 return request
@@ -343,7 +375,18 @@ class ServingOperations:
         return result
 
     def _route_table(self) -> dict[Operation, _Route]:
+        table = self._vllm_calls()
+        if set(table) != set(OPERATIONS):
+            # A new entry of operations.py without its call here, or the reverse: refused at once, not per request.
+            raise RuntimeError(
+                f"operations without a vLLM call: {sorted(set(OPERATIONS) - set(table))}; "
+                f"vLLM calls of no operation: {sorted(set(table) - set(OPERATIONS))}"
+            )
+        return table
+
+    def _vllm_calls(self) -> dict[Operation, _Route]:
         responses, messages, scores, speech = self._responses, self._messages, self._scores, self._speech
+        tokenization = self._tokenization
 
         def present(serving: Any, call: _Call) -> _Call | None:
             return call if serving is not None else None
@@ -381,39 +424,44 @@ class ServingOperations:
         chat, completion = self._chat, self._completion
         return {
             "chat.completions": _Route(
-                "Chat Completions",
                 ChatCompletionRequest.model_validate,
                 present(chat, lambda request: chat.create_chat_completion(request, None)),  # type: ignore[union-attr]
             ),
             "completions": _Route(
-                "Completions",
                 CompletionRequest.model_validate,
                 present(completion, lambda request: completion.create_completion(request, None)),  # type: ignore[union-attr]
             ),
-            "embeddings": _Route("Embeddings", _EMBEDDING_REQUEST, pooled(self._embedding)),
+            "embeddings": _Route(_EMBEDDING_REQUEST, pooled(self._embedding)),
+            "tokenize": _Route(
+                _tokenize_request,
+                lambda request: tokenization.create_tokenize(request, None),  # type: ignore[arg-type]
+                request_id=False,
+            ),
+            "detokenize": _Route(
+                DetokenizeRequest.model_validate,
+                lambda request: tokenization.create_detokenize(request, None),  # type: ignore[arg-type]
+                request_id=False,
+            ),
+            "tokenizer_info": _Route(None, lambda _: tokenization.get_tokenizer_info()),
             "responses.create": _Route(
-                "Responses",
                 _validator(ResponsesRequest),
                 present(responses, create),
                 _by_alias,
                 named_events=True,
             ),
-            "responses.retrieve": _Route("Responses", None, present(responses, retrieve), _by_alias, named_events=True),
-            "responses.cancel": _Route("Responses", None, present(responses, cancel), _by_alias),
+            "responses.retrieve": _Route(None, present(responses, retrieve), _by_alias, named_events=True),
+            "responses.cancel": _Route(None, present(responses, cancel), _by_alias),
             "messages.create": _Route(
-                "Messages",
                 _validator(AnthropicMessagesRequest),
                 present(messages, lambda request: messages.create_messages(request, None)),  # type: ignore[union-attr]
                 _without_nulls,
             ),
             "messages.count_tokens": _Route(
-                "Messages",
                 _validator(AnthropicCountTokensRequest),
                 present(messages, lambda request: messages.count_tokens(request, None)),  # type: ignore[union-attr]
                 _without_nulls,
             ),
             "chat.batch": _Route(
-                "Chat Completions",
                 _validator(BatchChatCompletionRequest),
                 present(
                     self._chat_batch,
@@ -421,7 +469,6 @@ class ServingOperations:
                 ),
             ),
             "generative_scoring": _Route(
-                "Generative Scoring",
                 _validator(GenerativeScoringRequest),
                 present(
                     self._generative_scoring,
@@ -429,21 +476,16 @@ class ServingOperations:
                 ),
             ),
             "structured_decision": _Route(
-                "Structured Decisions",
                 _validator(_DECISION_REQUEST) if _DECISION_REQUEST is not None else None,
                 present(self._decisions, lambda request: self._decisions.create_decision(request, None)),  # type: ignore[union-attr]
             ),
-            "pooling": _Route("Pooling", _validator(PoolingRequest), pooled(self._pooling)),
-            "classify": _Route("Classification", _validator(ClassificationRequest), pooled(self._classification)),
-            "score": _Route("Score", _validator(ScoreRequest), pooled(scores)),
-            "rerank": _Route("Rerank", _validator(RerankRequest), pooled(scores)),
-            "embed.cohere": _Route("Embed", _validator(CohereEmbedRequest), pooled(self._embedding)),
-            "audio.transcriptions": _Route(
-                "Transcriptions", VALIDATE_TRANSCRIPTION, speech.transcribe if speech is not None else None
-            ),
-            "audio.translations": _Route(
-                "Translations", VALIDATE_TRANSLATION, speech.translate if speech is not None else None
-            ),
+            "pooling": _Route(_validator(PoolingRequest), pooled(self._pooling)),
+            "classify": _Route(_validator(ClassificationRequest), pooled(self._classification)),
+            "score": _Route(_validator(ScoreRequest), pooled(scores)),
+            "rerank": _Route(_validator(RerankRequest), pooled(scores)),
+            "embed.cohere": _Route(_validator(CohereEmbedRequest), pooled(self._embedding)),
+            "audio.transcriptions": _Route(VALIDATE_TRANSCRIPTION, speech.transcribe if speech is not None else None),
+            "audio.translations": _Route(VALIDATE_TRANSLATION, speech.translate if speech is not None else None),
         }
 
 
