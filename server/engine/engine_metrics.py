@@ -5,12 +5,14 @@ unregisters every ``vllm:*`` collector there first (``unregister_vllm_metrics``)
 (``keep``), only the last-loaded engine's series would be exported, though the earlier engine's logger keeps
 updating its own, now unregistered, collectors. So the loader :meth:`captures <EngineMetrics.capture>` the
 collectors an engine registered right after it starts, and :meth:`EngineMetrics.collect` merges every live
-engine's families, labelled by vLLM's own ``model_name``, into one family per metric name.
+engine's families, labelled by vLLM's own ``model_name``, into one family per metric name. The same captured
+collectors tell residency what an engine's warm prefix cache saves (:meth:`EngineMetrics.saved_prefill_s`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +67,28 @@ class EngineMetrics:
                     merged = families[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
                 merged.samples.extend(family.samples)
         yield from families.values()
+
+    def saved_prefill_s(self, engine: Any) -> float:
+        """The prefill seconds ``engine``'s own prefix cache saves one request, on average, by vLLM's counters since it
+        started: the prefix-cache hit tokens per request (``vllm:prefix_cache_hits`` over the count of
+        ``vllm:request_prefill_time_seconds``) times the prefill seconds per token it did compute (that histogram's
+        sum over ``vllm:prompt_tokens`` less the local and the external hits). What the first request after a reload
+        pays again, at least, once the engine and its cache are gone. 0 for an engine not captured, without stats or
+        without a hit yet. Under an in-place swap the engine's counters count every model it has served."""
+        with self._lock:
+            collectors = list(self._by_engine.get(id(engine), ()))
+        totals: defaultdict[str, float] = defaultdict(float)
+        for collector in collectors:
+            for family in collector.collect():
+                for sample in family.samples:
+                    totals[sample.name] += sample.value
+        hits = totals["vllm:prefix_cache_hits_total"]
+        requests = totals["vllm:request_prefill_time_seconds_count"]
+        prefill_s = totals["vllm:request_prefill_time_seconds_sum"]
+        if hits <= 0 or requests <= 0 or prefill_s <= 0:
+            return 0.0
+        computed = totals["vllm:prompt_tokens_total"] - hits - totals["vllm:external_prefix_cache_hits_total"]
+        return hits / requests * prefill_s / max(computed, 1.0)
 
     def _registered_vllm_collectors(self) -> list[Collector]:
         # prometheus_client keeps no public list of collectors; vLLM's own unregister_vllm_metrics reads the same.

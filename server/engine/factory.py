@@ -208,7 +208,7 @@ def build_manager(
         in_place=in_place,
         # Eviction by bytes under a memory budget (keep), over the manager's current plan (a reload replaces it).
         by_bytes=(
-            budget_eviction(lambda: manager.memory_plan, Weighing(profile.switching.eviction, costs))
+            budget_eviction(lambda: manager.memory_plan, Weighing.of(profile.switching, costs))
             if memory_plan and memory_plan.budget_bytes
             else None
         ),

@@ -112,7 +112,7 @@ class EngineManager(Generic[B]):
             build_bundle,
             memory_plan,
             drain_timeout=self._switching.drain_timeout,
-            weighing=Weighing(self._switching.eviction, self._costs),
+            weighing=Weighing.of(self._switching, self._costs),
         )
         self._strategy = strategy
         self._tasks = ModelTasks(lambda: self._slots.models, model_tasks)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from server.engine.engine_metrics import EngineMetrics
 
@@ -57,3 +58,37 @@ def test_collectors_nobody_captured_are_exported_too() -> None:
     registry = CollectorRegistry()
     _start_engine(registry, "host")  # an engine the loader did not start (vLLM-Gaudi's stash host)
     assert _series(EngineMetrics(registry)) == {"vllm:num_requests_running": {"host"}, "vllm:prompt_tokens": {"host"}}
+
+
+def _serve(registry: CollectorRegistry, *, prompt: int, hits: int, external: int, prefills: list[float]) -> None:
+    """vLLM's counters after ``len(prefills)`` requests: ``prompt`` tokens, ``hits`` of them found in the engine's
+    own prefix cache and ``external`` in a connector's, each request's prefill taking its seconds."""
+    labels = ["model_name", "engine"]
+    Counter("vllm:prompt_tokens", "prompt", labels, registry=registry).labels("m", "0").inc(prompt)
+    Counter("vllm:prefix_cache_hits", "hits", labels, registry=registry).labels("m", "0").inc(hits)
+    Counter("vllm:external_prefix_cache_hits", "external", labels, registry=registry).labels("m", "0").inc(external)
+    prefill = Histogram("vllm:request_prefill_time_seconds", "prefill", labels, registry=registry).labels("m", "0")
+    for seconds in prefills:
+        prefill.observe(seconds)
+
+
+def test_saved_prefill_is_a_requests_hit_tokens_at_the_engines_own_prefill_speed() -> None:
+    registry = CollectorRegistry()
+    metrics = EngineMetrics(registry)
+    engine = object()
+    # 4 requests of 100 tokens: 240 found in its cache (60 a request), 40 in the pool's, 120 computed in 1.2 s.
+    _serve(registry, prompt=400, hits=240, external=40, prefills=[0.3, 0.3, 0.3, 0.3])
+    metrics.capture(engine)
+    assert metrics.saved_prefill_s(engine) == pytest.approx(60 * 1.2 / 120)
+    assert metrics.saved_prefill_s(object()) == 0.0  # not captured: nothing known
+    metrics.forget(engine)
+    assert metrics.saved_prefill_s(engine) == 0.0
+
+
+def test_an_engine_without_a_prefix_hit_saves_nothing() -> None:
+    registry = CollectorRegistry()
+    metrics = EngineMetrics(registry)
+    engine = object()
+    _serve(registry, prompt=400, hits=0, external=0, prefills=[0.3, 0.3])
+    metrics.capture(engine)
+    assert metrics.saved_prefill_s(engine) == 0.0

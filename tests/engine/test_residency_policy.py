@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from server.cli import plan_report
 from server.cluster.replica_models import ReplicaModels
 from server.engine import CostBook, SlotState
+from server.engine.engine_metrics import ENGINE_METRICS
 from server.engine.residency import policy as residency_policy
 from server.engine.residency.policy import (
     Resident,
@@ -27,8 +29,9 @@ from server.engine.residency.policy import (
     one_more_fits,
     residency_outlook,
 )
-from server.engine.residency.slot_eviction import budget_eviction
+from server.engine.residency.slot_eviction import Weighing, budget_eviction
 from server.engine.strategies import KeepStrategy, select_strategy
+from server.engine.types import Slot
 from server.profiles.footprint import Footprint
 from server.profiles.schema import ModelProfile, Switching
 from tests.engine.conftest import MakeManager
@@ -363,6 +366,43 @@ def test_reloads_cheaper_than_a_tenth_of_a_second_cost_alike_so_recency_decides(
     assert residency_policy.keep_value(newer, now=100.0) == pytest.approx(0.1 / 10**0.1)
     dear = _idle("dear", 40.0, return_s=0.2)  # above the floor, the cost counts again
     assert eviction_order([newer, dear], rule="cost", now=100.0)[0].name == "newer"
+
+
+def test_a_warm_prefix_cache_the_engine_would_lose_adds_to_its_cost() -> None:
+    # Equal reloads: the one whose prefix cache saves each request 2 s of prefill is the dearer loss, though it
+    # sat idle longer; the same cache kept in the pool (lost_prefix_s 0) leaves recency to decide.
+    warm = _idle("warm", 40.0, return_s=1.0, lost_prefix_s=2.0)
+    cold = _idle("cold", 90.0, return_s=1.0)
+    assert [r.name for r in eviction_order([warm, cold], rule="cost", now=100.0)] == ["cold", "warm"]
+    assert residency_policy.keep_value(warm, now=100.0) == pytest.approx(3.0 / 60**0.1)
+    kept = _idle("warm", 40.0, return_s=1.0)
+    assert [r.name for r in eviction_order([kept, cold], rule="cost", now=100.0)] == ["warm", "cold"]
+    assert [r.name for r in eviction_order([warm, cold], rule="lru", now=100.0)] == ["warm", "cold"]
+
+
+def test_the_devices_slots_are_weighed_with_the_prefix_their_engines_would_lose() -> None:
+    engines = {"a": object(), "b": object()}
+    saved = {id(engines["a"]): 0.0, id(engines["b"]): 5.0}
+
+    def slot(name: str, last_active: float) -> Slot:
+        return Slot(
+            name,
+            ModelProfile(model=f"/m/{name}"),
+            _state=SlotState.RESIDENT,
+            _last_active=last_active,
+            _uses=2,
+            _engine=engines[name],
+        )
+
+    plan = budget_plan({"a": 2 * GIB, "b": 2 * GIB, "c": 2 * GIB}, 4 * GIB)
+    now = time.monotonic()
+    holders = [slot("a", now - 10.0), slot("b", now - 100.0)]  # b is older, but its cache saves 5 s a request
+    weighed = Weighing("cost", None, lambda engine: saved[id(engine)])
+    assert budget_eviction(lambda: plan, weighed)("c", holders).evict == ["a"]
+    assert budget_eviction(lambda: plan, Weighing("cost"))("c", holders).evict == ["b"]
+    # Where the kept-KV pool keeps an engine's prefix blocks when it goes, nothing is lost with it.
+    assert Weighing.of(Switching(kv_keep_bytes=GIB), None).saved_prefill_s is None
+    assert Weighing.of(Switching(), None).saved_prefill_s == ENGINE_METRICS.saved_prefill_s
 
 
 def test_cost_weighs_bytes_and_uses_up_to_the_cap() -> None:

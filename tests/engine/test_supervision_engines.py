@@ -102,10 +102,14 @@ DEATHS = RecordingObserver()
 
 
 async def _stream(
-    manager: EngineManager[FakeBundle], tokens: int, model: str | None = None, first: asyncio.Event | None = None
+    manager: EngineManager[FakeBundle],
+    tokens: int,
+    model: str | None = None,
+    first: asyncio.Event | None = None,
+    prompt: str = "Hello there",
 ) -> Any:
-    """Generate ``tokens`` tokens on the active model; returns the last output (raises what ended the lease).
-    ``first`` is set when the first output arrives."""
+    """Generate ``tokens`` tokens on the active model from ``prompt``; returns the last output (raises what ended
+    the lease). ``first`` is set when the first output arrives."""
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
@@ -113,7 +117,7 @@ async def _stream(
         install_abort_hook(lease)
         final = None
         try:
-            async for output in lease.bundle.engine.generate("Hello there", params, lease.request_id):
+            async for output in lease.bundle.engine.generate(prompt, params, lease.request_id):
                 final = output
                 if first is not None:
                     first.set()
@@ -270,10 +274,15 @@ async def test_a_load_that_hangs_ends_at_load_timeout_and_rolls_back(
 async def test_two_resident_engines_both_export_their_vllm_series(watched: EngineManager[FakeBundle]) -> None:
     manager = watched
     assert manager.active_model == "plain"
-    await _stream(manager, 4)
+    plain = await served_engine(manager)
+    long_prompt = "Hello there. " * 90  # about 360 tokens: two of the CPU backend's 128-token blocks
+    for _ in range(2):  # the second request finds the first one's blocks
+        await _stream(manager, 4, prompt=long_prompt)
+    saved_s = ENGINE_METRICS.saved_prefill_s(plain)  # what residency weighs as lost with plain's engine
     await manager.switch("tools")  # keep: plain stays resident with its engine (and its stat logger)
     await _stream(manager, 4)
     assert state_of(manager, "plain") is SlotState.RESIDENT
+    assert saved_s > 0.0 and ENGINE_METRICS.saved_prefill_s(await served_engine(manager)) == 0.0, saved_s
     families = {family.name: family for family in ENGINE_METRICS.collect()}
     assert "vllm:num_requests_running" in families
     for name in ("vllm:num_requests_running", "vllm:prompt_tokens"):

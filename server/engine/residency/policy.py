@@ -15,7 +15,8 @@ The rules:
       more important models, as vLLM's request priority), and within one priority the eviction rule
       (``switching.eviction``) orders them (:func:`eviction_order`): ``lru``, the least recently used first;
       ``cost`` (the default), the one whose loss costs least first (:func:`keep_value`, a GreedyDual-Size-Frequency
-      kind of value: its measured cost to come back, times how often it served, over its bytes and its idle time).
+      kind of value: its measured cost to come back and the prefill its warm prefix cache saves, times how often it
+      served, over its bytes and its idle time).
     * A target fits when the engines held, the target included, are at most ``max_active`` and its footprint fits
       in what ``budget_bytes`` leaves (:func:`evictions_to_fit`); when even every resident that may go would not
       free enough, it cannot fit now, and the answer says why, with the numbers.
@@ -89,6 +90,8 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True):
         idle_unload_s: Seconds it may sit idle before it is unloaded (:func:`idle_limit`; None: never).
         return_s: What it costs to come back once it is gone, measured (the cost book's cold start, else its
             in-place swap; None: never measured).
+        lost_prefix_s: The prefill seconds its warm prefix cache saves a request, lost with its engine (0: none, or
+            the kept-KV pool keeps its blocks).
         uses: How often it served or was loaded (:data:`USE_CAP` of them count).
         priority: Its model's ``priority``: a higher value goes first.
     """
@@ -101,6 +104,7 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True):
     active: bool = False
     idle_unload_s: float | None = None
     return_s: float | None = None
+    lost_prefix_s: float = 0.0
     uses: int = 1
     priority: int = 0
 
@@ -166,14 +170,17 @@ def keep_value(resident: Resident, *, now: float, mean_bytes: float = 0.0, fallb
     """What keeping ``resident`` is worth: the reload its next use would otherwise cost, times how likely that use
     comes soon, for each byte it holds (``docs/residency.md`` gives the formula)::
 
-        min(uses, USE_CAP) x max(return_s, 0.1 s) / (bytes / mean_bytes) / max(now - last_used, 1 s) ** AGE_EXPONENT
+        min(uses, USE_CAP) x (max(return_s, 0.1 s) + lost_prefix_s) / (bytes / mean_bytes)
+            / max(now - last_used, 1 s) ** AGE_EXPONENT
 
     GreedyDual-Size-Frequency's value (frequency x cost / size), aged by the idle time rather than by an inflation
     value: a model idle 1024 times as long is worth half as much (:data:`AGE_EXPONENT`). ``mean_bytes``: the mean
     footprint of the candidates (0: footprints unknown, every one counts as 1); ``fallback_s``: the cost of a model
-    never measured (the mean of those measured).
+    never measured (the mean of those measured). A warm prefix cache the engine would lose adds the prefill it saves
+    (``lost_prefix_s``) to the cost.
     """
     cost = max(resident.return_s, _MIN_COST_S) if resident.return_s is not None else fallback_s
+    cost += resident.lost_prefix_s
     share = resident.footprint_bytes / mean_bytes if mean_bytes > 0 and resident.footprint_bytes > 0 else 1.0
     age = max(now - resident.last_used, _MIN_AGE_S)
     return min(resident.uses, USE_CAP) * cost / share / math.pow(age, AGE_EXPONENT)
