@@ -146,7 +146,8 @@ def test_a_stream_whose_client_never_reads_is_ended_after_the_stall_timeout(serv
     # 16 choices with 20 logprobs a token: some 15 MB of SSE, more than the socket buffers and uvicorn's hold.
     sock = _post(server, "/v1/completions", {**LONG, "n": 16, "logprobs": 20, "stream": True}, receive_buffer=4096)
     try:
-        assert _until(lambda: _in_flight(server) == 1, 60) is not None
+        # Seen in flight, or (a loaded machine answering the polls late) already ended by the stall timeout.
+        assert _until(lambda: _in_flight(server) == 1 or "took no bytes" in server.log(), 60) is not None
         started = time.perf_counter()
         released = _until(lambda: _in_flight(server) == 0 and _running(server, "tools") == 0, 120)
         assert released is not None, "the stalled stream kept its lease"

@@ -92,7 +92,7 @@ CASES: Final[dict[str, Case]] = {
 }
 
 #: How often each stream is asked for on each server (see the module's docstring).
-STREAM_TRIES: Final = 3
+STREAM_TRIES: Final = 5
 
 Answer = tuple[int, str, bytes]  # status, media type, normalized body
 Answers = dict[tuple[str, bool], set[Answer]]
