@@ -47,6 +47,17 @@ def test_each_report_counts_on_its_path_without_the_drain() -> None:
     assert warm_cost.last_s == pytest.approx(0.24)
 
 
+def test_a_first_starts_wait_for_the_engine_launcher_is_not_a_reloads_cost() -> None:
+    # A server's first start waited 20 s for the launcher's warm-up before its 3 s start: a reload pays the 3 s.
+    first = EngineStart(started_at=0.0, total_ms=3000, phases_ms={}, forked=True, waited_ms=20_000)
+    book = CostBook()
+    book.record(_report("tools", 23_500.0, engine_start=first))
+    assert book.seconds("tools", "cold") == pytest.approx(3.5)
+    later = EngineStart(started_at=0.0, total_ms=2800, phases_ms={}, forked=True)
+    book.record(_report("tools", 3_300.0, engine_start=later))
+    assert book.seconds("tools", "cold") == pytest.approx(3.4)
+
+
 def test_the_book_is_kept_private_and_survives_a_restart(tmp_path: Path) -> None:
     folder = StateDir(tmp_path / "state" / "turnout")
     CostBook(folder).add("big", "cold", 12.5, {"engine_start": 12000.0})

@@ -142,7 +142,9 @@ class VllmEngineLoader:
 
         args = build_engine_args(name, model, sleep_mode=sleep_mode, worker_extension=self.worker_extension)
         logger.info("loading %s from %s (quant_config: %s)", name, model.model, model.quant_config or "none")
-        launcher = await launcher_for(args)
+        asked_at = time.perf_counter()
+        launcher = await launcher_for(args)  # at a server's first start, it waits for the launcher's warm-up
+        waited_ms = round((time.perf_counter() - asked_at) * 1000.0)
         async with _env_lock:  # also keeps other loads from spawning while this one's children are told apart
             in_place_env = IN_PLACE_ENGINE_ENV if self.worker_extension is not None else {}
             # The engine's log lines name the model it serves (LOG_MODEL_ENV, read as its logging is set up).
@@ -174,7 +176,7 @@ class VllmEngineLoader:
                     # Still under the lock, so no other engine's start has replaced its collectors yet.
                     ENGINE_METRICS.capture(engine)
                     from_launcher = launched is not None and bool(launched.processes)
-                    _record_start(name, engine, timer, forked=from_launcher)
+                    _record_start(name, engine, timer, forked=from_launcher, waited_ms=waited_ms)
             except BaseException:
                 remove_rpc_folder(rpc_folder)
                 raise
@@ -249,7 +251,7 @@ def _start_engine(engine_class: Any, args: Any, timer: StartTimer) -> Any:
     return engine
 
 
-def _record_start(name: str, engine: Any, timer: StartTimer, *, forked: bool) -> None:
+def _record_start(name: str, engine: Any, timer: StartTimer, *, forked: bool, waited_ms: int) -> None:
     """Log the start's phases in one line and keep them for the slot that takes ``engine``."""
     try:
         started = timer.result()
@@ -257,8 +259,9 @@ def _record_start(name: str, engine: Any, timer: StartTimer, *, forked: bool) ->
         logger.exception("timing the start of %s failed", name)
         return
     if started is not None:
-        logger.info("started %s in %s", name, started.describe())
-        ENGINE_STARTS.record(engine, msgspec.structs.replace(started, forked=forked))
+        waited = f" (after {waited_ms} ms waiting for the engine launcher)" if waited_ms >= 100 else ""
+        logger.info("started %s in %s%s", name, started.describe(), waited)
+        ENGINE_STARTS.record(engine, msgspec.structs.replace(started, forked=forked, waited_ms=waited_ms))
 
 
 async def _shut_down(engine: Any) -> None:

@@ -136,10 +136,12 @@ class CostBook:
             self._load(store)
 
     def record(self, report: SwitchReport) -> None:
-        """Count the switch that ``report`` describes (a switch that changed nothing is not a reload)."""
+        """Count the switch that ``report`` describes (a switch that changed nothing is not a reload), less its
+        drain and a wait for the engine launcher's first warm-up (a one-off of the server's first start)."""
         if not report.switched:
             return
-        seconds = max(0.0, (report.duration_ms - report.drain_ms) / 1000.0)
+        waited_ms = report.engine_start.waited_ms if report.engine_start is not None else 0
+        seconds = max(0.0, (report.duration_ms - report.drain_ms - waited_ms) / 1000.0)
         self.add(report.current_model, reload_path(report), seconds, _phases(report))
 
     def add(self, model: str, path: ReloadPath, seconds: float, phases: Mapping[str, float] | None = None) -> None:

@@ -40,12 +40,16 @@ class EngineStart(msgspec.Struct, frozen=True, kw_only=True):
             ``worker_setup``, ``model_init``, ``weights``, ``post_weights``, ``kv_cache``, ``warmup``,
             ``compile``, ``ready``. A phase the engine did not report is left out; its time shows in the next.
         forked: The engine core was forked from the warm launcher (False: spawned, as vLLM does on its own).
+        waited_ms: Before the start, the wait for the engine launcher's first warm-up (and the first config it
+            starts with), outside ``total_ms``: a one-off of a server's first start, which a later reload does not
+            pay, so the cost book leaves it out.
     """
 
     started_at: float
     total_ms: int
     phases_ms: dict[str, int]
     forked: bool = False
+    waited_ms: int = 0
 
     def describe(self) -> str:
         """``3.4 s: config 10 ms, launch 200 ms, ...`` (the log line's and ``turnout status``'s words)."""
