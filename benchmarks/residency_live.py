@@ -8,11 +8,12 @@ second engine of ``tiny-plain``, under ``keep`` with ``max_active: 2`` in ``auto
 for evicts one. The trace is ``benchmarks/residency_policies.py``'s synthetic multi-team traffic (bursts arriving as
 a Poisson process, Zipf(1) popularity), a few minutes of it, with short prompts and outputs that fit the tiny
 models. A warm-up asks each model in turn, twice, so the server's cost book (``GET /admin/costs``) holds measured
-cold and warm costs, and times one request's decoding (tokens per second, passed as ``--decode-tps``). Then, as a
-user would, ``turnout simulate PROFILE --trace F --costs URL --json`` simulates the trace once, and ``turnout
-simulate ... --live URL --json`` replays it ``--replays`` times (each replay's own simulation, from the same start,
-is kept beside it). Before each, the server is brought to the simulation's start: the default model active and
-alone (``turnout unload`` for the others).
+cold and warm costs (the start-up model is unloaded before its first turn, so that its cold cost is a reload's, not
+the start-up's provisional one), and times one request's decoding (tokens per second, passed as
+``--decode-tps``). Then, as a user would, ``turnout simulate PROFILE --trace F --costs URL --json`` simulates the
+trace once, and ``turnout simulate ... --live URL --json`` replays it ``--replays`` times (each replay's own
+simulation, from the same start, is kept beside it). Before each, the server is brought to the simulation's start:
+the default model active and alone (``turnout unload`` for the others).
 
 It prints the simulation's switches and p99 wait, each replay's, their median and the ratios median/simulation,
 met when both lie within 30 % (issue 50's goal), and writes ``results/residency_live.json``. The machine is shared
@@ -153,11 +154,15 @@ def _stream(client: httpx.Client, model: str, max_tokens: int) -> tuple[float, f
     return first or 0.0, time.monotonic() - start
 
 
-def _warm_up(server: ServerProcess, rounds: int) -> float:
-    """Ask each model in turn ``rounds`` times (cold and warm switches measured); the decoding rate in tokens/s."""
+def _warm_up(server: ServerProcess, rounds: int, folder: Path, env: dict[str, str]) -> float:
+    """Ask each model in turn ``rounds`` times (cold and warm switches measured), the start-up model unloaded
+    before its first turn so that its cold cost is a reload's (the start-up's is provisional); the decoding rate
+    in tokens/s."""
     with httpx.Client(base_url=server.url, timeout=900.0) as client:
-        for _ in range(rounds):
+        for round_ in range(rounds):
             for model in (*MODELS[1:], MODELS[0]):
+                if round_ == 0 and model == MODELS[0] and _holds(server, model):
+                    _turnout(folder, env, "unload", model, "--url", server.url, timeout=300)
                 started = time.monotonic()
                 _stream(client, model, 4)
                 print(f"  warm-up: {model} answered in {time.monotonic() - started:.1f} s", flush=True)
@@ -168,6 +173,12 @@ def _warm_up(server: ServerProcess, rounds: int) -> float:
             _, end = _stream(client, MODELS[0], _DECODE_PROBE_TOKENS)
             rates.append(_DECODE_PROBE_TOKENS / max(end, 1e-6))
     return statistics.median(rates)
+
+
+def _holds(server: ServerProcess, model: str) -> bool:
+    """Whether ``model`` holds an engine now (active or resident)."""
+    slots = _admin(server, "/admin/status").get("slots", [])
+    return any(slot.get("name") == model and slot.get("state") in ("active", "resident") for slot in slots)
 
 
 def _admin(server: ServerProcess, route: str) -> dict[str, Any]:
@@ -237,7 +248,7 @@ def run(options: ResidencyLiveOptions) -> ResidencyLive:
         )
         try:
             server.wait_ready()
-            decode_tps = round(_warm_up(server, options.warmups), 1)
+            decode_tps = round(_warm_up(server, options.warmups, folder, env), 1)
             costs = {
                 model: {path: round(cost["mean_s"], 4) for path, cost in paths.items() if cost}
                 for model, paths in _admin(server, "/admin/costs")["models"].items()

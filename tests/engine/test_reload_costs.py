@@ -58,6 +58,22 @@ def test_a_first_starts_wait_for_the_engine_launcher_is_not_a_reloads_cost() -> 
     assert book.seconds("tools", "cold") == pytest.approx(3.4)
 
 
+def test_a_start_up_switchs_cost_stands_only_until_a_reload_is_measured() -> None:
+    book = CostBook()
+    book.record(
+        _report("tools", 17_000.0, engine_start=EngineStart(started_at=0.0, total_ms=2000, phases_ms={})),
+        at_startup=True,
+    )
+    first = book.document().models["tools"].cold
+    assert first is not None and first.provisional and book.return_s("tools") == pytest.approx(17.0)
+    book.add("tools", "cold", 3.0)  # the first reload replaces the start-up's one-offs
+    assert book.seconds("tools", "cold") == pytest.approx(3.0)
+    book.add("tools", "cold", 20.0, provisional=True)  # a later start-up (a restart) never dilutes a reload's
+    book.add("tools", "cold", 4.0)
+    cold = book.document().models["tools"].cold
+    assert cold is not None and not cold.provisional and cold.count == 2 and cold.mean_s == pytest.approx(3.5)
+
+
 def test_the_book_is_kept_private_and_survives_a_restart(tmp_path: Path) -> None:
     folder = StateDir(tmp_path / "state" / "turnout")
     CostBook(folder).add("big", "cold", 12.5, {"engine_start": 12000.0})

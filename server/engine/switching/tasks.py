@@ -99,7 +99,7 @@ class SwitchTasks(Generic[B]):
             if outcome.report is not None:
                 self._history.last_report = outcome.report
                 if outcome.error is None:
-                    self._costs.record(outcome.report)
+                    self._costs.record(outcome.report, at_startup=trigger == "startup")
             error = _failure_reason(outcome.error)
             await self._slots.unload_stale_parked()  # while the switch still holds the device
             if outcome.error is not None:

@@ -58,12 +58,16 @@ class PathCost(msgspec.Struct, frozen=True, kw_only=True):
         phases_ms: The running means of the phases the reports named, in ms: ``unload``, ``load``, ``kv_cache``,
             ``frontend`` (in place), ``engine_start`` and its phases (``weights``, ``kv_cache``, ``compile``, ...)
             prefixed ``start.``.
+        provisional: Only a server's start-up switch measured it: the first switch of a process pays one-offs a
+            reload does not (the first proof of a checkpoint, first imports and warm-ups), so it stands only until
+            the next measurement of the path replaces it, and never dilutes one that a reload measured.
     """
 
     count: int
     mean_s: float
     last_s: float
     phases_ms: dict[str, float] = msgspec.field(default_factory=dict)
+    provisional: bool = False
 
 
 class ModelCosts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -135,22 +139,34 @@ class CostBook:
         if store is not None:
             self._load(store)
 
-    def record(self, report: SwitchReport) -> None:
+    def record(self, report: SwitchReport, *, at_startup: bool = False) -> None:
         """Count the switch that ``report`` describes (a switch that changed nothing is not a reload), less its
-        drain and a wait for the engine launcher's first warm-up (a one-off of the server's first start)."""
+        drain and a wait for the engine launcher's first warm-up (a one-off of the server's first start);
+        ``at_startup``: the server's start-up switch, whose measurement is provisional (see :class:`PathCost`)."""
         if not report.switched:
             return
         waited_ms = report.engine_start.waited_ms if report.engine_start is not None else 0
         seconds = max(0.0, (report.duration_ms - report.drain_ms - waited_ms) / 1000.0)
-        self.add(report.current_model, reload_path(report), seconds, _phases(report))
+        self.add(report.current_model, reload_path(report), seconds, _phases(report), provisional=at_startup)
 
-    def add(self, model: str, path: ReloadPath, seconds: float, phases: Mapping[str, float] | None = None) -> None:
-        """Count one measurement of ``model`` coming up by ``path`` in ``seconds``, and save the book."""
+    def add(
+        self,
+        model: str,
+        path: ReloadPath,
+        seconds: float,
+        phases: Mapping[str, float] | None = None,
+        *,
+        provisional: bool = False,
+    ) -> None:
+        """Count one measurement of ``model`` coming up by ``path`` in ``seconds``, and save the book.
+        A ``provisional`` one (a start-up switch's) never dilutes a reload's, and the next reload replaces it."""
         paths = self._paths.setdefault(model, {})
         known = paths.get(path)
         phases = dict(phases or {})
-        if known is None:
-            paths[path] = PathCost(count=1, mean_s=seconds, last_s=seconds, phases_ms=phases)
+        if known is not None and provisional and not known.provisional:
+            return
+        if known is None or (known.provisional and not provisional):
+            paths[path] = PathCost(count=1, mean_s=seconds, last_s=seconds, phases_ms=phases, provisional=provisional)
         else:
             count = known.count + 1
             blended = {
@@ -158,7 +174,11 @@ class CostBook:
                 for name, ms in phases.items()
             }
             paths[path] = PathCost(
-                count=count, mean_s=_blend(known.mean_s, seconds, count), last_s=seconds, phases_ms=blended
+                count=count,
+                mean_s=_blend(known.mean_s, seconds, count),
+                last_s=seconds,
+                phases_ms=blended,
+                provisional=provisional,
             )
         self._save()
 
