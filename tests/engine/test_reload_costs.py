@@ -14,7 +14,16 @@ import msgspec
 import pytest
 
 from server.engine import StateDir
-from server.engine.types import COSTS_FILE, CostBook, EngineStart, SwitchReport, costs_schema, reload_path
+from server.engine.types import (
+    COSTS_FILE,
+    FIRST_FINGERPRINT,
+    CostBook,
+    EngineStart,
+    SwitchReport,
+    Verification,
+    costs_schema,
+    reload_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,6 +81,17 @@ def test_a_start_up_switchs_cost_stands_only_until_a_reload_is_measured() -> Non
     book.add("tools", "cold", 4.0)
     cold = book.document().models["tools"].cold
     assert cold is not None and not cold.provisional and cold.count == 2 and cold.mean_s == pytest.approx(3.5)
+
+
+def test_a_checkpoints_first_proof_is_a_one_off_too() -> None:
+    start = EngineStart(started_at=0.0, total_ms=2000, phases_ms={})
+    first = Verification(outcome="passed", duration_ms=9000.0, path="fork", detail=FIRST_FINGERPRINT)
+    book = CostBook()
+    book.record(_report("plain", 11_000.0, engine_start=start, verify=first))
+    assert book.seconds("plain", "cold") == pytest.approx(11.0)
+    again = Verification(outcome="passed", duration_ms=400.0, path="fork", detail="the same 8 tokens")
+    book.record(_report("plain", 2_500.0, engine_start=start, verify=again))
+    assert book.seconds("plain", "cold") == pytest.approx(2.5)  # replaced, not averaged with the first proof
 
 
 def test_the_book_is_kept_private_and_survives_a_restart(tmp_path: Path) -> None:

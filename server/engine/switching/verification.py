@@ -45,7 +45,15 @@ from server.engine.runtime import (
 )
 from server.engine.switching.model_slots import ModelSlots
 from server.engine.switching.probe_agreement import agreement
-from server.engine.types import ModelProbe, ProbeReading, ProofOutcome, ProofPath, Published, Verification
+from server.engine.types import (
+    FIRST_FINGERPRINT,
+    ModelProbe,
+    ProbeReading,
+    ProofOutcome,
+    ProofPath,
+    Published,
+    Verification,
+)
 from server.profiles.schema import ModelProfile
 from server.vllm_plugin import ContentDigests
 
@@ -129,7 +137,7 @@ class ModelProof(Generic[B]):
         dtype = model_dtype(profile)
         if recorded is None:
             self._record(name, key, dtype, reading)
-            return published, self._verdict(name, "passed", path, started, "first fingerprint recorded")
+            return published, self._verdict(name, "passed", path, started, FIRST_FINGERPRINT)
         check = agreement(recorded, reading, dtype)
         if check.agrees:
             if recorded.key != key:

@@ -58,6 +58,7 @@ from server.engine.types.memory_plan import (
 )
 from server.engine.types.observer import ManagerObserver, Observers
 from server.engine.types.proof import (
+    FIRST_FINGERPRINT,
     PROOF_PATHS,
     ModelProbe,
     ModelProver,
@@ -108,6 +109,7 @@ from server.engine.types.strategy import (
 
 __all__ = [
     "COSTS_FILE",
+    "FIRST_FINGERPRINT",
     "PARKED",
     "PROOF_PATHS",
     "TRANSITIONS",

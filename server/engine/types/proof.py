@@ -20,6 +20,7 @@ from server.engine.types.lease import Published
 from server.profiles.schema import ModelProfile
 
 __all__ = [
+    "FIRST_FINGERPRINT",
     "PROOF_PATHS",
     "ModelProbe",
     "ModelProver",
@@ -36,6 +37,8 @@ B = TypeVar("B")
 #: freshly spawned engine: the reference the others are proven against).
 ProofPath = Literal["in_place", "fork", "wake", "restore", "plain"]
 PROOF_PATHS: Final[tuple[str, ...]] = ("in_place", "fork", "wake", "restore", "plain")
+#: The detail of a proof that found no fingerprint and recorded the first one (its checkpoint's first load).
+FIRST_FINGERPRINT: Final = "first fingerprint recorded"
 #: ``passed`` (agrees, or recorded on a first load), ``changed`` (the checkpoint changed: a plain start agreed with
 #: the fast path), ``fell_back`` (the fast path was wrong: the plain engine serves), ``failed`` (neither agreed),
 #: ``skipped`` (the probe cannot drive the model; the detail says why).
@@ -83,3 +86,9 @@ class Verification(msgspec.Struct, frozen=True, kw_only=True):
     duration_ms: float
     path: str
     detail: str = ""
+
+    @property
+    def recorded_first(self) -> bool:
+        """It recorded its checkpoint's first fingerprint: a one-off that a later load of the checkpoint does not
+        pay (the content's digests, kept after)."""
+        return self.detail == FIRST_FINGERPRINT

@@ -58,9 +58,9 @@ class PathCost(msgspec.Struct, frozen=True, kw_only=True):
         phases_ms: The running means of the phases the reports named, in ms: ``unload``, ``load``, ``kv_cache``,
             ``frontend`` (in place), ``engine_start`` and its phases (``weights``, ``kv_cache``, ``compile``, ...)
             prefixed ``start.``.
-        provisional: Only a server's start-up switch measured it: the first switch of a process pays one-offs a
-            reload does not (the first proof of a checkpoint, first imports and warm-ups), so it stands only until
-            the next measurement of the path replaces it, and never dilutes one that a reload measured.
+        provisional: Only switches that paid one-offs a reload does not measured it (a server's start-up switch:
+            first imports and warm-ups; a checkpoint's first proof: its digests and first fingerprint), so it stands
+            only until the next measurement of the path replaces it, and never dilutes one that a reload measured.
     """
 
     count: int
@@ -141,13 +141,15 @@ class CostBook:
 
     def record(self, report: SwitchReport, *, at_startup: bool = False) -> None:
         """Count the switch that ``report`` describes (a switch that changed nothing is not a reload), less its
-        drain and a wait for the engine launcher's first warm-up (a one-off of the server's first start);
-        ``at_startup``: the server's start-up switch, whose measurement is provisional (see :class:`PathCost`)."""
+        drain and a wait for the engine launcher's first warm-up (a one-off of the server's first start). The
+        measurement is provisional (see :class:`PathCost`) for the server's start-up switch (``at_startup``) and for
+        one whose proof recorded its checkpoint's first fingerprint."""
         if not report.switched:
             return
         waited_ms = report.engine_start.waited_ms if report.engine_start is not None else 0
         seconds = max(0.0, (report.duration_ms - report.drain_ms - waited_ms) / 1000.0)
-        self.add(report.current_model, reload_path(report), seconds, _phases(report), provisional=at_startup)
+        provisional = at_startup or (report.verify is not None and report.verify.recorded_first)
+        self.add(report.current_model, reload_path(report), seconds, _phases(report), provisional=provisional)
 
     def add(
         self,
