@@ -16,6 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 #: The serve command's own server class over an app that only runs its lifespan (no engine: the exit path is
 #: the same), with this process's pool made as ``with_kv_keep`` makes it.
 SERVER = """
+import signal
+# SIGINT as a terminal's foreground process has it: a parent that ignores it (a test worker, a script's background
+# job) passes SIG_IGN on, and uvicorn's re-raised SIGINT would then end nothing.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import uvicorn
 from server.cli.uvicorn_server import draining_server_class
 from server.vllm_plugin import close_kv_pool, server_kv_pool
