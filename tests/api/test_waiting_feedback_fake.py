@@ -47,7 +47,9 @@ async def _switch_then_stream(
 
 
 async def test_a_stream_waiting_behind_a_stop_switch_gets_comments_then_its_chunks(make_client: MakeClient) -> None:
-    loader = FakeLoader(delay_s=1.5)
+    # A 4 s load: on a loaded machine the stream may begin a second or more into it, and still waits for three
+    # notices 0.3 s apart (at 1.5 s, one CI run saw a single notice).
+    loader = FakeLoader(delay_s=4.0)
     client, manager = await make_client(strategy=StopStrategy, loader=loader, wait_notice_interval_s=0.3)
 
     status, blocks = await _switch_then_stream(client, manager, CHAT)
