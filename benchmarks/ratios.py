@@ -39,23 +39,24 @@ def _interval(logs: list[float]) -> Interval:
     return Interval(ratio=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half))
 
 
-def paired_ratios(rows: list[SteadyRound]) -> Paired:
+def paired_ratios(rows: list[SteadyRound], numerator: str = "turnout", denominator: str = "vllm") -> Paired:
     """Turnout/vLLM per (workload, round) pair, pooled: the noise of the comparison, not only its median.
 
     The two servers run each workload back to back within a round, so a pair shares the machine's state more
     closely than two medians do; the spread of the pairs says how far apart the servers could be told here.
+    ``numerator`` and ``denominator`` name other servers of the rows to compare (a pair needs both).
     """
     pairs: dict[tuple[str, int], dict[str, SteadyRound]] = {}
     for row in rows:
         pairs.setdefault((row.workload, row.round), {})[row.server] = row
     logs: dict[str, list[float]] = {metric: [] for metric in _PAIRED_METRICS}
     for pair in pairs.values():
-        if set(pair) != set(SERVERS):
+        if numerator not in pair or denominator not in pair:
             continue
         for metric, values in logs.items():
-            turnout, vllm = getattr(pair["turnout"], metric), getattr(pair["vllm"], metric)
-            if turnout > 0 and vllm > 0:
-                values.append(math.log(turnout / vllm))
+            above, below = getattr(pair[numerator], metric), getattr(pair[denominator], metric)
+            if above > 0 and below > 0:
+                values.append(math.log(above / below))
     intervals = {metric: _interval(values) for metric, values in logs.items() if values}
     return Paired(
         pairs=len(logs["req_per_s"]),

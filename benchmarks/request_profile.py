@@ -11,6 +11,11 @@ the other, the order swapping every round; the ratios come from those pairs, wit
 machine is bimodal). CPU-ms per request counts every process of the server but the engine core and the engine's
 workers (vLLM names them ``VLLM::...``): work moved into a child process still counts.
 
+Beside them, in every round and at the same rate, runs the floor (``benchmarks/engine_floor.py``): vLLM's
+``AsyncLLM`` alone in a process with the same model and engine arguments, no HTTP and no frontend, whose CPU per
+request any server that runs vLLM's engine client pays; its ratio to vLLM's server says how far down the goal
+can be reached at this load.
+
 Then, with py-spy (the ``test`` extra has it), each server's frontend process is sampled under chat streaming
 at the same rate, and each sample is put into one stage of a request (``request_profile_results.STAGES``).
 Results go to ``benchmarks/results/request_profile.json`` and, through ``docs_page``, ``docs/benchmarks.md``.
@@ -31,9 +36,11 @@ from pathlib import Path
 import msgspec
 import psutil
 
+from benchmarks.engine_floor import FloorJob, read_answer
 from benchmarks.load import LoadResult, Workload, run_load
 from benchmarks.ratios import SERVERS, summarize
 from benchmarks.request_profile_results import (
+    FLOOR,
     RequestProfile,
     RequestProfileOptions,
     StageSample,
@@ -88,6 +95,45 @@ def _workloads(options: RequestProfileOptions) -> list[Workload]:
     ]
 
 
+class _Floor:
+    """The floor's child process (``benchmarks.engine_floor``): one job in, one answer out, per run."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log = (log_dir / f"{RESULT}-floor.log").open("w")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.engine_floor"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+
+    def run(self, workload: Workload, seed: int) -> LoadResult:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        job = FloorJob(
+            streaming=workload.streaming,
+            rate=workload.request_rate,
+            prompts=workload.num_prompts,
+            concurrency=workload.concurrency,
+            seed=seed,
+            input_len=workload.input_len,
+            output_len=workload.output_len,
+        )
+        self._process.stdin.write(msgspec.json.encode(job).decode() + "\n")
+        self._process.stdin.flush()
+        return read_answer(iter(self._process.stdout.readline, ""))
+
+    def stop(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+
 def _sample(server: ServerProcess, seconds: int, out: Path, keep_loaded: Callable[[threading.Event], None]) -> None:
     """py-spy ``record`` of ``server``'s frontend process for ``seconds`` while ``keep_loaded`` sends requests."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -115,11 +161,14 @@ def main(options: RequestProfileOptions, log_dir: Path = RESULTS_DIR / "logs") -
     client_log = (log_dir / f"{RESULT}-client.log").open("w")
     servers: dict[str, ServerProcess] = {}
     rows: list[SteadyRound] = []
+    floor_rows: list[SteadyRound] = []
+    floor: _Floor | None = None
     stages: list[StageSample] = []
     started = time.monotonic()
     try:
         servers["vllm"] = start_vllm(model, log_dir)
         servers["turnout"] = start_turnout(DEMO_PROFILE, log_dir, extra=("--no-preload",))
+        floor = _Floor(log_dir)
         for process in servers.values():
             process.wait_ready()
 
@@ -138,22 +187,23 @@ def main(options: RequestProfileOptions, log_dir: Path = RESULTS_DIR / "logs") -
         for label in SERVERS:  # warm-up, discarded: lazy imports, template compilation, caches
             for workload in workloads:
                 run(label, dataclasses.replace(workload, num_prompts=min(32, options.prompts)), seed=999)
+        for workload in workloads:
+            floor.run(dataclasses.replace(workload, num_prompts=min(32, options.prompts)), seed=999)
         print("round  server   workload                   req/s  TTFT p99  CPU-ms/req", flush=True)
         for round_no in range(1, options.rounds + 1):
             order = SERVERS if round_no % 2 else SERVERS[::-1]
             for workload in workloads:
-                for label in order:
-                    measured = run(label, workload, seed=round_no)
+                for label in (*order, FLOOR):
+                    measured = floor.run(workload, round_no) if label == FLOOR else run(label, workload, round_no)
                     print(
                         f"{round_no:>5}  {label:<8} {workload.label:<24} {measured.req_per_s:>7.1f} "
                         f"{measured.ttft_p99_ms or 0:>9.1f} {measured.cpu_ms_per_request:>10.2f}",
                         flush=True,
                     )
-                    rows.append(
-                        SteadyRound(
-                            round=round_no, server=label, workload=workload.label, **msgspec.structs.asdict(measured)
-                        )
+                    row = SteadyRound(
+                        round=round_no, server=label, workload=workload.label, **msgspec.structs.asdict(measured)
                     )
+                    (floor_rows if label == FLOOR else rows).append(row)
         if options.sample_s > 0 and _has_py_spy():
             sampled = workloads[0]  # chat streaming
             for label in SERVERS:
@@ -169,6 +219,8 @@ def main(options: RequestProfileOptions, log_dir: Path = RESULTS_DIR / "logs") -
     finally:
         for server_process in servers.values():
             server_process.stop()
+        if floor is not None:
+            floor.stop()
         client_log.close()
     result = RequestProfile(
         options=options,
@@ -180,6 +232,7 @@ def main(options: RequestProfileOptions, log_dir: Path = RESULTS_DIR / "logs") -
         rounds=rows,
         summary=summarize(rows, workloads),
         paired_cpu=paired_cpu(rows, [workload.label for workload in workloads]),
+        floor=floor_rows,
         stages=stages,
     )
     print("\n".join(page_section(result)))

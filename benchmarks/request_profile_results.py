@@ -10,10 +10,13 @@ import collections
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+import msgspec
+
 from benchmarks.ratios import paired_ratios
 from benchmarks.result_types import Base, Interval, Result, SteadyRound, SteadySummary
 
 __all__ = [
+    "FLOOR",
     "GOAL",
     "LOOP",
     "OTHER",
@@ -21,6 +24,7 @@ __all__ = [
     "RequestProfile",
     "RequestProfileOptions",
     "StageSample",
+    "floor_ratios",
     "page_section",
     "paired_cpu",
     "stage_of",
@@ -29,6 +33,8 @@ __all__ = [
 
 #: The issue's goal for Turnout/vLLM CPU per request at a fixed load (the aim is 0.5x; the in-process floor 0.29x).
 GOAL: Final = 0.7
+#: The rows' name for the floor (``benchmarks/engine_floor.py``): vLLM's engine client alone, at the same load.
+FLOOR: Final = "floor"
 
 #: A request's stages, each with the frames that belong to it (a substring of ``function (file:line)``). A sample
 #: whose innermost frame is the event loop or a thread pool's own goes to :data:`LOOP` (native work under the
@@ -117,6 +123,7 @@ class RequestProfile(Result, frozen=True, kw_only=True):
     summary: SteadySummary
     paired_cpu: dict[str, Interval | None]
     stages: list[StageSample]
+    floor: list[SteadyRound] = msgspec.field(default_factory=list)
 
 
 def stage_of(frames: Sequence[str]) -> str:
@@ -147,6 +154,17 @@ def paired_cpu(rows: list[SteadyRound], labels: Iterable[str]) -> dict[str, Inte
     return {label: paired_ratios([row for row in rows if row.workload == label]).cpu_ms_per_request for label in labels}
 
 
+def floor_ratios(result: RequestProfile) -> tuple[dict[str, Interval | None], Interval | None]:
+    """The floor/vLLM CPU per request per workload and pooled, over the rounds where both ran a workload."""
+    rows = [row for row in result.rounds if row.server == "vllm"] + result.floor
+    labels = dict.fromkeys(row.workload for row in result.floor)
+    per_workload = {
+        label: paired_ratios([row for row in rows if row.workload == label], FLOOR).cpu_ms_per_request
+        for label in labels
+    }
+    return per_workload, paired_ratios(rows, FLOOR).cpu_ms_per_request
+
+
 def _interval(interval: Interval | None) -> str:
     if interval is None:
         return "n/a"
@@ -160,6 +178,49 @@ def _ms(value: float | None) -> str:
 
 def _pooled(result: RequestProfile) -> Interval | None:
     return result.summary.paired.cpu_ms_per_request if result.summary.paired is not None else None
+
+
+def _floor_lines(result: RequestProfile) -> list[str]:
+    if not result.floor:
+        return ["No floor in this run (a run before `benchmarks/engine_floor.py`).", ""]
+    per_workload, pooled = floor_ratios(result)
+    lines = [
+        "The floor at the same load, in the same rounds: vLLM's `AsyncLLM` alone in a process (`benchmarks/"
+        "engine_floor.py`), the same model and engine arguments, prompts as token ids, no HTTP, no frontend; "
+        "streamed workloads ask for every token (`DELTA`), JSON ones the final output (`FINAL_ONLY`). Any server "
+        "that runs vLLM's engine client in its process pays this much per request. What the goal leaves for "
+        "everything else a server does (HTTP, parsing, rendering and tokenizing, encoding) is the goal less the "
+        "floor; what vLLM's and Turnout's servers spend on it is theirs less the floor. Medians in CPU-ms per request:",
+        "",
+        f"| workload | floor | floor/vLLM | the goal ({GOAL}x vLLM's) | goal less floor | vLLM less floor | "
+        "Turnout less floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for w in result.summary.per_workload:
+        values = sorted(row.cpu_ms_per_request for row in result.floor if row.workload == w.workload)
+        vllm, turnout = w.vllm.cpu_ms_per_request, w.turnout.cpu_ms_per_request
+        if not values or vllm is None or turnout is None:
+            continue
+        floor = values[len(values) // 2]
+        lines.append(
+            f"| {w.workload} | {floor:.2f} | {_interval(per_workload.get(w.workload))} | {GOAL * vllm:.2f} | "
+            f"{GOAL * vllm - floor:.2f} | {vllm - floor:.2f} | {turnout - floor:.2f} |"
+        )
+    if pooled is None:
+        verdict = "no pair to compare"
+    elif pooled.low > GOAL:
+        verdict = (
+            f"the floor alone lies above {GOAL}x vLLM's server, its whole interval: no server that runs vLLM's "
+            "engine client in its process meets the goal at this load, whatever its HTTP and frontend cost"
+        )
+    elif pooled.high is None or pooled.high >= GOAL:
+        verdict = (
+            f"{GOAL}x lies inside the floor's interval: the goal would leave a server's HTTP and frontend "
+            "nothing that can be told apart from zero at this load"
+        )
+    else:
+        verdict = f"the floor lies below {GOAL}x: the goal leaves a server's own work the room shown above"
+    return [*lines, "", f"All workloads pooled, floor/vLLM: {_interval(pooled)}: {verdict}.", ""]
 
 
 def page_section(result: RequestProfile | None, before: RequestProfile | None = None) -> list[str]:
@@ -197,6 +258,7 @@ def page_section(result: RequestProfile | None, before: RequestProfile | None = 
         f"**{'Met' if met else 'MISSED'}**: CPU per request <= {GOAL}x vLLM's.",
         "",
     ]
+    lines += _floor_lines(result)
     if before is not None:
         lines += [
             f"Before (`request_profile_before.json`, Turnout {before.machine.turnout_commit}, {before.options.rounds} "
