@@ -63,9 +63,24 @@ class Step:
     timeout_s: float = 45 * 60
 
 
+def _interruptible() -> None:
+    """In the step's process before it starts: SIGINT as a terminal gives it, whatever this process was given.
+
+    A run started in the background (``&`` in a script, ``nohup``) ignores SIGINT, and an ignored signal stays
+    ignored across ``exec``: the step would then shrug off the interrupt that stops its servers on a timeout.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _call(command: list[str], timeout_s: float, capture: bool) -> tuple[int | str, str]:
     """Run one step; on timeout interrupt it (its servers are stopped by its own cleanup), then kill it."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE if capture else None, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE if capture else None,
+        text=True,
+        preexec_fn=_interruptible,  # one thread here, and it only resets a signal
+    )
     try:
         stdout, _ = process.communicate(timeout=timeout_s)
         return process.returncode, stdout or ""

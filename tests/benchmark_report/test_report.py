@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,3 +147,19 @@ def test_a_rerun_step_keeps_the_failure_it_replaces_on_the_page(
     assert step.status == "ok"
     assert [(r.status, r.finished) for r in step.replaces] == [("FAILED (exit 1)", "23:32 UTC")]
     assert "ok; replaces FAILED (exit 1) of 23:32 UTC" in "\n".join(docs_page._steps(record))
+
+
+def test_a_timed_out_step_is_interrupted_even_when_the_run_ignores_sigint() -> None:
+    # A run started in the background ignores SIGINT; its steps must still take the interrupt that stops their
+    # servers (``finally`` blocks), not sit out the minute's grace and be killed with their servers left running.
+    lines = ("import time", "try:", "    print('up', flush=True)", "    time.sleep(120)", "except KeyboardInterrupt:")
+    step = "\n".join((*lines, "    print('cleaned up')"))
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        started = time.monotonic()
+        code, stdout = run_all._call([sys.executable, "-c", step], timeout_s=2, capture=True)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert code == "timed out after 2 s"
+    assert stdout.split() == ["up", "cleaned", "up"]
+    assert time.monotonic() - started < 30
