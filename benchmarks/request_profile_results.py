@@ -270,7 +270,10 @@ def page_section(result: RequestProfile | None, before: RequestProfile | None = 
         names = [stage for stage, _ in STAGES] + [LOOP, OTHER]
         lines += [
             f"Per stage (py-spy, {o.sample_s} s per server under `{result.stages[0].workload}`; a sample goes to "
-            "its innermost frame's stage, `benchmarks/request_profile_results.py`'s `STAGES`), percent of samples:",
+            "its innermost frame's stage, `benchmarks/request_profile_results.py`'s `STAGES`), percent of samples. "
+            "py-spy samples by the wall clock, so a thread that waits for a core can be counted where it stands: on a "
+            "machine whose engine keeps its cores busy a share of samples is not a share of CPU time, and the two "
+            "servers' sample counts are not their CPU either (the CPU-ms above are):",
             "",
             "| stage | " + " | ".join(f"{server} ({by_server[server].samples} samples)" for server in by_server) + " |",
             "|---|" + "---|" * len(by_server),
