@@ -264,9 +264,11 @@ def _limit(data: EngineLimit | None) -> list[str]:
     if data is None:
         return [*lines, "**Not measured** in this run.", ""]
     lines += [
-        f"Same model and engine args, {data.config.prompts} requests per run, median of "
-        f"{data.config.rounds} rounds. CPU-ms/req is this process's (AsyncLLM's client side: output "
-        "processing and detokenizing), the floor any server's frontend stands on.",
+        f"Same model and engine args, {data.config.prompts} requests per run, all sent at once, each token asked "
+        f"for as it comes (`DELTA`, as a streamed response asks), median of {data.config.rounds} rounds "
+        "(`benchmarks/engine_floor.py`'s runs at full speed). CPU-ms/req is this process's (AsyncLLM's client "
+        "side: output processing and detokenizing), the floor any server's frontend stands on at full speed; the "
+        "request profile above measures it at a fixed rate, where it stands higher.",
         "",
     ]
     return lines + _table(

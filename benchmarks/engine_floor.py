@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import random
 import sys
@@ -31,7 +32,7 @@ from benchmarks.result_types import Base, LoadResult
 from benchmarks.servers import DEMO_PROFILE, process_cpu_seconds, served_model
 from server.engine.runtime.vllm_loader import build_engine_args
 
-__all__ = ["MARK", "FloorJob", "main", "read_answer"]
+__all__ = ["MARK", "FloorJob", "main", "measure", "read_answer", "start_engine"]
 
 #: The prefix of an answer line, which sets it apart from what vLLM logs on stdout.
 MARK = "FLOOR "
@@ -57,7 +58,17 @@ def read_answer(lines: Any) -> LoadResult:
     raise RuntimeError("the floor's process ended before it answered")
 
 
-async def _run(engine: Any, job: FloorJob) -> LoadResult:
+def start_engine() -> Any:
+    """vLLM's ``AsyncLLM`` for the demo's served model, with the servers' engine arguments."""
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    model = served_model(DEMO_PROFILE)
+    return AsyncLLM.from_engine_args(build_engine_args(model.name, model.model))
+
+
+async def measure(engine: Any, job: FloorJob) -> LoadResult:
+    """Run ``job`` on ``engine`` in this process; an infinite ``rate`` sends every prompt at once (within
+    ``concurrency``), as ``benchmarks/engine_limit.py`` does."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
@@ -65,8 +76,10 @@ async def _run(engine: Any, job: FloorJob) -> LoadResult:
     rng = random.Random(job.seed)
     prompts = [[rng.randrange(10, vocab - 1) for _ in range(job.input_len)] for _ in range(job.prompts)]
     # Send times as vLLM's client draws them: Poisson gaps, summed, scaled so the last falls at prompts / rate.
-    sends = list(itertools.accumulate(rng.expovariate(job.rate) for _ in range(job.prompts)))
-    sends = [send * job.prompts / job.rate / sends[-1] for send in sends]
+    sends = [0.0] * job.prompts
+    if not math.isinf(job.rate):
+        sends = list(itertools.accumulate(rng.expovariate(job.rate) for _ in range(job.prompts)))
+        sends = [send * job.prompts / job.rate / sends[-1] for send in sends]
     kind = RequestOutputKind.DELTA if job.streaming else RequestOutputKind.FINAL_ONLY
     params = SamplingParams(max_tokens=job.output_len, ignore_eos=True, temperature=0.0, output_kind=kind)
     gate = asyncio.Semaphore(job.concurrency)
@@ -101,14 +114,11 @@ async def _run(engine: Any, job: FloorJob) -> LoadResult:
 
 
 async def _serve() -> None:
-    from vllm.v1.engine.async_llm import AsyncLLM
-
-    model = served_model(DEMO_PROFILE)
-    engine = AsyncLLM.from_engine_args(build_engine_args(model.name, model.model))
+    engine = start_engine()
     loop = asyncio.get_running_loop()
     try:
         while line := await loop.run_in_executor(None, sys.stdin.readline):
-            result = await _run(engine, msgspec.json.decode(line, type=FloorJob))
+            result = await measure(engine, msgspec.json.decode(line, type=FloorJob))
             sys.stdout.write(MARK + msgspec.json.encode(result).decode() + "\n")
             sys.stdout.flush()
     finally:

@@ -3,78 +3,46 @@
     .venv/bin/python -m benchmarks.engine_limit [--prompts 200] [--concurrency 1,16,64]
 
 Same model and engine arguments as the steady-state benchmark, random 32-token prompts given as token ids, 8
-tokens out (``ignore_eos``), greedy. It reports req/s and this process's CPU milliseconds per request: what is
-left there is AsyncLLM's own client side (output processing, detokenizing), which any server pays too.
+tokens out (``ignore_eos``), greedy, each token asked for as it comes (a streamed response's ``DELTA``). It
+reports req/s and this process's CPU milliseconds per request: what is left there is AsyncLLM's own client side
+(output processing, detokenizing), which any server pays too. The runs are ``benchmarks/engine_floor.py``'s, at
+full speed; ``request_profile`` runs that floor at its fixed rate.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import random
-import time
+import math
 from collections.abc import Callable
-from typing import Any
 
+from benchmarks.engine_floor import FloorJob, measure, start_engine
 from benchmarks.result_types import EngineLimit, EngineLimitOptions, LimitFigures, LimitRound
 from benchmarks.results import write_result
-from benchmarks.servers import DEMO_PROFILE, process_cpu_seconds, served_model
-from server.engine.runtime.vllm_loader import build_engine_args
 from server.tinymodels.builder import build_tiny_models
 
 __all__ = ["main"]
 
 
-async def _measure(
-    engine: Any, round_no: int, concurrency: int, prompts: int, input_len: int, output_len: int
-) -> LimitRound:
-    from vllm import SamplingParams
-
-    vocab = engine.model_config.get_vocab_size()
-    rng = random.Random(concurrency)
-    params = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
-    gate = asyncio.Semaphore(concurrency)
-    ttfts: list[float] = []
-
-    async def one(index: int) -> None:
-        token_ids = [rng.randrange(10, vocab - 1) for _ in range(input_len)]
-        async with gate:
-            start = time.perf_counter()
-            first = True
-            async for _ in engine.generate({"prompt_token_ids": token_ids}, params, f"limit-{concurrency}-{index}"):
-                if first:
-                    ttfts.append(time.perf_counter() - start)
-                    first = False
-
-    cpu_start, wall_start = process_cpu_seconds(os.getpid()), time.perf_counter()
-    await asyncio.gather(*(one(index) for index in range(prompts)))
-    wall, cpu = time.perf_counter() - wall_start, process_cpu_seconds(os.getpid()) - cpu_start
-    ttfts.sort()
-    return LimitRound(
-        round=round_no,
-        concurrency=concurrency,
-        requests=prompts,
-        req_per_s=prompts / wall,
-        ttft_p50_ms=ttfts[len(ttfts) // 2] * 1000,
-        ttft_p99_ms=ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))] * 1000,
-        cpu_ms_per_request=cpu * 1000 / prompts,
-    )
-
-
 async def _run(prompts: int, concurrency: tuple[int, ...], rounds: int) -> list[LimitRound]:
-    from vllm.v1.engine.async_llm import AsyncLLM
-
     build_tiny_models()
-    model = served_model(DEMO_PROFILE)
-    engine = AsyncLLM.from_engine_args(build_engine_args(model.name, model.model))
+    engine = start_engine()
     rows: list[LimitRound] = []
     try:
-        await _measure(engine, 0, 16, 32, 32, 8)  # warm-up, discarded
+        await measure(engine, _job(16, 32, seed=0))  # warm-up, discarded
         print("round  concurrency    req/s  TTFT p50  TTFT p99  CPU-ms/req", flush=True)
         for round_no in range(1, rounds + 1):
             for c in concurrency:
-                row = await _measure(engine, round_no, c, prompts, 32, 8)
+                measured = await measure(engine, _job(c, prompts, seed=c))
+                row = LimitRound(
+                    round=round_no,
+                    concurrency=c,
+                    requests=prompts,
+                    req_per_s=measured.req_per_s,
+                    ttft_p50_ms=measured.ttft_p50_ms or 0.0,
+                    ttft_p99_ms=measured.ttft_p99_ms or 0.0,
+                    cpu_ms_per_request=measured.cpu_ms_per_request,
+                )
                 rows.append(row)
                 print(
                     f"{round_no:>5}  {c:>11} {row.req_per_s:>8.1f} {row.ttft_p50_ms:>9.1f} "
@@ -84,6 +52,11 @@ async def _run(prompts: int, concurrency: tuple[int, ...], rounds: int) -> list[
     finally:
         engine.shutdown()
     return rows
+
+
+def _job(concurrency: int, prompts: int, *, seed: int) -> FloorJob:
+    """Every prompt at once, ``concurrency`` in flight, each token as it comes (as a streamed response asks)."""
+    return FloorJob(streaming=True, rate=math.inf, prompts=prompts, concurrency=concurrency, seed=seed)
 
 
 def _median(rows: list[LimitRound], read: Callable[[LimitRound], float]) -> float:
