@@ -39,7 +39,7 @@ MARK = "FLOOR "
 
 
 class FloorJob(Base, frozen=True, kw_only=True):
-    """One run of the floor: the shape of ``benchmarks.load.Workload`` at a fixed rate."""
+    """One run of the floor: the shape of ``benchmarks.load.Workload``, at a fixed rate or all at once (``inf``)."""
 
     streaming: bool
     rate: float
